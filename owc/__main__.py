@@ -1,0 +1,5 @@
+import sys
+
+from owc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,377 @@
+"""Typed payloads of the events owc consumes, and a per-connection ``EventDecoder``.
+
+Every typed event keeps its ``raw`` payload: the Gateway sends many more fields than owc reads (a
+``sessions.changed`` carries a nested ``session`` row plus ~80 flattened row fields), and they are kept, not
+rejected. Event kinds owc does not consume (``health``, ``session.message``, ``update.available`` ...) decode
+to ``OtherEvent``; the decoder logs each such kind once per connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from owc.protocol import fields as f
+from owc.protocol.errors import ProtocolError
+from owc.protocol.frames import EventFrame
+from owc.protocol.handshake import ConnectChallenge, parse_challenge
+
+log = logging.getLogger("owc.protocol")
+
+RAW = attrs.field(default=attrs.Factory(dict), repr=False, eq=False)
+
+
+@attrs.frozen
+class Tick:
+    ts: int | None
+    raw: Mapping[str, Any] = RAW
+
+
+@attrs.frozen
+class Shutdown:
+    """``restart_expected_ms`` is present only when the Gateway restarts (restart mode); a plain stop has none.
+    The owner rule reads exactly that difference (seed 000 section 2.7, F4)."""
+
+    reason: str
+    restart_expected_ms: int | None = None
+    raw: Mapping[str, Any] = RAW
+
+    @property
+    def is_restart(self) -> bool:
+        return self.restart_expected_ms is not None
+
+
+LIFECYCLE_PHASES = frozenset({"start", "model", "end", "error"})
+
+
+@attrs.frozen
+class SessionsChanged:
+    """``sessions.changed`` in its two variants.
+
+    * lifecycle: ``phase`` is start/model/end/error and ``run_id`` names the run. The end/error push is built
+      with the active-run overlay, so it may still say ``status: running, hasActiveRun: true`` (F5).
+    * reason: ``reason`` is set (``send``, ``participants``, ``agent.run.started``, ``agent.input.settled`` ...)
+      and the payload is the session row. A reason push with ``hasActiveRun: false`` is the *settled* row.
+
+    ``active_run_ids is None`` means the Gateway did not say which runs are active (``null`` on live
+    ``phase:"start"``, or absent); an empty tuple means none. ``session_key`` is ``None`` on global pushes
+    (live: ``{reason:"cron-bindings-loaded", ts}`` with no key, ``frames_recipe_check.jsonl``).
+    """
+
+    session_key: str | None
+    phase: str | None = None
+    reason: str | None = None
+    run_id: str | None = None
+    client_run_id: str | None = None
+    ts: int | None = None
+    has_active_run: bool | None = None
+    active_run_ids: tuple[str, ...] | None = None
+    status: str | None = None
+    aborted_last_run: bool | None = None
+    last_run_id: str | None = None
+    last_run_error: str | None = None
+    updated_at: int | None = None
+    agent_id: str | None = None
+    raw: Mapping[str, Any] = RAW
+
+    @property
+    def is_lifecycle(self) -> bool:
+        return self.phase in LIFECYCLE_PHASES
+
+    @property
+    def is_settled(self) -> bool:
+        """The settled-row push: not a lifecycle phase, and the session has no active run."""
+        return not self.is_lifecycle and self.has_active_run is False
+
+    @property
+    def effective_run_id(self) -> str | None:
+        """The id the run is known by to clients: ``clientRunId`` when it differs, else ``runId``."""
+        return self.client_run_id or self.run_id
+
+
+CHAT_STATES = frozenset({"delta", "final", "aborted", "error", "status"})
+CHAT_TERMINAL_STATES = frozenset({"final", "aborted", "error"})
+
+
+def message_text(message: Mapping[str, Any] | None) -> str:
+    """The text of a chat message: its ``text`` content parts joined, or the content itself if a string."""
+    if not message:
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        part["text"]
+        for part in content
+        if isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+    )
+
+
+@attrs.frozen
+class ChatEvent:
+    """``chat``: ``message`` is the cumulative assistant snapshot, ``delta_text`` the increment.
+    ``run_seq`` is ``payload.seq``, the agent run's own sequence, not the envelope's."""
+
+    run_id: str
+    session_key: str
+    state: str
+    run_seq: int | None = None
+    delta_text: str | None = None
+    replace: bool = False
+    message: Mapping[str, Any] | None = None
+    yielded: bool = False
+    stop_reason: str | None = None
+    error_message: str | None = None
+    error_kind: str | None = None
+    phase: str | None = None
+    agent_id: str | None = None
+    spawned_by: str | None = None
+    raw: Mapping[str, Any] = RAW
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in CHAT_TERMINAL_STATES
+
+    @property
+    def text(self) -> str:
+        return message_text(self.message)
+
+
+@attrs.frozen
+class LifecycleData:
+    phase: str
+    stop_reason: str | None = None
+    aborted: bool | None = None
+    error: str | None = None
+
+
+@attrs.frozen
+class AssistantData:
+    text: str | None
+    delta: str | None
+    item_id: str | None = None
+
+
+@attrs.frozen
+class ToolData:
+    """``stream:"tool"``: ``phase`` start (with ``args``) or result (with ``result`` and ``is_error``)."""
+
+    phase: str
+    tool_call_id: str
+    name: str | None = None
+    args: Any = None
+    result: Any = None
+    is_error: bool = False
+
+
+@attrs.frozen
+class ItemData:
+    item_id: str | None
+    phase: str | None
+    kind: str | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    title: str | None = None
+    status: str | None = None
+
+
+@attrs.frozen
+class AgentEvent:
+    """``agent`` (and ``session.tool``, which carries the identical payload to subscribers that do not own
+    the run: ``via`` says which arrived). ``data`` is typed per stream in ``lifecycle`` / ``assistant`` /
+    ``tool`` / ``item``; other streams (``run_status``, ``usage``, ``error`` ...) keep ``data`` only."""
+
+    run_id: str
+    stream: str
+    data: Mapping[str, Any]
+    via: str = "agent"
+    session_key: str | None = None
+    run_seq: int | None = None
+    ts: int | None = None
+    is_heartbeat: bool | None = None
+    agent_id: str | None = None
+    spawned_by: str | None = None
+    lifecycle: LifecycleData | None = None
+    assistant: AssistantData | None = None
+    tool: ToolData | None = None
+    item: ItemData | None = None
+    raw: Mapping[str, Any] = RAW
+
+
+@attrs.frozen
+class OtherEvent:
+    """An event kind owc does not consume, kept whole."""
+
+    kind: str
+    raw: Mapping[str, Any] = RAW
+
+
+Event = ConnectChallenge | Tick | Shutdown | SessionsChanged | ChatEvent | AgentEvent | OtherEvent
+
+
+def parse_tick(p: f.JSONObject) -> Tick:
+    return Tick(ts=f.opt_int(p, "ts", "tick"), raw=p)
+
+
+def parse_shutdown(p: f.JSONObject) -> Shutdown:
+    return Shutdown(
+        reason=f.opt_str(p, "reason", "shutdown") or "gateway stopping",
+        restart_expected_ms=f.opt_int(p, "restartExpectedMs", "shutdown"),
+        raw=p,
+    )
+
+
+def parse_sessions_changed(p: f.JSONObject) -> SessionsChanged:
+    w = "sessions.changed"
+    return SessionsChanged(
+        session_key=f.opt_str(p, "sessionKey", w),
+        phase=f.opt_str(p, "phase", w),
+        reason=f.opt_str(p, "reason", w),
+        run_id=f.opt_str(p, "runId", w),
+        client_run_id=f.opt_str(p, "clientRunId", w),
+        ts=f.opt_int(p, "ts", w),
+        has_active_run=f.opt_bool(p, "hasActiveRun", w),
+        active_run_ids=f.opt_str_list(p, "activeRunIds", w),
+        status=f.opt_str(p, "status", w),
+        aborted_last_run=f.opt_bool(p, "abortedLastRun", w),
+        last_run_id=f.opt_str(p, "lastRunId", w),
+        last_run_error=f.opt_str(p, "lastRunError", w),
+        updated_at=f.opt_int(p, "updatedAt", w),
+        agent_id=f.opt_str(p, "agentId", w),
+        raw=p,
+    )
+
+
+def parse_chat(p: f.JSONObject) -> ChatEvent:
+    w = "chat"
+    state = f.req_str(p, "state", w)
+    return ChatEvent(
+        run_id=f.req_str(p, "runId", w),
+        session_key=f.req_str(p, "sessionKey", w),
+        state=state,
+        run_seq=f.opt_int(p, "seq", w),
+        delta_text=f.opt_str(p, "deltaText", w),
+        replace=bool(f.opt_bool(p, "replace", w)),
+        message=f.opt_obj(p, "message", w),
+        yielded=bool(f.opt_bool(p, "yielded", w)),
+        stop_reason=f.opt_str(p, "stopReason", w),
+        error_message=f.opt_str(p, "errorMessage", w),
+        error_kind=f.opt_str(p, "errorKind", w),
+        phase=f.opt_str(p, "phase", w),
+        agent_id=f.opt_str(p, "agentId", w),
+        spawned_by=f.opt_str(p, "spawnedBy", w),
+        raw=p,
+    )
+
+
+def _lifecycle(d: f.JSONObject) -> LifecycleData:
+    w = "agent.data"
+    return LifecycleData(
+        phase=f.req_str(d, "phase", w),
+        stop_reason=f.opt_str(d, "stopReason", w),
+        aborted=f.opt_bool(d, "aborted", w),
+        error=d.get("error") if isinstance(d.get("error"), str) else None,
+    )
+
+
+def _assistant(d: f.JSONObject) -> AssistantData:
+    w = "agent.data"
+    return AssistantData(text=f.opt_str(d, "text", w), delta=f.opt_str(d, "delta", w), item_id=f.opt_str(d, "itemId", w))
+
+
+def _tool(d: f.JSONObject) -> ToolData:
+    w = "agent.data"
+    return ToolData(
+        phase=f.req_str(d, "phase", w),
+        tool_call_id=f.req_str(d, "toolCallId", w),
+        name=f.opt_str(d, "name", w),
+        args=d.get("args"),
+        result=d.get("result"),
+        is_error=bool(f.opt_bool(d, "isError", w)),
+    )
+
+
+def _item(d: f.JSONObject) -> ItemData:
+    w = "agent.data"
+    return ItemData(
+        item_id=f.opt_str(d, "itemId", w),
+        phase=f.opt_str(d, "phase", w),
+        kind=f.opt_str(d, "kind", w),
+        tool_call_id=f.opt_str(d, "toolCallId", w),
+        name=f.opt_str(d, "name", w),
+        title=f.opt_str(d, "title", w),
+        status=f.opt_str(d, "status", w),
+    )
+
+
+def parse_agent(p: f.JSONObject, via: str = "agent") -> AgentEvent:
+    w = via
+    stream = f.req_str(p, "stream", w)
+    data = f.opt_obj(p, "data", w) or {}
+    return AgentEvent(
+        run_id=f.req_str(p, "runId", w),
+        stream=stream,
+        data=data,
+        via=via,
+        session_key=f.opt_str(p, "sessionKey", w),
+        run_seq=f.opt_int(p, "seq", w),
+        ts=f.opt_int(p, "ts", w),
+        is_heartbeat=f.opt_bool(p, "isHeartbeat", w),
+        agent_id=f.opt_str(p, "agentId", w),
+        spawned_by=f.opt_str(p, "spawnedBy", w),
+        lifecycle=_lifecycle(data) if stream == "lifecycle" else None,
+        assistant=_assistant(data) if stream == "assistant" else None,
+        tool=_tool(data) if stream == "tool" else None,
+        item=_item(data) if stream == "item" else None,
+        raw=p,
+    )
+
+
+_PARSERS = {
+    "connect.challenge": parse_challenge,
+    "tick": parse_tick,
+    "shutdown": parse_shutdown,
+    "sessions.changed": parse_sessions_changed,
+    "chat": parse_chat,
+    "agent": parse_agent,
+    "session.tool": lambda p: parse_agent(p, via="session.tool"),
+}
+
+CONSUMED_EVENTS = frozenset(_PARSERS)
+
+
+def parse_event(frame: EventFrame) -> Event:
+    """The typed payload of an event frame; ``OtherEvent`` for kinds owc does not consume.
+
+    Raises ``ProtocolError`` when a consumed kind lacks a field owc needs (a ``chat`` without ``runId``).
+    """
+    parser = _PARSERS.get(frame.event)
+    if parser is None:
+        return OtherEvent(kind=frame.event, raw=frame.payload)
+    try:
+        return parser(frame.payload)
+    except ProtocolError as exc:
+        # Name the event kind: field paths alone ("agent.data lacks 'phase'") do not say which frame it was.
+        raise ProtocolError(f"{frame.event} event: {exc}") from None
+
+
+@attrs.define
+class EventDecoder:
+    """Per-connection wrapper of ``parse_event`` that logs each unconsumed kind once.
+
+    Its memory is per connection on purpose: a new connection (maybe to an upgraded Gateway) logs again.
+    """
+
+    seen_other: set[str] = attrs.field(factory=set)
+
+    def decode(self, frame: EventFrame) -> Event:
+        event = parse_event(frame)
+        if isinstance(event, OtherEvent) and event.kind not in self.seen_other:
+            self.seen_other.add(event.kind)
+            log.info("protocol.event_not_consumed kind=%s", event.kind[:80])
+        return event

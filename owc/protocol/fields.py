@@ -1,0 +1,99 @@
+"""Typed reads from decoded JSON objects.
+
+Each helper names the field's path in its ``ProtocolError`` so a log line says exactly what a frame lacked.
+Unknown extra keys are never an error: the Gateway adds fields between releases (~80 row fields ride on every
+``sessions.changed``), and owc keeps the raw object next to the typed view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from owc.protocol.errors import ProtocolError
+
+JSONObject = Mapping[str, Any]
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def obj(value: object, where: str) -> JSONObject:
+    if not isinstance(value, Mapping):
+        raise ProtocolError(f"{where} must be an object, got {_type_name(value)}")
+    return value
+
+
+def opt_obj(d: JSONObject, key: str, where: str) -> JSONObject | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    return obj(value, f"{where}.{key}")
+
+
+def req_str(d: JSONObject, key: str, where: str) -> str:
+    if key not in d:
+        raise ProtocolError(f"{where} lacks required field {key!r}")
+    value = d[key]
+    if not isinstance(value, str):
+        raise ProtocolError(f"{where}.{key} must be a string, got {_type_name(value)}")
+    return value
+
+
+def opt_str(d: JSONObject, key: str, where: str) -> str | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ProtocolError(f"{where}.{key} must be a string, got {_type_name(value)}")
+    return value
+
+
+def opt_int(d: JSONObject, key: str, where: str) -> int | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"{where}.{key} must be a number, got {_type_name(value)}")
+    return int(value)
+
+
+def opt_bool(d: JSONObject, key: str, where: str) -> bool | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{where}.{key} must be a boolean, got {_type_name(value)}")
+    return value
+
+
+def opt_str_list(d: JSONObject, key: str, where: str) -> tuple[str, ...] | None:
+    """A list of strings, or ``None`` when absent or ``null`` (``activeRunIds: null`` means "unknown")."""
+    value = d.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ProtocolError(f"{where}.{key} must be an array of strings")
+    return tuple(value)
+
+
+def opt_list(d: JSONObject, key: str, where: str) -> list[Any]:
+    value = d.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ProtocolError(f"{where}.{key} must be an array, got {_type_name(value)}")
+    return value

@@ -1,0 +1,153 @@
+"""The handshake: ``connect.challenge`` -> ``connect`` request -> ``hello-ok``.
+
+owc connects as the one client shape the Gateway lets in on loopback without a device identity and with its
+scopes kept: ``client.id = "gateway-client"``, ``mode = "backend"``, a shared token (reference section 6).
+It declares ``caps: ["tool-events"]`` so the runs it starts stream their tool calls to it as ``agent`` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from owc.protocol import fields as f
+from owc.protocol.errors import ProtocolError
+from owc.protocol.frames import DEFAULT_MAX_PAYLOAD
+
+PROTOCOL_VERSION = 4
+CLIENT_ID = "gateway-client"
+CLIENT_MODE = "backend"
+ROLE = "operator"
+#: ``operator.read`` for sessions/history, ``operator.write`` for chat.send/abort; admin as the live client had.
+DEFAULT_SCOPES: tuple[str, ...] = ("operator.read", "operator.write", "operator.admin")
+DEFAULT_CAPS: tuple[str, ...] = ("tool-events",)
+#: ``TICK_INTERVAL_MS`` in the 2026.9.6 code (the shipped docs say 15000; the code and the live hello say 30000).
+DEFAULT_TICK_INTERVAL_MS = 30_000
+DEFAULT_MAX_BUFFERED_BYTES = 52_428_800
+
+
+@attrs.frozen
+class ConnectChallenge:
+    nonce: str
+    ts: int | None
+    capabilities: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ConnectParams:
+    """The ``connect`` request's params. ``token`` is excluded from ``repr`` so it never reaches a log."""
+
+    token: str = attrs.field(repr=False)
+    client_version: str
+    platform: str = "linux"
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    caps: tuple[str, ...] = DEFAULT_CAPS
+    min_protocol: int = PROTOCOL_VERSION
+    max_protocol: int = PROTOCOL_VERSION
+    client_id: str = CLIENT_ID
+    mode: str = CLIENT_MODE
+    role: str = ROLE
+    locale: str | None = None
+    user_agent: str | None = None
+    instance_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        client: dict[str, Any] = {
+            "id": self.client_id,
+            "version": self.client_version,
+            "platform": self.platform,
+            "mode": self.mode,
+        }
+        if self.instance_id is not None:
+            client["instanceId"] = self.instance_id
+        out: dict[str, Any] = {
+            "minProtocol": self.min_protocol,
+            "maxProtocol": self.max_protocol,
+            "client": client,
+            "role": self.role,
+            "scopes": list(self.scopes),
+            "caps": list(self.caps),
+            "auth": {"token": self.token},
+        }
+        if self.locale is not None:
+            out["locale"] = self.locale
+        if self.user_agent is not None:
+            out["userAgent"] = self.user_agent
+        return out
+
+
+@attrs.frozen
+class Policy:
+    tick_interval_ms: int = DEFAULT_TICK_INTERVAL_MS
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES
+
+
+@attrs.frozen
+class HelloOk:
+    """What owc keeps of ``hello-ok``. ``boot_id`` changes on every Gateway boot: a changed boot id after a
+    reconnect means the Gateway restarted (the owner rule and link rule E depend on it)."""
+
+    protocol: int
+    boot_id: str | None
+    server_version: str | None
+    conn_id: str | None
+    policy: Policy
+    auth_method: str | None = None
+    auth_role: str | None = None
+    auth_scopes: tuple[str, ...] = ()
+    methods: frozenset[str] = frozenset()
+    raw: Any = attrs.field(default=None, repr=False, eq=False)
+
+
+def parse_challenge(payload: f.JSONObject) -> ConnectChallenge:
+    where = "connect.challenge"
+    caps = f.opt_str_list(payload, "capabilities", where) or ()
+    return ConnectChallenge(nonce=f.req_str(payload, "nonce", where), ts=f.opt_int(payload, "ts", where), capabilities=caps)
+
+
+def parse_hello_ok(payload: object) -> HelloOk:
+    """Parse a successful ``connect`` response payload.
+
+    ``server`` is required. ``type`` must be ``"hello-ok"`` when present and ``policy`` falls back to the
+    Gateway's documented constants when absent: one recorded frame (``frames_stop.jsonl``) was trimmed by
+    the recorder to ``{server}``, and owc would rather run on the known constants than refuse such a hello.
+    """
+    where = "hello-ok"
+    d = f.obj(payload, where)
+    kind = d.get("type")
+    if kind is not None and kind != "hello-ok":
+        raise ProtocolError("connect response payload has a type other than the expected 'hello-ok'")
+    server = f.opt_obj(d, "server", where)
+    if server is None:
+        raise ProtocolError("hello-ok lacks required field 'server'")
+    policy_d = f.opt_obj(d, "policy", where) or {}
+    policy = Policy(
+        tick_interval_ms=f.opt_int(policy_d, "tickIntervalMs", "hello-ok.policy") or DEFAULT_TICK_INTERVAL_MS,
+        max_payload=f.opt_int(policy_d, "maxPayload", "hello-ok.policy") or DEFAULT_MAX_PAYLOAD,
+        max_buffered_bytes=f.opt_int(policy_d, "maxBufferedBytes", "hello-ok.policy") or DEFAULT_MAX_BUFFERED_BYTES,
+    )
+    if policy.tick_interval_ms <= 0 or policy.max_payload <= 0:
+        raise ProtocolError("hello-ok.policy values must be positive")
+    auth = f.opt_obj(d, "auth", where) or {}
+    features = f.opt_obj(d, "features", where) or {}
+    return HelloOk(
+        protocol=f.opt_int(d, "protocol", where) or PROTOCOL_VERSION,
+        boot_id=f.opt_str(server, "bootId", "hello-ok.server"),
+        server_version=f.opt_str(server, "version", "hello-ok.server"),
+        conn_id=f.opt_str(server, "connId", "hello-ok.server"),
+        policy=policy,
+        auth_method=f.opt_str(auth, "method", "hello-ok.auth"),
+        auth_role=f.opt_str(auth, "role", "hello-ok.auth"),
+        auth_scopes=f.opt_str_list(auth, "scopes", "hello-ok.auth") or (),
+        methods=frozenset(f.opt_str_list(features, "methods", "hello-ok.features") or ()),
+        raw=d,
+    )
+
+
+def scopes_missing(hello: HelloOk, needed: Sequence[str] = ("operator.read", "operator.write")) -> tuple[str, ...]:
+    """Scopes owc needs that the Gateway did not grant (a client without a device identity is let in with
+    ``scopes: []`` and fails later with FORBIDDEN; owc checks at once instead)."""
+    return tuple(s for s in needed if s not in hello.auth_scopes)

@@ -1,0 +1,330 @@
+"""Typed results of the RPCs owc calls: ``sessions.subscribe`` / ``sessions.list`` / ``sessions.describe``,
+``chat.send``, ``chat.abort`` and ``chat.history``.
+
+``chat.history`` is where a run's finished output comes from, so its message identities are modelled exactly
+(reference section 3.6):
+
+* user turn: ``idempotencyKey = "<runId>:user"`` (also under ``__openclaw.idempotencyKey``);
+* assistant (embedded runtime): ``__openclaw.runId = <runId>``;
+* assistant (CLI-backend runtimes): idempotency key ``cli-assistant:<runId>``;
+* aborted partial: idempotency key ``<runId>:assistant`` with ``openclawAbort``;
+* tool turns: assistant ``content`` parts ``{type:"toolCall", id, name, arguments}`` and
+  ``{role:"toolResult", toolCallId, toolName, content, isError}`` messages;
+* restart recovery: the recovery run's user turn carries provenance
+  ``{kind:"internal_system", sourceTool:"main_session_restart_recovery"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from owc.protocol import fields as f
+from owc.protocol.events import message_text
+
+RAW = attrs.field(default=attrs.Factory(dict), repr=False, eq=False)
+
+RESTART_RECOVERY_TOOL = "main_session_restart_recovery"
+USER_KEY_SUFFIX = ":user"
+ABORTED_ASSISTANT_SUFFIX = ":assistant"
+CLI_ASSISTANT_PREFIX = "cli-assistant:"
+
+
+@attrs.frozen
+class SessionRow:
+    """A session row. ``active_run_ids is None`` means unknown (absent or ``null``): the list may say
+    ``hasActiveRun: true`` without ids (embedded run state), and owc then opens the run on its first event."""
+
+    key: str
+    status: str | None = None
+    has_active_run: bool | None = None
+    active_run_ids: tuple[str, ...] | None = None
+    aborted_last_run: bool | None = None
+    last_run_id: str | None = None
+    last_run_error: str | None = None
+    updated_at: int | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    raw: Mapping[str, Any] = RAW
+
+
+def parse_session_row(d: object, where: str = "session") -> SessionRow:
+    d = f.obj(d, where)
+    return SessionRow(
+        key=f.req_str(d, "key", where),
+        status=f.opt_str(d, "status", where),
+        has_active_run=f.opt_bool(d, "hasActiveRun", where),
+        active_run_ids=f.opt_str_list(d, "activeRunIds", where),
+        aborted_last_run=f.opt_bool(d, "abortedLastRun", where),
+        last_run_id=f.opt_str(d, "lastRunId", where),
+        last_run_error=f.opt_str(d, "lastRunError", where),
+        updated_at=f.opt_int(d, "updatedAt", where),
+        session_id=f.opt_str(d, "sessionId", where),
+        agent_id=f.opt_str(d, "agentId", where),
+        raw=d,
+    )
+
+
+@attrs.frozen
+class SessionsList:
+    sessions: tuple[SessionRow, ...]
+    ts: int | None = None
+    count: int | None = None
+    total_count: int | None = None
+    has_more: bool = False
+    next_offset: int | None = None
+    raw: Mapping[str, Any] = RAW
+
+
+def parse_sessions_list(payload: object) -> SessionsList:
+    w = "sessions.list"
+    d = f.obj(payload, w)
+    rows = f.opt_list(d, "sessions", w)
+    return SessionsList(
+        sessions=tuple(parse_session_row(r, f"{w}.sessions[{i}]") for i, r in enumerate(rows)),
+        ts=f.opt_int(d, "ts", w),
+        count=f.opt_int(d, "count", w),
+        total_count=f.opt_int(d, "totalCount", w),
+        has_more=bool(f.opt_bool(d, "hasMore", w)),
+        next_offset=f.opt_int(d, "nextOffset", w),
+        raw=d,
+    )
+
+
+@attrs.frozen
+class SubscribeResult:
+    """``sessions.subscribe``: with list params the Gateway registers the subscriber first, then lists, in the
+    same reply; with ``{}`` it returns only ``{subscribed}``."""
+
+    subscribed: bool
+    list: SessionsList | None = None
+
+
+def parse_subscribe(payload: object) -> SubscribeResult:
+    d = f.obj(payload, "sessions.subscribe")
+    listed = d.get("list")
+    return SubscribeResult(
+        subscribed=bool(f.opt_bool(d, "subscribed", "sessions.subscribe")),
+        list=parse_sessions_list(listed) if listed is not None else None,
+    )
+
+
+def parse_describe(payload: object) -> SessionRow | None:
+    d = f.obj(payload, "sessions.describe")
+    row = d.get("session")
+    return None if row is None else parse_session_row(row, "sessions.describe.session")
+
+
+@attrs.frozen
+class ChatSendResult:
+    """``status``: ``started``; on a repeat of the same idempotency key ``in_flight`` while it runs, ``ok``
+    (the cached terminal) after. ``run_id`` always equals the idempotency key sent."""
+
+    run_id: str
+    status: str
+    raw: Mapping[str, Any] = RAW
+
+
+def parse_chat_send(payload: object) -> ChatSendResult:
+    d = f.obj(payload, "chat.send")
+    return ChatSendResult(run_id=f.req_str(d, "runId", "chat.send"), status=f.req_str(d, "status", "chat.send"), raw=d)
+
+
+@attrs.frozen
+class ChatAbortResult:
+    aborted: bool
+    run_ids: tuple[str, ...] = ()
+    ok: bool = True
+
+
+def parse_chat_abort(payload: object) -> ChatAbortResult:
+    d = f.obj(payload, "chat.abort")
+    return ChatAbortResult(
+        aborted=bool(f.opt_bool(d, "aborted", "chat.abort")),
+        run_ids=f.opt_str_list(d, "runIds", "chat.abort") or (),
+        ok=f.opt_bool(d, "ok", "chat.abort") is not False,
+    )
+
+
+@attrs.frozen
+class TextPart:
+    text: str
+
+
+@attrs.frozen
+class ToolCallPart:
+    id: str
+    name: str
+    arguments: Any = None
+
+
+@attrs.frozen
+class OtherPart:
+    """A content part owc does not render (thinking, images, canvas blocks ...), kept whole."""
+
+    type: str | None
+    raw: Mapping[str, Any] = RAW
+
+
+Part = TextPart | ToolCallPart | OtherPart
+
+
+@attrs.frozen
+class Provenance:
+    kind: str
+    source_tool: str | None = None
+    source_session_key: str | None = None
+    run_id: str | None = None
+    raw: Mapping[str, Any] = RAW
+
+    @property
+    def is_restart_recovery(self) -> bool:
+        return self.kind == "internal_system" and self.source_tool == RESTART_RECOVERY_TOOL
+
+
+def _parse_part(p: object, where: str) -> Part:
+    d = f.obj(p, where)
+    kind = d.get("type")
+    if kind == "text" and isinstance(d.get("text"), str):
+        return TextPart(d["text"])
+    if kind == "toolCall":
+        return ToolCallPart(id=f.req_str(d, "id", where), name=f.opt_str(d, "name", where) or "", arguments=d.get("arguments"))
+    return OtherPart(type=kind if isinstance(kind, str) else None, raw=d)
+
+
+def _parse_provenance(d: f.JSONObject | None, where: str) -> Provenance | None:
+    if d is None:
+        return None
+    return Provenance(
+        kind=f.opt_str(d, "kind", where) or "",
+        source_tool=f.opt_str(d, "sourceTool", where),
+        source_session_key=f.opt_str(d, "sourceSessionKey", where),
+        run_id=f.opt_str(d, "runId", where),
+        raw=d,
+    )
+
+
+@attrs.frozen
+class HistoryMessage:
+    role: str
+    parts: tuple[Part, ...] = ()
+    idempotency_key: str | None = None
+    openclaw_id: str | None = None
+    openclaw_run_id: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    aborted: bool = False
+    stop_reason: str | None = None
+    timestamp: int | None = None
+    provenance: Provenance | None = None
+    raw: Mapping[str, Any] = RAW
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def user_run_id(self) -> str | None:
+        """For a user turn, the run it started: ``<runId>:user``."""
+        key = self.idempotency_key
+        if self.role == "user" and key and key.endswith(USER_KEY_SUFFIX):
+            return key[: -len(USER_KEY_SUFFIX)] or None
+        return None
+
+    @property
+    def assistant_run_id(self) -> str | None:
+        """For an assistant message, the run that wrote it: ``__openclaw.runId``, else ``cli-assistant:<R>``
+        (CLI runtimes) or ``<R>:assistant`` (an aborted partial) in its id or idempotency key."""
+        if self.role != "assistant":
+            return None
+        if self.openclaw_run_id:
+            return self.openclaw_run_id
+        for key in (self.idempotency_key, self.openclaw_id):
+            if not key:
+                continue
+            if key.startswith(CLI_ASSISTANT_PREFIX) and len(key) > len(CLI_ASSISTANT_PREFIX):
+                return key[len(CLI_ASSISTANT_PREFIX) :]
+            if key.endswith(ABORTED_ASSISTANT_SUFFIX) and len(key) > len(ABORTED_ASSISTANT_SUFFIX):
+                return key[: -len(ABORTED_ASSISTANT_SUFFIX)]
+        return None
+
+    @property
+    def is_restart_recovery_turn(self) -> bool:
+        return self.provenance is not None and self.provenance.is_restart_recovery
+
+
+def parse_history_message(d: object, where: str = "message") -> HistoryMessage:
+    d = f.obj(d, where)
+    meta = f.opt_obj(d, "__openclaw", where) or {}
+    content = d.get("content")
+    if isinstance(content, str):
+        parts: tuple[Part, ...] = (TextPart(content),) if content else ()
+    else:
+        parts = tuple(_parse_part(p, f"{where}.content[{i}]") for i, p in enumerate(f.opt_list(d, "content", where)))
+    abort = f.opt_obj(d, "openclawAbort", where) or {}
+    # Provenance has been seen under several names; take the first present (NOTES.md, "provenance").
+    prov = None
+    for holder in (d, meta):
+        for key in ("provenance", "inputProvenance"):
+            if prov is None and isinstance(holder.get(key), Mapping):
+                prov = _parse_provenance(holder[key], f"{where}.{key}")
+    return HistoryMessage(
+        role=f.req_str(d, "role", where),
+        parts=parts,
+        idempotency_key=f.opt_str(d, "idempotencyKey", where) or f.opt_str(meta, "idempotencyKey", f"{where}.__openclaw"),
+        openclaw_id=f.opt_str(meta, "id", f"{where}.__openclaw") or f.opt_str(d, "id", where),
+        openclaw_run_id=f.opt_str(meta, "runId", f"{where}.__openclaw"),
+        tool_call_id=f.opt_str(d, "toolCallId", where),
+        tool_name=f.opt_str(d, "toolName", where),
+        is_error=bool(f.opt_bool(d, "isError", where)),
+        aborted=bool(f.opt_bool(abort, "aborted", f"{where}.openclawAbort")),
+        stop_reason=f.opt_str(d, "stopReason", where),
+        timestamp=f.opt_int(d, "timestamp", where),
+        provenance=prov,
+        raw=d,
+    )
+
+
+@attrs.frozen
+class ChatHistory:
+    session_key: str
+    messages: tuple[HistoryMessage, ...]
+    session_id: str | None = None
+    has_more: bool = False
+    raw: Mapping[str, Any] = RAW
+
+
+def parse_chat_history(payload: object) -> ChatHistory:
+    w = "chat.history"
+    d = f.obj(payload, w)
+    msgs = f.opt_list(d, "messages", w)
+    return ChatHistory(
+        session_key=f.req_str(d, "sessionKey", w),
+        messages=tuple(parse_history_message(m, f"{w}.messages[{i}]") for i, m in enumerate(msgs)),
+        session_id=f.opt_str(d, "sessionId", w),
+        has_more=bool(f.opt_bool(d, "hasMore", w)),
+        raw=d,
+    )
+
+
+def tool_result_text(message: HistoryMessage) -> str:
+    """The text of a ``toolResult`` message (its content parts joined)."""
+    return message_text(message.raw)
+
+
+#: Result parsers by method, for callers that correlate a response with the method they sent.
+RESULT_PARSERS = {
+    "sessions.subscribe": parse_subscribe,
+    "sessions.list": parse_sessions_list,
+    "sessions.describe": parse_describe,
+    "chat.send": parse_chat_send,
+    "chat.abort": parse_chat_abort,
+    "chat.history": parse_chat_history,
+}
