@@ -1,0 +1,20 @@
+"""A protocol-faithful OpenClaw Gateway simulator (Trio + trio-websocket), with fault injection."""
+
+from owc.sim.script import CANNED_ANSWER, Delay, End, Hold, Text, Tool, default_recovery, fake_model_responder
+from owc.sim.server import RESTART_MODES, SimConn, SimRun, Simulator, open_simulator
+
+__all__ = [
+    "CANNED_ANSWER",
+    "RESTART_MODES",
+    "Delay",
+    "End",
+    "Hold",
+    "SimConn",
+    "SimRun",
+    "Simulator",
+    "Text",
+    "Tool",
+    "default_recovery",
+    "fake_model_responder",
+    "open_simulator",
+]

@@ -1,0 +1,204 @@
+"""The simulated Gateway's state: sessions, runs and transcripts, and the payloads built from them. No I/O.
+
+Shapes follow the real Gateway 2026.9.6 (``shared/reference/openclaw``): session rows (``sessions.list``),
+``sessions.changed`` snapshots (row fields flattened plus a nested ``session`` row), ``chat`` / ``agent``
+payloads with the run's own ``seq``, and ``chat.history`` messages with their exact identities
+(``<runId>:user``, ``__openclaw.runId``, ``toolCall`` parts, ``toolResult`` messages, aborted partials
+``<runId>:assistant`` with ``openclawAbort``, restart-recovery provenance).
+
+The real payloads carry ~80 more row fields that owc never reads; the simulator leaves them out (NOTES.md,
+"Simulator fidelity").
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import attrs
+
+AGENT_ID = "main"
+MODEL = "sim-model"
+PROVIDER = "sim"
+
+#: The text the CLI runtime's child leaves in ``lastRunError`` when a container stop SIGTERMs it (seed 000 2.7).
+CONTAINER_STOP_ERROR = "Claude Code process exited with code 143"
+RECOVERY_PROVENANCE = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+
+
+def agent_id_of(key: str) -> str:
+    parts = key.split(":")
+    return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else AGENT_ID
+
+
+@attrs.define
+class Run:
+    """One agent run. ``owner`` is the connection that sent its ``chat.send`` (it alone gets ``agent`` tool
+    events, if it declared ``tool-events``); runs started by other clients have no owner among ours."""
+
+    run_id: str
+    key: str
+    owner: str | None = None
+    heartbeat: bool = False
+    origin: str = "chat.send"
+    hide_ids: bool = False
+    run_seq: int = 0
+    text: str = ""  # the run's visible text so far (the cumulative ``chat`` message)
+    segment: int = 0  # assistant items so far (each text segment between tool calls is one)
+    parts: list[dict[str, Any]] = attrs.field(factory=list)  # the assistant message being built
+    open_tools: dict[str, str] = attrs.field(factory=dict)  # toolCallId -> name, started without a result
+    state: str = "active"  # active | ended
+
+    def next_seq(self) -> int:
+        self.run_seq += 1
+        return self.run_seq
+
+
+@attrs.define
+class Session:
+    key: str
+    session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    status: str | None = None
+    active: Run | None = None
+    queued: list[Run] = attrs.field(factory=list)
+    aborted_last_run: bool = False
+    last_run_id: str | None = None
+    last_run_error: str | None = None
+    created_at: int = 0
+    updated_at: int = 0
+    started_at: int | None = None
+    ended_at: int | None = None
+    transcript: list[dict[str, Any]] = attrs.field(factory=list)
+    transcript_seq: int = 0
+
+    @property
+    def agent_id(self) -> str:
+        return agent_id_of(self.key)
+
+    def row(self, *, event: bool = False) -> dict[str, Any]:
+        """The session row as ``sessions.list`` shows it. ``lastRunError`` is omitted when absent in list
+        rows and ``null`` in event snapshots, as the real Gateway does."""
+        active = self.active
+        row: dict[str, Any] = {
+            "key": self.key,
+            "kind": "direct",
+            "agentId": self.agent_id,
+            "sessionId": self.session_id,
+            "updatedAt": self.updated_at,
+            "status": "running" if active else self.status,
+            "startedAt": self.started_at,
+            "endedAt": self.ended_at,
+            "abortedLastRun": self.aborted_last_run,
+            "lastRunId": self.last_run_id,
+            "hasActiveRun": active is not None,
+            "activeRunIds": [] if active is None else (None if active.hide_ids else [active.run_id]),
+            "model": MODEL,
+            "modelProvider": PROVIDER,
+        }
+        if self.status is None and active is None:
+            del row["status"]
+        if self.last_run_error is not None or event:
+            row["lastRunError"] = self.last_run_error
+        return row
+
+    def append(self, message: dict[str, Any], now_ms: int) -> dict[str, Any]:
+        self.transcript_seq += 1
+        meta = message.setdefault("__openclaw", {})
+        meta.setdefault("id", str(uuid.uuid4()))
+        meta["recordTimestampMs"] = now_ms
+        meta["seq"] = self.transcript_seq
+        message.setdefault("timestamp", now_ms)
+        self.transcript.append(message)
+        return message
+
+
+def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    key = f"{run_id}:user"
+    msg: dict[str, Any] = {
+        "role": "user",
+        "content": text,
+        "timestamp": now_ms,
+        "idempotencyKey": key,
+        "__openclaw": {"idempotencyKey": key, "senderIsOwner": True},
+    }
+    if provenance is not None:
+        msg["provenance"] = dict(provenance)
+        msg["__openclaw"]["provenance"] = dict(provenance)
+    return msg
+
+
+def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_reason: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": parts,
+        "api": "openai-completions",
+        "provider": PROVIDER,
+        "model": MODEL,
+        "stopReason": stop_reason,
+        "timestamp": now_ms,
+        "__openclaw": {"runId": run.run_id},
+    }
+
+
+def aborted_partial(run: Run, parts: list[dict[str, Any]], now_ms: int, origin: str) -> dict[str, Any]:
+    key = f"{run.run_id}:assistant"
+    return {
+        "role": "assistant",
+        "content": parts,
+        "api": "openai-responses",
+        "provider": "openclaw",
+        "model": "gateway-injected",
+        "stopReason": "stop",  # live: an aborted partial says "stop"; openclawAbort is what marks it
+        "timestamp": now_ms,
+        "idempotencyKey": key,
+        "openclawAbort": {"aborted": True, "origin": origin, "runId": run.run_id},
+        "__openclaw": {"idempotencyKey": key},
+    }
+
+
+def tool_result_message(run: Run, call_id: str, name: str, result: Any, is_error: bool, now_ms: int) -> dict[str, Any]:
+    text = result if isinstance(result, str) else ("" if result is None else str(result))
+    return {
+        "role": "toolResult",
+        "toolCallId": call_id,
+        "toolName": name,
+        "content": [{"type": "text", "text": text}],
+        "isError": is_error,
+        "timestamp": now_ms,
+        "__openclaw": {"runId": run.run_id},
+    }
+
+
+def chat_payload(run: Run, state: str, **fields: Any) -> dict[str, Any]:
+    payload = {"runId": run.run_id, "sessionKey": run.key, "agentId": agent_id_of(run.key), "seq": run.next_seq(), "state": state}
+    payload.update({k: v for k, v in fields.items() if v is not None})
+    return payload
+
+
+def text_message(text: str, now_ms: int) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": now_ms}
+
+
+def agent_payload(run: Run, stream: str, data: dict[str, Any], now_ms: int, session_id: str | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"runId": run.run_id, "stream": stream, "data": data, "sessionKey": run.key}
+    if session_id is not None:
+        payload["sessionId"] = session_id
+    payload.update({"agentId": agent_id_of(run.key), "seq": run.next_seq(), "ts": now_ms, "isHeartbeat": run.heartbeat})
+    return payload
+
+
+def sessions_changed_payload(session: Session, now_ms: int, *, phase: str | None = None, run_id: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    payload: dict[str, Any] = {"sessionKey": session.key, "agentId": session.agent_id}
+    if phase is not None:
+        payload["phase"] = phase
+        payload["runId"] = run_id
+    if reason is not None:
+        payload["reason"] = reason
+    payload["ts"] = now_ms
+    row = session.row(event=True)
+    if phase == "start":
+        # Live: the start push says the session is active but not which runs ("identities unavailable").
+        row["activeRunIds"] = None
+    payload["session"] = row
+    payload.update({k: v for k, v in row.items() if k != "key"})
+    return payload
