@@ -216,3 +216,133 @@ async def test_disconnect_keeps_boot_id() -> None:
             assert code == 1006
         async with raw_client(sim.url, TOKEN) as again:
             assert again.hello.boot_id == boot
+
+
+def _row(client_payload, key=KEY):
+    return next(r for r in parse_sessions_list(client_payload).sessions if r.key == key)
+
+
+async def _restart_with_active_run(mode: str, **sim_kwargs):
+    """Run a turn, cut it with ``mode``, reconnect; return what the first and second connection saw."""
+    async with open_simulator(token=TOKEN, **sim_kwargs) as sim:
+        async with raw_client(sim.url, TOKEN) as client:
+            await client.request("sessions.subscribe", {})
+            run = sim.start_run(KEY, "src-1", user_text="do the thing")
+            run.tool("exec", {"cmd": "ls"}, "a\nb").text("Half")
+            await client.event(lambda f: f.event == "chat" and f.payload["state"] == "delta")
+            old_boot = client.hello.boot_id
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sim.restart, mode)
+                code, reason = await client.closed()
+            seen = [f for f in client.backlog]
+        await sim.wait_for(sim.quiescent)
+        async with raw_client(sim.url, TOKEN) as again:
+            listed = parse_subscribe((await again.request("sessions.subscribe", {"limit": 10})).payload)
+            history = parse_chat_history((await again.request("chat.history", {"sessionKey": KEY})).payload)
+        return {"code": code, "reason": reason, "seen": seen, "old_boot": old_boot, "new_boot": again.hello.boot_id, "list": listed.list, "history": history}
+
+
+def _kinds(frames):
+    out = []
+    for f in frames:
+        p = f.payload
+        out.append((f.event, p.get("state") or p.get("phase") or p.get("reason") or p.get("stream")))
+    return out
+
+
+async def test_restart_mode_keeps_row_running_and_recovers() -> None:
+    r = await _restart_with_active_run("restart")
+    assert (r["code"], r["reason"]) == (1012, "service restart") and r["new_boot"] != r["old_boot"]
+    shutdown = next(f for f in r["seen"] if f.event == "shutdown")
+    assert shutdown.payload == {"reason": "gateway restarting", "restartExpectedMs": 1500}
+    aborted = [f for f in r["seen"] if f.event == "chat" and f.payload["state"] == "aborted"]
+    assert aborted and aborted[0].payload["stopReason"] == "restart"
+    # The notice comes before the run's terminal (F4).
+    assert r["seen"].index(shutdown) < r["seen"].index(aborted[0])
+    end = next(typed(f) for f in r["seen"] if f.event == "sessions.changed" and f.payload.get("phase") == "end")
+    assert end.status == "running" and end.aborted_last_run
+    # At boot the Gateway recovered the session with a new run whose user turn carries the provenance.
+    users = [m for m in r["history"].messages if m.role == "user"]
+    recovery = users[-1]
+    assert recovery.is_restart_recovery_turn and recovery.user_run_id not in (None, "src-1")
+    assert users[0].user_run_id == "src-1" and not users[0].is_restart_recovery_turn
+    assert any(m.assistant_run_id == recovery.user_run_id for m in r["history"].messages)
+    row = r["list"].sessions[0]
+    assert row.status == "done" and row.last_run_id == recovery.user_run_id
+
+
+async def test_gateway_stop_mode_kills_rows() -> None:
+    r = await _restart_with_active_run("stop")
+    assert r["code"] == 1012
+    shutdown = next(f for f in r["seen"] if f.event == "shutdown")
+    assert shutdown.payload == {"reason": "gateway stopping"}
+    aborted = next(f for f in r["seen"] if f.event == "chat" and f.payload["state"] == "aborted")
+    assert aborted.payload["stopReason"] == "rpc"
+    row = r["list"].sessions[0]
+    assert (row.status, row.aborted_last_run, row.last_run_id, row.has_active_run) == ("killed", True, "src-1", False)
+    assert not any(m.is_restart_recovery_turn for m in r["history"].messages)
+
+
+async def test_container_stop_fails_rows_before_the_close() -> None:
+    r = await _restart_with_active_run("container")
+    assert r["code"] == 1012
+    kinds = _kinds(r["seen"])
+    error = kinds.index(("chat", "error"))
+    assert error < [k for k, _ in kinds].index("shutdown")
+    frame = r["seen"][error]
+    assert frame.payload["errorMessage"] == "Claude Code process exited with code 143"
+    row = r["list"].sessions[0]
+    assert (row.status, row.last_run_error, row.last_run_id) == ("failed", "Claude Code process exited with code 143", "src-1")
+    assert not any(m.is_restart_recovery_turn for m in r["history"].messages)
+
+
+async def test_crash_has_no_terminal_and_recovers() -> None:
+    r = await _restart_with_active_run("crash")
+    assert r["code"] == 1006 and r["new_boot"] != r["old_boot"]
+    assert not [f for f in r["seen"] if f.event == "shutdown" or (f.event == "chat" and f.payload["state"] != "delta")]
+    recovery = [m for m in r["history"].messages if m.is_restart_recovery_turn]
+    assert len(recovery) == 1
+    assert recovery[0].provenance.raw == {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+
+
+async def test_recovery_active_when_clients_return_cli_runtime() -> None:
+    """A recovery that is still running when owc reconnects shows in the list without run ids (CLI runtime),
+    and its first event names it; its closing message is keyed cli-assistant:<R>."""
+    async with open_simulator(token=TOKEN, cli_runtime=True, recovery=lambda key, src: [Text("Resumed"), Hold(), Text(" and done")]) as sim:
+        sim.start_run(KEY, "src-1").text("Working")
+        await sim.restart("crash")
+        async with raw_client(sim.url, TOKEN) as client:
+            listed = parse_subscribe((await client.request("sessions.subscribe", {"limit": 10})).payload)
+            (row,) = listed.list.sessions
+            assert row.has_active_run and row.active_run_ids is None
+            run = sim.active_run(KEY)
+            run.release()
+            first = await client.event(lambda f: f.event in ("chat", "agent"))
+            assert first.payload["runId"] == run.run_id
+            run.end()
+            await client.event(lambda f: f.event == "chat" and f.payload["state"] == "final")
+            history = parse_chat_history((await client.request("chat.history", {"sessionKey": KEY})).payload)
+        closing = [m for m in history.messages if m.idempotency_key == f"cli-assistant:{run.run_id}"]
+        assert closing and closing[0].assistant_run_id == run.run_id and closing[0].openclaw_run_id is None
+
+
+async def test_connect_refused_while_starting(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: sim.restart("stop", down_seconds=5))
+            await trio.sleep(1)
+            with pytest.raises(Refused) as info:
+                async with raw_client(sim.url, TOKEN):
+                    pass
+            err = info.value.response.error
+            assert (err.code, err.retryable, err.retry_after_ms, info.value.close_code) == ("UNAVAILABLE", True, 500, 1013)
+        async with raw_client(sim.url, TOKEN) as client:
+            assert client.hello.boot_id == sim.boot_id
+
+
+async def test_text_after_tool_joins_with_blank_line() -> None:
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        sim.start_run(KEY, "r1").text("Looking").tool("ls", {}, "x").text("Found it").end()
+        events = await client.events_until(lambda f: f.event == "chat" and f.payload["state"] == "final")
+        deltas = [f.payload["deltaText"] for f in events if f.event == "chat" and f.payload["state"] == "delta"]
+        assert "".join(deltas) == "Looking\n\nFound it" == typed(events[-1]).text

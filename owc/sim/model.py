@@ -42,6 +42,7 @@ class Run:
     heartbeat: bool = False
     origin: str = "chat.send"
     hide_ids: bool = False
+    cli_runtime: bool = False  # a CLI-backend runtime (claude-cli): ``cli-assistant:<R>`` ids
     run_seq: int = 0
     text: str = ""  # the run's visible text so far (the cumulative ``chat`` message)
     segment: int = 0  # assistant items so far (each text segment between tool calls is one)
@@ -128,7 +129,7 @@ def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any]
 
 
 def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_reason: str) -> dict[str, Any]:
-    return {
+    message: dict[str, Any] = {
         "role": "assistant",
         "content": parts,
         "api": "openai-completions",
@@ -136,8 +137,15 @@ def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_r
         "model": MODEL,
         "stopReason": stop_reason,
         "timestamp": now_ms,
-        "__openclaw": {"runId": run.run_id},
     }
+    if run.cli_runtime:
+        # CLI-backend runtimes key the closing message by run: ``cli-assistant:<runId>`` (cli-runner).
+        key = f"cli-assistant:{run.run_id}"
+        message["idempotencyKey"] = key
+        message["__openclaw"] = {"idempotencyKey": key}
+    else:
+        message["__openclaw"] = {"runId": run.run_id}
+    return message
 
 
 def aborted_partial(run: Run, parts: list[dict[str, Any]], now_ms: int, origin: str) -> dict[str, Any]:

@@ -164,8 +164,12 @@ class Simulator:
         max_payload: int,
         responder: Responder,
         recovery: RecoveryScript,
+        cli_runtime: bool = False,
     ) -> None:
         self._nursery = nursery
+        #: Model the CLI-backend runtime (claude-cli): lists say ``hasActiveRun`` without run ids, and the
+        #: transcript keys assistant messages ``cli-assistant:<runId>``, as the seeds' production Gateway did.
+        self.cli_runtime = cli_runtime
         self.token = token
         self.host = host
         self.port = 0
@@ -465,7 +469,8 @@ class Simulator:
             owner=owner,
             heartbeat=heartbeat,
             origin=origin,
-            hide_ids=hide_ids,
+            hide_ids=hide_ids or self.cli_runtime,
+            cli_runtime=self.cli_runtime,
         )
         if run.run_id in self.runs:
             raise ValueError(f"run {run.run_id} already exists")
@@ -950,6 +955,7 @@ async def open_simulator(
     max_payload: int = DEFAULT_MAX_PAYLOAD,
     responder: Responder = fake_model_responder,
     recovery: RecoveryScript = default_recovery,
+    cli_runtime: bool = False,
 ) -> AsyncIterator[Simulator]:
     """Run a simulated Gateway on ``host:port`` (port 0 picks a free one) for the block's lifetime."""
     async with trio.open_nursery() as nursery:
@@ -961,6 +967,7 @@ async def open_simulator(
             max_payload=max_payload,
             responder=responder,
             recovery=recovery,
+            cli_runtime=cli_runtime,
         )
         sim.port = port
         await nursery.start(sim._serve)
