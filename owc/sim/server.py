@@ -718,6 +718,7 @@ class Simulator:
 
     def _rpc_sessions_subscribe(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         conn.subscribed = True  # registered before the list is built, as the real handler does
+        self._poke()
         if not params:
             return {"subscribed": True}
         return {"subscribed": True, "list": self._list(params)}
