@@ -49,3 +49,21 @@ FRAME_LOGS = [
     "frames_tool.jsonl",
     "frames_tool_abort.jsonl",
 ]
+
+
+@pytest.fixture(scope="session")
+def real_gateway():
+    """The real OpenClaw Gateway, offline on loopback, for the ``realgateway`` tier (one per test session)."""
+    from realgw.gateway import RealGatewayUnavailable, ensure_installed, start
+
+    try:
+        install = ensure_installed()
+    except (RealGatewayUnavailable, OSError) as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"the real Gateway could not be installed in CI: {exc}")
+        pytest.skip(f"real Gateway unavailable: {exc}")
+    gateway = start(install)
+    try:
+        yield gateway
+    finally:
+        gateway.stop()

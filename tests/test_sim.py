@@ -346,3 +346,22 @@ async def test_text_after_tool_joins_with_blank_line() -> None:
         events = await client.events_until(lambda f: f.event == "chat" and f.payload["state"] == "final")
         deltas = [f.payload["deltaText"] for f in events if f.event == "chat" and f.payload["state"] == "delta"]
         assert "".join(deltas) == "Looking\n\nFound it" == typed(events[-1]).text
+
+
+async def test_describe_yield_and_error_terminals() -> None:
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        missing = await client.request("sessions.describe", {"key": KEY})
+        assert missing.payload == {"session": None}
+        sim.start_run(KEY, "y1").text("Waiting for sub-agents").end(yielded=True)
+        final = await client.event(lambda f: f.event == "chat" and f.payload["state"] == "final")
+        assert typed(final).yielded is True
+        sim.start_run(KEY, "e1").end("error", error="model overloaded")
+        error = await client.event(lambda f: f.event == "chat" and f.payload["state"] == "error")
+        assert error.payload["errorMessage"] == "model overloaded"
+        described = await client.request("sessions.describe", {"key": KEY})
+        row = described.payload["session"]
+        assert (row["status"], row["lastRunId"], row["lastRunError"], row["hasActiveRun"]) == ("failed", "e1", "model overloaded", False)
+        bad = await client.request("chat.send", {"sessionKey": KEY, "message": "x"})
+        assert bad.error.code == "INVALID_REQUEST" and "idempotencyKey" in bad.error.message
+        unknown = await client.request("no.such.method", {})
+        assert unknown.error.code == "INVALID_REQUEST"

@@ -1,0 +1,129 @@
+"""A scripted OpenAI-compatible ``/v1/chat/completions`` server for the real Gateway tier. Loopback only.
+
+It answers the way the simulator's default responder does (``owc.sim.script.fake_model_responder``), so the
+same interaction can be driven against both and compared:
+
+* the last real user message contains ``USE_TOOL`` and no tool result followed it: one call to ``read``
+  with ``{}`` (the real ``read`` tool then rejects the missing ``path``);
+* it contains ``SLOW``: the canned answer, one word every ``SLOW_DELAY`` seconds (long enough to abort);
+* otherwise: the canned answer, streamed a word at a time.
+
+The Gateway wraps each user turn (a ``[date]`` prefix and a runtime suffix) and appends an internal-context
+user message (``<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>``); those are skipped when finding the user's words.
+
+    python fake_model.py PORT
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ANSWER = "Hello from the fake model. This is a canned answer."
+INTERNAL_MARK = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+SLOW_DELAY = 1.0
+TOOL = "read"
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def plan(body: dict[str, Any]) -> tuple[str, bool]:
+    """What to answer: ``("tool", _)`` or ``("text", slow)``."""
+    messages = body.get("messages") or []
+    user_words = ""
+    tool_after_user = False
+    for message in messages:
+        role = message.get("role")
+        if role == "user" and INTERNAL_MARK not in _text(message):
+            user_words, tool_after_user = _text(message), False
+        elif role == "tool":
+            tool_after_user = True
+    offered = {(t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    if "USE_TOOL" in user_words and not tool_after_user and TOOL in offered:
+        return "tool", False
+    return "text", "SLOW" in user_words
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, code: int, obj: Any) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "owc"}]})
+        else:
+            self._json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._json(400, {"error": {"message": "bad json"}})
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": "unsupported"}})
+            return
+        kind, slow = plan(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        base = {"id": f"chatcmpl-owc{int(time.time() * 1000)}", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
+
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> None:
+            choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+            self.wfile.write(b"data: " + json.dumps({**base, "choices": choices, **extra}).encode() + b"\n\n")
+            self.wfile.flush()
+
+        try:
+            chunk({"role": "assistant", "content": ""})
+            if kind == "tool":
+                call = {"index": 0, "id": "call_fake1", "type": "function", "function": {"name": TOOL, "arguments": ""}}
+                chunk({"tool_calls": [call]})
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
+                chunk({}, "tool_calls")
+            else:
+                words = ANSWER.split(" ")
+                for i, word in enumerate(words):
+                    time.sleep(SLOW_DELAY if slow else 0.02)
+                    chunk({"content": word if i == 0 else " " + word})
+                chunk({}, "stop")
+            chunk(None, usage={"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the Gateway aborted the run
+        self.close_connection = True
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    server.daemon_threads = True
+    print(f"fake model on 127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""Conformance tier: the same interaction against the real OpenClaw Gateway 2026.9.6 and the simulator.
+
+Differences are failures, except the documented ones that ``conformance``'s normal form drops (NOTES.md,
+"Conformance: documented differences"). CI runs this tier; it needs Node 24 and openclaw in the cache
+(``tests/realgw/gateway.py`` installs them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from conformance import READ_KEYS, drive, history_shape, key_sets, run_stream, session_stream
+from owc.protocol import parse_chat_history, parse_hello_ok, parse_sessions_list, parse_subscribe
+from owc.sim import CANNED_ANSWER, open_simulator
+
+pytestmark = pytest.mark.realgateway
+
+
+@pytest.fixture(scope="module")
+def both(real_gateway) -> dict[str, dict[str, Any]]:
+    real = trio.run(drive, real_gateway.url, real_gateway.token)
+
+    async def sim_drive() -> dict[str, Any]:
+        async with open_simulator(token="conformance") as sim:
+            return await drive(sim.url, "conformance")
+
+    return {"real": real, "sim": trio.run(sim_drive)}
+
+
+@pytest.mark.parametrize("turn", ["tool_turn", "abort_turn"])
+@pytest.mark.parametrize("conn", ["A", "B"])
+def test_same_event_kinds_in_the_same_order(both, turn: str, conn: str) -> None:
+    real, sim = both["real"], both["sim"]
+    index = 0 if turn == "tool_turn" else 1
+    assert run_stream(sim[turn][conn]) == run_stream(real[turn][conn])
+    assert session_stream(sim[turn][conn], sim["runs"][index]) == session_stream(real[turn][conn], real["runs"][index])
+
+
+@pytest.mark.parametrize("turn", ["tool_turn", "abort_turn"])
+@pytest.mark.parametrize("conn", ["A", "B"])
+def test_same_payload_key_sets(both, turn: str, conn: str) -> None:
+    assert key_sets(both["sim"][turn][conn]) == key_sets(both["real"][turn][conn])
+
+
+def test_tool_events_reach_the_sender_as_agent_and_others_as_session_tool(both) -> None:
+    for side in ("real", "sim"):
+        stream_a, stream_b = run_stream(both[side]["tool_turn"]["A"]), run_stream(both[side]["tool_turn"]["B"])
+        assert "agent:tool:start" in stream_a and "session.tool:tool:start" not in stream_a, side
+        assert "session.tool:tool:start" in stream_b and "agent:tool:start" not in stream_b, side
+
+
+def test_same_rpc_result_shapes(both) -> None:
+    real, sim = both["real"], both["sim"]
+    for side in (real, sim):
+        hello = parse_hello_ok(side["hello"])
+        assert hello.protocol == 4 and hello.boot_id and hello.policy.tick_interval_ms == 30_000
+        assert side["subscribe_plain"] == {"subscribed": True}
+        assert parse_subscribe(side["subscribe_list"]).list is not None
+        assert side["send"]["status"] == "started" and side["send"]["runId"] == side["runs"][0]
+        assert side["abort"] == {"ok": True, "aborted": True, "runIds": [side["runs"][1]]}
+    assert parse_hello_ok(real["hello"]).policy.max_payload == parse_hello_ok(sim["hello"]).policy.max_payload
+    assert set(sim["subscribe_list"]) == set(real["subscribe_list"])
+    assert set(sim["subscribe_list"]["list"]) == set(real["subscribe_list"]["list"])
+    assert set(sim["send"]) == set(real["send"])
+    assert set(sim["list"]) == set(real["list"])
+
+    def row(side: dict[str, Any]) -> dict[str, Any]:
+        return next(r for r in side["list"]["sessions"] if r["key"] == side["key"])
+
+    assert set(row(sim)) & READ_KEYS["row"] == set(row(real)) & READ_KEYS["row"]
+    for side in (real, sim):
+        parsed = next(r for r in parse_sessions_list(side["list"]).sessions if r.key == side["key"])
+        assert (parsed.status, parsed.aborted_last_run, parsed.has_active_run, parsed.last_run_id) == ("killed", True, False, side["runs"][1])
+
+
+def test_same_chat_history(both) -> None:
+    real, sim = both["real"], both["sim"]
+    assert history_shape(sim["history_tool"], sim["runs"][0]) == history_shape(real["history_tool"], real["runs"][0])
+    assert history_shape(sim["history_abort"], sim["runs"][1]) == history_shape(real["history_abort"], real["runs"][1])
+    for side in (real, sim):
+        history = parse_chat_history(side["history_tool"])
+        r1 = side["runs"][0]
+        mine = [m for m in history.messages if m.assistant_run_id == r1]
+        assert [len(m.tool_calls) for m in mine] == [1, 0] and mine[-1].text == CANNED_ANSWER
+        results = [m for m in history.messages if m.role == "toolResult" and m.tool_call_id == mine[0].tool_calls[0].id]
+        assert len(results) == 1 and results[0].is_error
+        aborted = [m for m in parse_chat_history(side["history_abort"]).messages if m.aborted]
+        assert [m.assistant_run_id for m in aborted] == [side["runs"][1]]
