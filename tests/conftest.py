@@ -7,6 +7,7 @@ CI, where a skip would hide that nothing was checked.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,42 @@ import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The shared token the tests' Gateways accept. Every secret a test uses is registered in ``SECRETS``, and
+#: ``token_never_logged`` fails the run if any of them reached a log record.
+TOKEN = "owc-test-s3cr3t-token-0123456789"
+SECRETS: set[str] = {TOKEN}
+
+
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info:
+            text += logging.Formatter().formatException(record.exc_info)
+        self.texts.append(f"{record.name}: {text}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def token_never_logged():
+    """Capture every log record of the whole suite (owc at DEBUG) and check no secret is in any of them."""
+    recorder = _Recorder()
+    root = logging.getLogger()
+    owc_logger = logging.getLogger("owc")
+    old_level = owc_logger.level
+    root.addHandler(recorder)
+    owc_logger.setLevel(logging.DEBUG)
+    try:
+        yield recorder
+    finally:
+        root.removeHandler(recorder)
+        owc_logger.setLevel(old_level)
+    leaks = [t for t in recorder.texts if any(secret in t for secret in SECRETS)]
+    assert recorder.texts, "no log record was captured: the check would prove nothing"
+    assert not leaks, f"{len(leaks)} log records hold a secret, e.g. {leaks[0][:200]!r}"
 
 
 def shared_dir() -> Path | None:
@@ -63,6 +100,7 @@ def real_gateway():
             pytest.fail(f"the real Gateway could not be installed in CI: {exc}")
         pytest.skip(f"real Gateway unavailable: {exc}")
     gateway = start(install)
+    SECRETS.add(gateway.token)
     try:
         yield gateway
     finally:

@@ -14,11 +14,11 @@ from owc import ids
 from owc.protocol import parse_chat_history
 from owc.sim import open_simulator
 from owc.sim.scenario import SCHEMA, ChatSpec, ScenarioError, ScenarioPlayer, parse_scenario, play_file
+from conftest import TOKEN
 from rawclient import Refused, raw_client
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.jsonl"))
-TOKEN = "scenario-token"
 
 
 @pytest.mark.parametrize(

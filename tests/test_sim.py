@@ -8,9 +8,9 @@ import trio
 from owc.protocol import ChatEvent, EventDecoder, SessionsChanged, parse_chat_history, parse_subscribe
 from owc.protocol.results import parse_chat_abort, parse_chat_send, parse_sessions_list
 from owc.sim import CANNED_ANSWER, Hold, Text, Tool, open_simulator
+from conftest import TOKEN
 from rawclient import Refused, raw_client
 
-TOKEN = "sim-token-0123456789"
 KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
 
 

@@ -18,8 +18,10 @@ through ``SimRun`` (runs "other clients" start: cron, sessions_send, sub-agent a
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
+import ssl
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -100,6 +102,8 @@ class SimConn:
     drop_next: int = 0
     slow: bool = False
     closing: bool = False
+    stalled: bool = False  # requests are read and never answered (a hung server)
+    muted: bool = False  # nothing is sent any more (a half-open socket)
     dropped: int = 0
     send: trio.MemorySendChannel[Any] | None = None
 
@@ -165,8 +169,13 @@ class Simulator:
         responder: Responder,
         recovery: RecoveryScript,
         cli_runtime: bool = False,
+        protocol: int = 4,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._nursery = nursery
+        self.protocol = protocol
+        self.ssl_context = ssl_context
+        self.requests: collections.Counter[str] = collections.Counter()  # RPCs received, by method
         #: Model the CLI-backend runtime (claude-cli): lists say ``hasActiveRun`` without run ids, and the
         #: transcript keys assistant messages ``cli-assistant:<runId>``, as the seeds' production Gateway did.
         self.cli_runtime = cli_runtime
@@ -195,7 +204,8 @@ class Simulator:
 
     @property
     def url(self) -> str:
-        return f"ws://{self.host}:{self.port}/"
+        scheme = "wss" if self.ssl_context is not None else "ws"
+        return f"{scheme}://{self.host}:{self.port}/"
 
     async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -204,7 +214,7 @@ class Simulator:
                     self._handle,
                     self.host,
                     self.port,
-                    ssl_context=None,
+                    ssl_context=self.ssl_context,
                     handler_nursery=nursery,
                     max_message_size=self.max_payload,
                     task_status=task_status,
@@ -290,8 +300,8 @@ class Simulator:
             await self._refuse(conn, frame.id, "INVALID_REQUEST", msg, 1008)
             return
         lo, hi = params.get("minProtocol"), params.get("maxProtocol")
-        if not (isinstance(lo, int) and isinstance(hi, int) and lo <= 4 <= hi):
-            details = {"code": "PROTOCOL_MISMATCH", "clientMinProtocol": lo, "clientMaxProtocol": hi, "expectedProtocol": 4, "minimumProbeProtocol": 3}
+        if not (isinstance(lo, int) and isinstance(hi, int) and lo <= self.protocol <= hi):
+            details = {"code": "PROTOCOL_MISMATCH", "clientMinProtocol": lo, "clientMaxProtocol": hi, "expectedProtocol": self.protocol, "minimumProbeProtocol": 3}
             await self._refuse(conn, frame.id, "INVALID_REQUEST", "protocol mismatch", 1002, details)
             return
         if self.starting:
@@ -326,7 +336,7 @@ class Simulator:
     def _hello(self, conn: SimConn) -> dict[str, Any]:
         return {
             "type": "hello-ok",
-            "protocol": 4,
+            "protocol": self.protocol,
             "server": {"version": SERVER_VERSION, "buildId": "owc-sim", "bootId": self.boot_id, "connId": conn.conn_id},
             "features": {
                 "methods": sorted(METHOD_SCOPES),
@@ -391,7 +401,8 @@ class Simulator:
 
     def _enqueue(self, conn: SimConn, frame: dict[str, Any]) -> None:
         assert conn.send is not None
-        conn.send.send_nowait(_dumps(frame))
+        if not conn.muted:
+            conn.send.send_nowait(_dumps(frame))
 
     def _close(self, conn: SimConn, code: int, reason: str) -> None:
         if conn.closing:
@@ -665,6 +676,9 @@ class Simulator:
             return
         if not isinstance(frame, Request):
             return
+        self.requests[frame.method] += 1
+        if conn.stalled:
+            return
         scope = METHOD_SCOPES.get(frame.method)
         if scope is None:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"unknown method: {frame.method[:80]}")
@@ -822,6 +836,23 @@ class Simulator:
         for c in self._targets(conn):
             c.slow = True
 
+    def stall_replies(self, conn: str | None = None) -> None:
+        """The connection's requests are read and never answered: a hung server."""
+        for c in self._targets(conn):
+            c.stalled = True
+
+    def mute(self, conn: str | None = None) -> None:
+        """Nothing more reaches the connection, ticks included, and the socket stays open: a half-open
+        TCP connection, which only the client's liveness check can detect."""
+        for c in self._targets(conn):
+            c.muted = True
+
+    def inject(self, text: str | bytes, conn: str | None = None) -> None:
+        """Send raw text to a connection as one message: a hostile or broken server."""
+        for c in self._targets(conn):
+            assert c.send is not None
+            c.send.send_nowait(text.decode() if isinstance(text, bytes) else text)
+
     def disconnect(self, conn: str | None = None) -> None:
         """Cut a connection's TCP stream (the client sees 1006); the Gateway keeps running, same boot id."""
         for c in self._targets(conn):
@@ -957,6 +988,8 @@ async def open_simulator(
     responder: Responder = fake_model_responder,
     recovery: RecoveryScript = default_recovery,
     cli_runtime: bool = False,
+    protocol: int = 4,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Simulator]:
     """Run a simulated Gateway on ``host:port`` (port 0 picks a free one) for the block's lifetime."""
     async with trio.open_nursery() as nursery:
@@ -969,6 +1002,8 @@ async def open_simulator(
             responder=responder,
             recovery=recovery,
             cli_runtime=cli_runtime,
+            protocol=protocol,
+            ssl_context=ssl_context,
         )
         sim.port = port
         await nursery.start(sim._serve)

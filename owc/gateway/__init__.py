@@ -1,0 +1,46 @@
+"""The Trio shell around the protocol core: owc's connection to an OpenClaw Gateway."""
+
+from owc.gateway.active import ActiveRuns, Resync
+from owc.gateway.backoff import Backoff
+from owc.gateway.connection import (
+    CloseInfo,
+    ConnectionHandler,
+    GatewayClient,
+    GatewayConfig,
+    GatewaySession,
+    HelloInfo,
+    NullHandler,
+    open_gateway_connection,
+)
+from owc.gateway.errors import (
+    GatewayError,
+    MissingScopes,
+    NotConnected,
+    PayloadTooLarge,
+    Refused,
+    RequestError,
+    RequestTimeout,
+    SessionClosed,
+)
+
+__all__ = [
+    "ActiveRuns",
+    "Backoff",
+    "CloseInfo",
+    "ConnectionHandler",
+    "GatewayClient",
+    "GatewayConfig",
+    "GatewayError",
+    "GatewaySession",
+    "HelloInfo",
+    "MissingScopes",
+    "NotConnected",
+    "NullHandler",
+    "PayloadTooLarge",
+    "Refused",
+    "RequestError",
+    "RequestTimeout",
+    "Resync",
+    "SessionClosed",
+    "open_gateway_connection",
+]

@@ -1,0 +1,85 @@
+"""Which runs a connection believes active, and what a ``sessions.list`` resync changes about that. Pure.
+
+After a seq gap or a reconnect, events may have been lost: a run may have started (its start push dropped)
+or ended (its terminal dropped). The list is the Gateway's own answer: ``activeRunIds`` per session, or
+``hasActiveRun`` without ids (a CLI runtime), in which case the run is opened on its first event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from owc.protocol import ChatEvent, Event, SessionRow, SessionsChanged
+
+RunKey = tuple[str, str]  # (session_key, run_id)
+
+
+@attrs.frozen
+class Resync:
+    """What a ``sessions.list`` says that the connection did not know.
+
+    ``started``: listed active, not known; ``ended``: known active, no longer listed; ``active_unknown``:
+    sessions with an active run whose id the list does not give; ``rows``: every listed row, for the owner
+    rule and the ended-while-away pass.
+    """
+
+    reason: str
+    started: tuple[RunKey, ...]
+    ended: tuple[RunKey, ...]
+    active_unknown: tuple[str, ...]
+    rows: tuple[SessionRow, ...]
+
+
+@attrs.define
+class ActiveRuns:
+    known: dict[RunKey, None] = attrs.field(factory=dict)  # insertion-ordered set
+
+    def observe(self, event: Event) -> None:
+        """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals.
+        An ``agent`` lifecycle start is not the start signal: a run whose start push was lost is reported
+        by the next resync, which is what the run table acts on."""
+        if isinstance(event, SessionsChanged) and event.session_key and event.run_id:
+            key = (event.session_key, event.effective_run_id or event.run_id)
+            if event.phase == "start":
+                self.known[key] = None
+            elif event.phase in ("end", "error"):
+                self.known.pop(key, None)
+        elif isinstance(event, ChatEvent) and event.is_terminal:
+            self.known.pop((event.session_key, event.run_id), None)
+
+    def resync(self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True) -> Resync:
+        """Diff the list against what is known and adopt the list's view.
+
+        ``complete`` says the list covers every session; a run on a session absent from an incomplete
+        (paged) list is not reported ended.
+        """
+        rows = tuple(rows)
+        listed: dict[RunKey, None] = {}
+        unknown: list[str] = []
+        by_key = {row.key: row for row in rows}
+        for row in rows:
+            if row.active_run_ids:
+                for run_id in row.active_run_ids:
+                    listed[(row.key, run_id)] = None
+            elif row.has_active_run:
+                unknown.append(row.key)
+        started = tuple(k for k in listed if k not in self.known)
+        ended = []
+        for key in list(self.known):
+            row = by_key.get(key[0])
+            if key in listed:
+                continue
+            if row is None and not complete:
+                continue
+            if row is not None and row.has_active_run and row.active_run_ids is None:
+                continue  # active without ids: cannot tell, keep it
+            ended.append(key)
+            del self.known[key]
+        for key in started:
+            self.known[key] = None
+        return Resync(reason=reason, started=started, ended=tuple(ended), active_unknown=tuple(unknown), rows=rows)
+
+    def forget_all(self) -> None:
+        self.known.clear()

@@ -1,0 +1,82 @@
+"""Errors of the Gateway connection. None of them carries the token: messages are built from the
+Gateway's error code and message, never from what owc sent."""
+
+from __future__ import annotations
+
+from owc.protocol import ErrorShape
+
+
+class GatewayError(Exception):
+    """Base of every error the connection raises. ``retryable`` says whether the same call may succeed later
+    (the resume logic holds a retryable ``chat.send`` until the next hello-ok)."""
+
+    retryable: bool = False
+
+
+class Refused(GatewayError):
+    """The Gateway refused the handshake. Retryable only when the Gateway said so (``UNAVAILABLE`` while it
+    starts); a wrong token, a protocol mismatch or a missing device identity cannot succeed by retrying."""
+
+    def __init__(self, error: ErrorShape, close_code: int | None = None) -> None:
+        detail = f" ({error.detail_code})" if error.detail_code else ""
+        super().__init__(f"gateway refused the connection: {error.code}{detail}: {error.message}")
+        self.error = error
+        self.close_code = close_code
+        self.retryable = error.retryable
+
+
+class MissingScopes(GatewayError):
+    """Connected, but without the scopes owc needs (a client the Gateway did not trust with its scopes)."""
+
+    def __init__(self, missing: tuple[str, ...]) -> None:
+        super().__init__(f"gateway granted no {', '.join(missing)}: connect as gateway-client/backend with the shared token")
+        self.missing = missing
+
+
+class RequestError(GatewayError):
+    """An RPC the Gateway answered with ``ok: false``."""
+
+    def __init__(self, method: str, error: ErrorShape) -> None:
+        detail = f" ({error.detail_code})" if error.detail_code else ""
+        super().__init__(f"{method} failed: {error.code}{detail}: {error.message}")
+        self.method = method
+        self.error = error
+        self.code = error.code
+        self.retryable = error.retryable
+        self.retry_after_ms = error.retry_after_ms
+
+
+class RequestTimeout(GatewayError):
+    """No response within the RPC's response timeout: a hung server. The call may be repeated."""
+
+    retryable = True
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(f"{method}: no response within {timeout:g} s")
+        self.method = method
+
+
+class SessionClosed(GatewayError):
+    """The socket closed before the response came (the Gateway is restarting or the network dropped).
+    Retryable: send it again after the next hello-ok."""
+
+    retryable = True
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method}: the gateway connection closed before it answered")
+        self.method = method
+
+
+class NotConnected(GatewayError):
+    """No connection right now (between a close and the next hello-ok). Retryable."""
+
+    retryable = True
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method}: not connected to the gateway")
+        self.method = method
+
+
+class PayloadTooLarge(GatewayError):
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        super().__init__(f"{method}: request of {size} bytes exceeds policy.maxPayload of {limit} bytes")

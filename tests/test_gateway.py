@@ -1,0 +1,423 @@
+"""The Trio Gateway connection, against the simulator over real loopback WebSockets (MockClock where timed)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import ssl
+
+import pytest
+import trio
+import trustme
+
+from conftest import TOKEN
+from owc.gateway import (
+    Backoff,
+    GatewayClient,
+    GatewayConfig,
+    MissingScopes,
+    NotConnected,
+    Refused,
+    RequestError,
+    RequestTimeout,
+    SessionClosed,
+    open_gateway_connection,
+)
+from owc.protocol import ChatEvent, SessionsChanged
+from owc.sim import Hold, Text, open_simulator
+from recorder import RecordingHandler
+
+KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
+KEY2 = "agent:main:openwebui-u1-9b2d7e10-4c3a-4f6b-8e21-5a7c9d0e1f23"
+
+
+def no_jitter() -> Backoff:
+    return Backoff(jitter=0)
+
+
+async def test_handshake_subscribe_and_first_resync() -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        early = sim.start_run(KEY, "early")  # before owc connects: only the list can tell
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            assert session.boot_id == sim.boot_id and session.hello.policy.tick_interval_ms == 30_000
+            (hello,) = handler.hellos
+            assert hello.first and not hello.boot_changed and hello.notice is None
+            resync = handler.resyncs[0]
+            assert resync.reason == "hello" and resync.started == ((KEY, "early"),)
+            assert sim.requests["sessions.subscribe"] == 1 and sim.requests["sessions.list"] == 0
+            # Events of a run after the subscribe reach the handler, typed, in order.
+            early.text("Hello").end()
+            await handler.until(lambda: handler.of(ChatEvent) and handler.of(ChatEvent)[-1].state == "final")
+            assert [e.state for e in handler.of(ChatEvent)] == ["delta", "final"]
+            # RPCs correlate by id and return the payload.
+            listed = await client.request("sessions.list", {"limit": 10})
+            assert listed["sessions"][0]["key"] == KEY
+
+
+async def test_run_with_hidden_ids_is_active_unknown() -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN, cli_runtime=True) as sim:
+        sim.start_run(KEY, "cli-run")
+        async with open_gateway_connection(sim.url, TOKEN, handler):
+            resync = await handler.until(lambda: handler.resyncs and handler.resyncs[0])
+            assert resync.started == () and resync.active_unknown == (KEY,)
+
+
+@pytest.mark.parametrize(
+    ("sim_kwargs", "token", "code", "detail"),
+    [
+        ({}, "wrong-token", "INVALID_REQUEST", "AUTH_TOKEN_MISMATCH"),
+        ({"protocol": 5}, TOKEN, "INVALID_REQUEST", "PROTOCOL_MISMATCH"),
+        ({}, "", "NOT_PAIRED", "DEVICE_IDENTITY_REQUIRED"),
+    ],
+)
+async def test_refusals_are_not_retried(autojump_clock, sim_kwargs, token, code, detail) -> None:
+    async with open_simulator(token=TOKEN, **sim_kwargs) as sim:
+        client = GatewayClient(sim.url, token, RecordingHandler())
+        start = trio.current_time()
+        with pytest.raises(Refused) as info:
+            await client.run()
+        assert (info.value.error.code, info.value.error.detail_code, info.value.retryable) == (code, detail, False)
+        assert client.attempts == 1 and trio.current_time() == start  # no retry storm, no waiting
+        assert sim.refusals == [(code, detail)]
+        assert TOKEN not in str(info.value) and (not token or token not in str(info.value))
+
+
+async def test_scopeless_connection_is_refused(autojump_clock, monkeypatch) -> None:
+    # A Gateway that lets owc in without its scopes (as it does for clients it does not trust) is a
+    # configuration error owc reports at once instead of failing every later request.
+    import owc.gateway.connection as connection
+
+    original = connection.ConnectParams
+
+    def as_test_client(**kwargs):
+        return original(**kwargs, client_id="test", mode="test")
+
+    monkeypatch.setattr(connection, "ConnectParams", as_test_client)
+    async with open_simulator(token=TOKEN) as sim:
+        with pytest.raises(MissingScopes):
+            await GatewayClient(sim.url, TOKEN).run()
+
+
+async def test_unavailable_while_starting_is_retried(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: sim.restart("stop", down_seconds=3))
+            await trio.sleep(0.5)
+            async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
+                await client.wait_session()
+                assert trio.current_time() >= 3 and client.attempts >= 2
+                assert ("UNAVAILABLE", "") in sim.refusals
+
+
+async def test_subscribe_and_list_on_every_reconnect(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
+            first = await client.wait_session()
+            await handler.until(lambda: len(handler.resyncs) == 1)
+            sim.start_run(KEY, "while-away", steps=[Text("busy"), Hold()])
+            sim.disconnect()
+            await handler.until(lambda: len(handler.resyncs) == 2)
+            second = client.session
+            assert second is not first and first.closed
+            assert sim.requests["sessions.subscribe"] == 2
+            assert handler.resyncs[1].started == ((KEY, "while-away"),)
+            assert [h.first for h in handler.hellos] == [True, False]
+            assert handler.hellos[1].boot_changed is False and handler.hellos[1].notice is None
+            assert handler.closes[0].code == 1006 and handler.closes[0].notice is None
+
+
+async def test_gap_triggers_one_resync_per_burst(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            run = sim.start_run(KEY, "r1")
+            await handler.until(lambda: handler.of(SessionsChanged))
+            sim.drop(5)  # five droppable events in a row: one burst
+            run.text("a b c d e f g")
+            await handler.until(lambda: len(handler.resyncs) == 2)
+            run.end()
+            await handler.until(lambda: any(e.state == "final" for e in handler.of(ChatEvent)))
+            assert session.gaps == 5 and session.resyncs == 1  # the drops alternate with kept events
+            assert sim.requests["sessions.list"] == 1
+
+
+async def test_gap_hides_a_run_start_and_resync_finds_it(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler):
+            await handler.until(lambda: handler.resyncs)
+            sim.drop(4)  # chat status x2, agent.run.started and the phase:"start" push
+            sim.start_run(KEY2, "unseen", steps=[Text("x"), Hold()])
+            resync = await handler.until(lambda: len(handler.resyncs) == 2 and handler.resyncs[1])
+            assert resync.reason == "gap" and resync.started == ((KEY2, "unseen"),)
+            assert not [e for e in handler.of(SessionsChanged) if e.phase == "start"]
+
+
+async def test_resync_reports_runs_that_ended_unseen(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler):
+            await handler.until(lambda: handler.resyncs)
+            run = sim.start_run(KEY, "r1")
+            await handler.until(lambda: [e for e in handler.of(SessionsChanged) if e.phase == "start"])
+            sim.mute()  # the terminal is lost ...
+            run.end()
+            sim.connection().muted = False
+            sim.drop(4)  # ... and the next droppable events (r2's start push among them) leave a gap
+            sim.start_run(KEY2, "r2")
+            resync = await handler.until(lambda: len(handler.resyncs) == 2 and handler.resyncs[1])
+            assert resync.ended == ((KEY, "r1"),) and resync.started == ((KEY2, "r2"),)
+
+
+async def test_three_missed_ticks_reconnect_and_not_before(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
+            first = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            sim.mute()  # a half-open socket: no close, no frame, no tick
+            muted_at = trio.current_time()
+            await trio.sleep(89)
+            assert client.session is first and not first.closed and client.sessions_opened == 1
+            await trio.sleep(2)
+            assert first.closed and "3 missed ticks" in first.close_reason
+            second = await client.wait_session()
+            assert second is not first and trio.current_time() - muted_at >= 90
+
+
+async def test_ticks_keep_a_quiet_connection_alive(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN) as client:
+            first = await client.wait_session()
+            await trio.sleep(600)  # twenty ticks, nothing else
+            assert client.session is first and client.sessions_opened == 1
+
+
+class RecordingBackoff(Backoff):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.delays: list[float] = []
+
+    def next_delay(self) -> float:
+        delay = super().next_delay()
+        self.delays.append(delay)
+        return delay
+
+
+async def test_backoff_sequence_and_reset(autojump_clock) -> None:
+    from realgw.gateway import free_port
+
+    port = free_port()
+    backoff = RecordingBackoff(jitter=0)
+    async with trio.open_nursery() as nursery:
+        client = GatewayClient(f"ws://127.0.0.1:{port}/", TOKEN, backoff=backoff)
+        nursery.start_soon(client.run)
+        # Nothing listens: every attempt fails at once and the delays double up to the cap.
+        while len(backoff.delays) < 8:
+            await trio.sleep(1)
+        assert backoff.delays[:8] == [1, 2, 4, 8, 16, 30, 30, 30]
+        async with open_simulator(token=TOKEN, port=port) as sim:
+            first = await client.wait_session()
+            count = len(backoff.delays)
+            sim.disconnect()
+            second = await client.wait_session(newer_than=first)
+            assert backoff.delays[count] == 1  # reset by the healthy hello
+            assert second.hello.boot_id == sim.boot_id
+        nursery.cancel_scope.cancel()
+
+
+def test_backoff_jitter_bounds() -> None:
+    backoff = Backoff(jitter=0.2, rng=random.Random(7))
+    delays = [backoff.next_delay() for _ in range(10)]
+    bases = [1, 2, 4, 8, 16, 30, 30, 30, 30, 30]
+    assert all(0.8 * b <= d <= min(30, 1.2 * b) for d, b in zip(delays, bases))
+    assert len(set(delays)) == 10
+
+
+@pytest.mark.parametrize(
+    ("mode", "restart_expected_ms", "reason"),
+    [("restart", 1500, "gateway restarting"), ("stop", None, "gateway stopping")],
+)
+async def test_boot_change_and_shutdown_notice(autojump_clock, mode, restart_expected_ms, reason) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
+            await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            old_boot = sim.boot_id
+            await sim.restart(mode)
+            await handler.until(lambda: len(handler.hellos) == 2)
+            close = handler.closes[0]
+            assert (close.code, close.boot_id) == (1012, old_boot)
+            assert close.notice.reason == reason and close.notice.restart_expected_ms == restart_expected_ms
+            hello = handler.hellos[1]
+            assert hello.boot_changed and hello.previous_boot_id == old_boot and hello.hello.boot_id == sim.boot_id
+            assert hello.notice == close.notice
+
+
+async def test_crash_has_no_notice_and_a_new_boot(autojump_clock) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()):
+            await handler.until(lambda: handler.resyncs)
+            await sim.restart("crash")
+            await handler.until(lambda: len(handler.hellos) == 2)
+            assert handler.closes[0].code == 1006 and handler.closes[0].notice is None
+            assert handler.hellos[1].boot_changed and handler.hellos[1].notice is None
+
+
+async def test_hostile_frames_do_not_kill_the_connection(caplog) -> None:
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN, max_payload=4096) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            with caplog.at_level(logging.ERROR, logger="owc.gateway"):
+                for junk in (
+                    "{not json",
+                    "[1, 2, 3]",
+                    '"a string"',
+                    '{"type": "event"}',
+                    '{"type": "event", "event": "chat", "payload": {"state": "delta"}, "seq": 999}',
+                    '{"type": "event", "event": "agent", "payload": {"runId": "r", "stream": "tool", "data": {}}}',
+                    '{"type": "res", "id": "nobody-asked", "ok": true}',
+                    '{"type": "req", "id": "1", "method": "x"}',
+                    '{"type": "event", "event": "tick", "payload": {"pad": "' + "x" * 5000 + '"}}',
+                ):
+                    sim.inject(junk)
+                run = sim.start_run(KEY, "after-junk").text("still here")
+                run.end()
+                await handler.until(lambda: any(e.state == "final" for e in handler.of(ChatEvent)))
+            assert client.session is session and client.sessions_opened == 1 and not session.closed
+            messages = [r.getMessage() for r in caplog.records]
+            assert any("not valid JSON" in m for m in messages)
+            assert any("exceeds policy.maxPayload of 4096" in m for m in messages)
+            assert any("chat event: chat lacks required field 'runId'" in m for m in messages)
+            assert [e.text for e in handler.of(ChatEvent) if e.state == "final"] == ["still here"]
+
+
+async def test_handler_failure_does_not_kill_the_connection(caplog) -> None:
+    class Broken(RecordingHandler):
+        def on_event(self, session, event):
+            super().on_event(session, event)
+            if isinstance(event, ChatEvent) and event.run_id == "bad":
+                raise RuntimeError("handler bug")
+
+    handler = Broken()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            sim.start_run(KEY, "bad").text("boom").end()
+            sim.start_run(KEY2, "good").text("fine").end()
+            await handler.until(lambda: any(e.run_id == "good" and e.state == "final" for e in handler.of(ChatEvent)))
+            assert not session.closed
+            assert any("gateway.handler_failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_request_errors_are_typed(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        client = GatewayClient(sim.url, TOKEN, backoff=no_jitter())
+        with pytest.raises(NotConnected) as nc:
+            await client.request("sessions.list", {})
+        assert nc.value.retryable
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            await client.wait_session()
+            with pytest.raises(RequestError) as bad:
+                await client.request("chat.send", {"sessionKey": KEY, "message": "x"})
+            assert bad.value.code == "INVALID_REQUEST" and not bad.value.retryable
+            sim.stall_replies()
+            start = trio.current_time()
+            with pytest.raises(RequestTimeout) as slow:
+                await client.request("sessions.list", {})
+            assert trio.current_time() - start == pytest.approx(60) and slow.value.retryable
+            nursery.cancel_scope.cancel()
+
+
+async def test_chat_send_while_the_gateway_closes_is_retryable(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
+            await client.wait_session()
+            sim.stall_replies()  # the Gateway is shutting down: it reads the send and never answers
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sim.restart, "stop")
+                with pytest.raises(SessionClosed) as closed:
+                    await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
+            assert closed.value.retryable
+            with pytest.raises(NotConnected):
+                await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
+            await client.wait_session()
+            result = await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
+            assert result == {"runId": "r-1", "status": "started"}
+
+
+def _tasks_under(nursery: trio.Nursery) -> set[trio.lowlevel.Task]:
+    out: set[trio.lowlevel.Task] = set()
+    stack = list(nursery.child_tasks)
+    while stack:
+        task = stack.pop()
+        out.add(task)
+        for child in task.child_nurseries:
+            stack.extend(child.child_tasks)
+    return out
+
+
+def _all_tasks() -> set[trio.lowlevel.Task]:
+    root = trio.lowlevel.current_root_task()
+    out = {root}
+    for nursery in root.child_nurseries:
+        out |= _tasks_under(nursery)
+    return out
+
+
+async def test_closing_leaves_no_task_running() -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        handler = RecordingHandler()
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            gateway_nursery = trio.lowlevel.current_task().child_nurseries[-1]
+            session = await client.wait_session()
+            session.nursery.start_soon(trio.sleep_forever)  # stands for a run writer
+            sim.start_run(KEY, "r").text("x")
+            await handler.until(lambda: handler.of(ChatEvent))
+            owned = _tasks_under(gateway_nursery)
+            assert len(owned) >= 3  # run loop, reader, the stand-in writer
+        assert session.closed and client.session is None
+        assert owned & _all_tasks() == set()
+
+
+async def test_wss_verifies_certificates(autojump_clock, caplog) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(server_ctx)
+    async with open_simulator(token=TOKEN, ssl_context=server_ctx) as sim:
+        assert sim.url.startswith("wss://")
+        untrusting = GatewayClient(sim.url, TOKEN, backoff=no_jitter())
+        with caplog.at_level(logging.WARNING, logger="owc.gateway"):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(untrusting.run)
+                await trio.sleep(5)
+                nursery.cancel_scope.cancel()
+        assert untrusting.sessions_opened == 0 and untrusting.attempts >= 2
+        assert any("CERTIFICATE_VERIFY_FAILED" in r.getMessage() for r in caplog.records)
+        client_ctx = ssl.create_default_context()
+        ca.configure_trust(client_ctx)
+        async with open_gateway_connection(sim.url, TOKEN, config=GatewayConfig(ssl_context=client_ctx)) as client:
+            session = await client.wait_session()
+            assert session.boot_id == sim.boot_id
+
+
+async def test_instance_id_names_the_deploy() -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, config=GatewayConfig(instance_id="deploy-A")) as client:
+            await client.wait_session()
+            assert sim.connection("deploy-A").client_id == "gateway-client"
+            assert "deploy-A" in repr(client) and TOKEN not in repr(client)
