@@ -105,3 +105,9 @@ def real_gateway():
         yield gateway
     finally:
         gateway.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "postgres_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)

@@ -1,0 +1,70 @@
+"""The SQLAlchemy engine owc writes Open WebUI's database with.
+
+SQLite gets Open WebUI's own pragmas (``_apply_sqlite_pragmas``): WAL, ``busy_timeout`` 5000 ms, synchronous
+NORMAL. The busy timeout is the pace of owc's retries on a locked database; tests shorten it. PostgreSQL goes
+through psycopg 3 (``postgresql+psycopg://``); a bare ``postgresql://`` or ``postgres://`` URL is mapped to it.
+JSON columns are written as compact orjson text, as Open WebUI's ``JSONCodec`` writes them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def normalize_url(url: str) -> str:
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://") :]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    return url
+
+
+def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) -> Engine:
+    url = normalize_url(url)
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
+            json_serializer=_dumps,
+            json_deserializer=orjson.loads,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(
+            url,
+            json_serializer=_dumps,
+            json_deserializer=orjson.loads,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+        )
+    raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite:/// or postgresql+psycopg://")
+
+
+def is_locked_error(exc: OperationalError) -> bool:
+    """SQLite's "database is locked" / "database table is locked" after the busy wait ran out."""
+    text = str(exc.orig).lower()
+    return "database is locked" in text or "database table is locked" in text

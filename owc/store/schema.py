@@ -1,0 +1,71 @@
+"""The parts of Open WebUI 0.12.4's schema owc touches, column for column (``open_webui/models/chats.py``
+``Chat`` and ``open_webui/models/chat_messages.py`` ``ChatMessage``, as its Alembic head ``0bd252b206fb`` creates
+them). owc creates these two tables for its embedded default and works unchanged on a database that Open
+WebUI's own migrations made: it never relies on anything the migrations would not have created.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, BigInteger, Boolean, Column, ForeignKey, Index, MetaData, String, Table, Text, text
+
+metadata = MetaData()
+
+chat = Table(
+    "chat",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("user_id", String),
+    Column("title", Text),
+    Column("created_at", BigInteger),  # epoch seconds
+    Column("updated_at", BigInteger),  # epoch seconds
+    Column("share_id", Text, unique=True),
+    Column("archived", Boolean),
+    Column("chat", JSON),  # {"history": {"messages": {...}, "currentId": ...}, "messages": [...], ...}
+    Column("pinned", Boolean),
+    Column("meta", JSON, nullable=False, server_default="{}"),
+    Column("folder_id", Text),
+    Column("tasks", JSON),
+    Column("summary", Text),
+    Column("last_read_at", BigInteger),
+    Column("current_message_id", Text),  # denormalized history.currentId
+    Column("variables", JSON),
+    Column("timer_at", BigInteger),
+    Index("folder_id_idx", "folder_id"),
+    Index("user_id_pinned_idx", "user_id", "pinned"),
+    Index("user_id_archived_idx", "user_id", "archived"),
+    Index("updated_at_user_id_idx", "updated_at", "user_id"),
+    Index("folder_id_user_id_idx", "folder_id", "user_id"),
+    Index("user_id_updated_at_id_idx", "user_id", text("updated_at DESC"), "id"),
+)
+
+chat_message = Table(
+    "chat_message",
+    metadata,
+    Column("id", Text, primary_key=True),  # "{chat_id}-{message_id}"
+    Column("chat_id", Text, ForeignKey("chat.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("user_id", Text, index=True),
+    Column("role", Text, nullable=False),
+    Column("parent_id", Text),
+    Column("content", JSON),
+    Column("output", JSON),
+    Column("model_id", Text, index=True),
+    Column("files", JSON),
+    Column("sources", JSON),
+    Column("embeds", JSON),
+    Column("done", Boolean),
+    Column("status_history", JSON),
+    Column("error", JSON),
+    Column("usage", JSON),
+    Column("created_at", BigInteger, index=True),
+    Column("updated_at", BigInteger),
+    Column("context_summary", Text),
+    Column("meta", JSON),
+    Index("chat_message_chat_parent_idx", "chat_id", "parent_id"),
+    Index("chat_message_model_created_idx", "model_id", "created_at"),
+    Index("chat_message_user_created_idx", "user_id", "created_at"),
+    Index("chat_message_chat_role_done_idx", "chat_id", "role", "done"),
+)
+
+
+def message_row_id(chat_id: str, message_id: str) -> str:
+    return f"{chat_id}-{message_id}"

@@ -1,0 +1,354 @@
+"""The chat store: claim, handover and finalize writes under Open WebUI's own row lock.
+
+Every write is one short transaction with the same semantics as Open WebUI's ``Chats._chat_transaction``:
+SQLite ``BEGIN IMMEDIATE`` before the read (a database-wide write lock, so the read is the true tail), or
+PostgreSQL ``SELECT ... FOR UPDATE`` (a row lock until commit). Two connections, deploys or processes racing
+one run therefore serialize, and the second finds the message the first made.
+
+Open WebUI's own writers wait at most 5 s for that lock and then silently give up (``except Exception:
+return None``), so a long hold by owc would lose a user's data elsewhere: each transaction reads the chat,
+changes a dict, writes it back, and commits; nothing else happens under the lock.
+
+``ChatStore`` is synchronous (SQLAlchemy's sync engine); ``TrioChatStore`` runs it in worker threads behind a
+capacity limiter. A transaction is never abandoned half-way on cancel: the thread finishes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
+from typing import Any, TypeVar
+
+import attrs
+import orjson
+import trio
+from sqlalchemy import Connection, Engine, Text, insert, select, type_coerce, update
+from sqlalchemy.exc import OperationalError
+
+from owc.store import tree
+from owc.store.engine import is_locked_error, make_engine
+from owc.store.schema import chat as chat_t
+from owc.store.schema import chat_message as msg_t
+from owc.store.schema import message_row_id, metadata
+
+log = logging.getLogger("owc.store")
+
+#: A finalize that meets a locked database tries this many times, each paced by the busy wait.
+FINALIZE_ATTEMPTS = 6
+
+
+class StoreError(Exception):
+    """A write that cannot be made because of the chat itself; nothing was written."""
+
+
+class ChatMissing(StoreError):
+    def __init__(self, chat_id: str) -> None:
+        super().__init__(f"chat {chat_id} does not exist")
+        self.chat_id = chat_id
+
+
+class ChatOwnerMismatch(StoreError):
+    def __init__(self, chat_id: str, expected: str, actual: str | None) -> None:
+        super().__init__(f"chat {chat_id} belongs to another user than its session key names")
+        self.chat_id, self.expected, self.actual = chat_id, expected, actual
+
+
+class ChatCorrupt(StoreError):
+    def __init__(self, chat_id: str, why: str) -> None:
+        super().__init__(f"chat {chat_id} holds no usable message tree: {why}")
+        self.chat_id = chat_id
+
+
+class MessageMissing(StoreError):
+    def __init__(self, chat_id: str, message_id: str) -> None:
+        super().__init__(f"message {message_id} is not in chat {chat_id}")
+        self.chat_id, self.message_id = chat_id, message_id
+
+
+@attrs.frozen
+class Claimed:
+    """owc made message M at the tail: tell the tabs ``message`` and the parent's new ``parent_children``."""
+
+    message: dict[str, Any]
+    parent_id: str | None
+    parent_children: tuple[str, ...]
+    current_id: str
+
+
+@attrs.frozen
+class TakenOver:
+    """M existed, unfinished, and its recorded writer is dead: owc is its writer now."""
+
+    message: dict[str, Any]
+    previous_writer: str | None
+
+
+@attrs.frozen
+class AlreadyThere:
+    """M exists and someone alive (or nobody owc knows, or a finished run) holds it: back off."""
+
+    writer: str | None
+    run_id: str | None
+    done: bool
+
+
+@attrs.frozen
+class Locked:
+    """The database stayed locked for the whole busy wait: try again on the run's next event."""
+
+    detail: str
+
+
+ClaimResult = Claimed | TakenOver | AlreadyThere | Locked
+
+
+@attrs.frozen
+class Written:
+    message: dict[str, Any]
+    attempts: int = 1
+
+
+@attrs.frozen
+class NotWritten:
+    """Still locked after every attempt. The writer logs ``NOT WRITTEN`` and tells the user's tabs."""
+
+    detail: str
+    attempts: int
+
+
+WriteResult = Written | NotWritten
+T = TypeVar("T")
+
+
+class ChatStore:
+    """Synchronous store; every method is one short transaction (see module docstring)."""
+
+    def __init__(self, engine: Engine, *, finalize_attempts: int = FINALIZE_ATTEMPTS) -> None:
+        self.engine = engine
+        self.finalize_attempts = finalize_attempts
+        self.is_sqlite = engine.dialect.name == "sqlite"
+
+    def create_tables(self) -> None:
+        """Create ``chat`` and ``chat_message`` if absent (the embedded default; never alters existing ones)."""
+        metadata.create_all(self.engine, checkfirst=True)
+
+    @contextmanager
+    def _locked(self, chat_id: str) -> Iterator[tuple[Connection, Any]]:
+        """Open WebUI's ``_chat_transaction``: lock, read the row, yield, commit (rollback on error)."""
+        with self.engine.connect() as conn:
+            if self.is_sqlite:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            row = conn.execute(
+                select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
+                .where(chat_t.c.id == chat_id)
+                .with_for_update()
+            ).first()
+            yield conn, row
+            conn.commit()
+
+    @staticmethod
+    def _load(chat_id: str, row: Any, user_id: str | None) -> dict[str, Any]:
+        if row is None:
+            raise ChatMissing(chat_id)
+        if user_id is not None and row.user_id != user_id:
+            raise ChatOwnerMismatch(chat_id, user_id, row.user_id)
+        try:
+            value = orjson.loads(row.chat) if row.chat is not None else {}
+        except orjson.JSONDecodeError as exc:
+            raise ChatCorrupt(chat_id, f"not JSON ({exc.msg})") from None
+        if value is None:
+            value = {}
+        try:
+            tree.messages_of(value)
+        except tree.TreeError as exc:
+            raise ChatCorrupt(chat_id, str(exc)) from None
+        return value
+
+    def _save(self, conn: Connection, chat_id: str, chat: dict[str, Any], now: int, current_id: str | None = None) -> None:
+        values: dict[str, Any] = {"chat": chat, "updated_at": now}
+        if current_id is not None:
+            values["current_message_id"] = current_id
+        conn.execute(update(chat_t).where(chat_t.c.id == chat_id).values(**values))
+
+    @staticmethod
+    def _mirror(conn: Connection, chat_id: str, user_id: str | None, message: dict[str, Any], now: int) -> None:
+        """Keep ``chat_message`` in step, as ``ChatMessages.upsert_message`` would (it drives the unfinished
+        indicators and is what Open WebUI reads first)."""
+        row_id = message_row_id(chat_id, message["id"])
+        changed = {
+            "content": message.get("content"),
+            "output": message.get("output"),
+            "done": message.get("done", True),
+            "error": message.get("error"),
+            "meta": message.get("meta"),
+            "updated_at": now,
+        }
+        result = conn.execute(update(msg_t).where(msg_t.c.id == row_id).values(**changed))
+        if result.rowcount:
+            return
+        conn.execute(
+            insert(msg_t).values(
+                id=row_id,
+                chat_id=chat_id,
+                user_id=message.get("user_id") or user_id,
+                role=message.get("role", "assistant"),
+                parent_id=message.get("parentId"),
+                model_id=message.get("model"),
+                files=message.get("files"),
+                sources=message.get("sources"),
+                embeds=message.get("embeds"),
+                status_history=message.get("statusHistory"),
+                usage=message.get("usage"),
+                context_summary=message.get("contextSummary"),
+                created_at=message.get("timestamp") or now,
+                **changed,
+            )
+        )
+
+    # ------------------------------------------------------------------ claim
+
+    def claim(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        run_id: str,
+        writer: str,
+        alive: Callable[[str | None], bool],
+        user_id: str | None = None,
+        task_id: str | None = None,
+    ) -> ClaimResult:
+        """Make M at the chat's true tail, or report who has it. One transaction.
+
+        ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
+        whether a recorded writer is still a live connection (the process-wide registry).
+        """
+        try:
+            with self._locked(chat_id) as (conn, row):
+                chat = self._load(chat_id, row, user_id)
+                now = int(time.time())
+                existing = chat["history"]["messages"].get(message_id)
+                if existing is not None:
+                    meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+                    holder = meta.get("openclaw_writer")
+                    done = existing.get("done") is True
+                    if done or holder is None or holder == writer or alive(holder):
+                        return AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done)
+                    existing["meta"] = {**meta, "openclaw_writer": writer, "openclaw_run": meta.get("openclaw_run") or run_id}
+                    self._save(conn, chat_id, chat, now)
+                    self._mirror(conn, chat_id, row.user_id, existing, now)
+                    log.info("store.taken_over chat=%s message=%s from=%s", chat_id, message_id, holder)
+                    return TakenOver(message=existing, previous_writer=holder)
+                inserted = tree.insert_assistant(chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now)
+                self._save(conn, chat_id, chat, now, current_id=message_id)
+                self._mirror(conn, chat_id, row.user_id, inserted.message, now)
+                return Claimed(
+                    message=inserted.message,
+                    parent_id=inserted.parent_id,
+                    parent_children=inserted.parent_children,
+                    current_id=inserted.current_id,
+                )
+        except OperationalError as exc:
+            if is_locked_error(exc):
+                log.warning("store.claim_locked chat=%s message=%s", chat_id, message_id)
+                return Locked(str(exc.orig))
+            raise
+
+    # ------------------------------------------------------------------ handover and finalize
+
+    def write(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        content: str,
+        output: list[Any],
+        done: bool,
+        error: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> WriteResult:
+        """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``).
+        One transaction per attempt; a locked database is retried ``finalize_attempts`` times, each attempt
+        waiting the busy timeout, then ``NotWritten``."""
+        last = ""
+        for attempt in range(1, self.finalize_attempts + 1):
+            try:
+                with self._locked(chat_id) as (conn, row):
+                    chat = self._load(chat_id, row, None)
+                    if message_id not in chat["history"]["messages"]:
+                        raise MessageMissing(chat_id, message_id)
+                    now = int(time.time())
+                    message = tree.update_message(chat, message_id, content=content, output=output, done=done, error=error, meta=meta)
+                    self._save(conn, chat_id, chat, now)
+                    self._mirror(conn, chat_id, row.user_id, message, now)
+                    return Written(message=message, attempts=attempt)
+            except OperationalError as exc:
+                if not is_locked_error(exc):
+                    raise
+                last = str(exc.orig)
+                log.warning("store.write_locked chat=%s message=%s attempt=%d/%d", chat_id, message_id, attempt, self.finalize_attempts)
+        return NotWritten(detail=last, attempts=self.finalize_attempts)
+
+    # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
+
+    def read_chat(self, chat_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(type_coerce(chat_t.c.chat, Text)).where(chat_t.c.id == chat_id)).first()
+        return orjson.loads(row[0]) if row is not None and row[0] is not None else None
+
+    def create_chat(self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None) -> None:
+        """Insert a chat row the way Open WebUI's ``insert_new_chat`` shapes it (for the embedded default,
+        the demo and tests; against a real Open WebUI the chats are Open WebUI's)."""
+        now = int(time.time())
+        body = chat if chat is not None else {"id": chat_id, "title": title, "models": [], "history": {"messages": {}, "currentId": None}, "messages": [], "tags": [], "timestamp": now * 1000}
+        current = body.get("history", {}).get("currentId") if isinstance(body.get("history"), dict) else None
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(chat_t).values(
+                    id=chat_id, user_id=user_id, title=title, chat=body, created_at=now, updated_at=now, last_read_at=now,
+                    share_id=None, archived=False, pinned=False, meta={}, folder_id=None, current_message_id=current,
+                )
+            )  # fmt: skip
+            messages = body.get("history", {}).get("messages", {}) if isinstance(body.get("history"), dict) else {}
+            for message in messages.values() if isinstance(messages, dict) else ():
+                if isinstance(message, dict) and "id" in message:
+                    self._mirror(conn, chat_id, user_id, message, now)
+
+
+class TrioChatStore:
+    """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once."""
+
+    def __init__(self, sync: ChatStore, capacity: int = 4) -> None:
+        self.sync = sync
+        self.limiter = trio.CapacityLimiter(capacity)
+
+    async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await trio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.limiter)
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> ClaimResult:
+        return await self._run(self.sync.claim, chat_id, message_id, **kwargs)
+
+    async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
+        return await self._run(self.sync.write, chat_id, message_id, **kwargs)
+
+    async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
+        return await self._run(self.sync.read_chat, chat_id)
+
+    async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
+        await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)
+
+
+@asynccontextmanager
+async def open_store(url: str, *, create: bool = False, capacity: int = 4, busy_timeout_ms: int = 5000) -> AsyncIterator[TrioChatStore]:
+    """A ``TrioChatStore`` on ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``) for the block."""
+    engine = await trio.to_thread.run_sync(partial(make_engine, url, busy_timeout_ms=busy_timeout_ms, pool_size=capacity))
+    try:
+        sync = ChatStore(engine)
+        if create:
+            await trio.to_thread.run_sync(sync.create_tables)
+        yield TrioChatStore(sync, capacity)
+    finally:
+        await trio.to_thread.run_sync(engine.dispose)

@@ -1,0 +1,178 @@
+"""The message tree inside ``chat.chat``: where an agent turn anchors, and the writes owc makes. Pure.
+
+``history.messages`` is a tree keyed by id (``parentId`` / ``childrenIds``) and ``history.currentId`` the
+message the user's view ends at. owc anchors a new message at the **deepest leaf of the current branch**:
+from ``currentId`` it follows the newest valid child down, the way Open WebUI itself recovers a branch, so
+an agent turn lands after everything the user sees, never beside it. The legacy linear ``messages`` list is
+left alone, as Open WebUI's own backend writers leave it (the frontend rebuilds it on its next save).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import attrs
+
+
+class TreeError(ValueError):
+    """``chat.chat`` does not hold a message tree owc can write into."""
+
+
+@attrs.frozen
+class Inserted:
+    """What the tabs must be told about a new message: the message and its parent's new ``childrenIds``."""
+
+    message: dict[str, Any]
+    parent_id: str | None
+    parent_children: tuple[str, ...]
+    current_id: str
+
+
+def messages_of(chat: Any) -> dict[str, Any]:
+    if not isinstance(chat, dict):
+        raise TreeError("chat JSON is not an object")
+    history = chat.setdefault("history", {"messages": {}, "currentId": None})
+    if not isinstance(history, dict):
+        raise TreeError("chat.history is not an object")
+    messages = history.setdefault("messages", {})
+    if not isinstance(messages, dict):
+        raise TreeError("chat.history.messages is not an object")
+    return messages
+
+
+def _valid_child(messages: dict[str, Any], parent_id: str, child_id: Any) -> bool:
+    child = messages.get(child_id) if isinstance(child_id, str) else None
+    return isinstance(child, dict) and child.get("parentId") == parent_id and bool(child.get("role"))
+
+
+def deepest_leaf(messages: dict[str, Any], start: str) -> str:
+    """From ``start``, follow the newest valid child (last in ``childrenIds`` whose ``parentId`` points back)
+    until a leaf. Cycles and dangling ids end the walk instead of looping or failing."""
+    seen = {start}
+    current = start
+    while True:
+        node = messages.get(current)
+        children = node.get("childrenIds") if isinstance(node, dict) else None
+        if not isinstance(children, list):
+            return current
+        nxt = next((c for c in reversed(children) if c not in seen and _valid_child(messages, current, c)), None)
+        if nxt is None:
+            return current
+        seen.add(nxt)
+        current = nxt
+
+
+def anchor(chat: dict[str, Any]) -> str | None:
+    """The id a new agent-turn message goes under, or None for a chat with no messages."""
+    messages = messages_of(chat)
+    if not messages:
+        return None
+    current = chat["history"].get("currentId")
+    if isinstance(current, str) and current in messages:
+        return deepest_leaf(messages, current)
+    # No usable currentId: the newest message (by timestamp, then insertion order) stands for the view.
+    newest = max(
+        (mid for mid, m in messages.items() if isinstance(m, dict)),
+        key=lambda mid: (messages[mid].get("timestamp") or 0, list(messages).index(mid)),
+        default=None,
+    )
+    return deepest_leaf(messages, newest) if newest is not None else None
+
+
+def inherited_model(chat: dict[str, Any], parent: dict[str, Any] | None) -> str | None:
+    """The model a new assistant message shows: the leaf's (an assistant's ``model``, a user turn's first
+    of ``models``), else the chat's first model."""
+    if isinstance(parent, dict):
+        if isinstance(parent.get("model"), str):
+            return parent["model"]
+        models = parent.get("models")
+        if isinstance(models, list) and models and isinstance(models[0], str):
+            return models[0]
+    models = chat.get("models")
+    if isinstance(models, list) and models and isinstance(models[0], str):
+        return models[0]
+    return None
+
+
+def insert_assistant(
+    chat: dict[str, Any],
+    message_id: str,
+    *,
+    run_id: str,
+    writer: str,
+    user_id: str | None,
+    task_id: str | None = None,
+    now: int | None = None,
+) -> Inserted:
+    """Add an empty, unfinished assistant message at the tail (mutates ``chat``)."""
+    messages = messages_of(chat)
+    if message_id in messages:
+        raise TreeError(f"message {message_id} already exists")
+    parent_id = anchor(chat)
+    parent = messages.get(parent_id) if parent_id else None
+    meta: dict[str, Any] = {"openclaw_run": run_id, "openclaw_writer": writer}
+    if task_id is not None:
+        meta["task_id"] = task_id
+    message: dict[str, Any] = {
+        "id": message_id,
+        "parentId": parent_id,
+        "childrenIds": [],
+        "role": "assistant",
+        "content": "",
+        "output": [],
+        "done": False,
+        "model": inherited_model(chat, parent),
+        "timestamp": int(time.time()) if now is None else now,
+        "meta": meta,
+    }
+    if user_id is not None:
+        message["user_id"] = user_id
+    messages[message_id] = message
+    children: tuple[str, ...] = ()
+    if isinstance(parent, dict):
+        child_ids = parent.get("childrenIds")
+        if not isinstance(child_ids, list):
+            child_ids = parent["childrenIds"] = []
+        if message_id not in child_ids:
+            child_ids.append(message_id)
+        children = tuple(child_ids)
+    chat["history"]["currentId"] = message_id
+    return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=message_id)
+
+
+def update_message(
+    chat: dict[str, Any],
+    message_id: str,
+    *,
+    content: str,
+    output: list[Any],
+    done: bool,
+    error: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write a message's content and output (a handover or the finalize); mutates ``chat``."""
+    messages = messages_of(chat)
+    message = messages.get(message_id)
+    if not isinstance(message, dict):
+        raise TreeError(f"message {message_id} is not in the chat")
+    message["content"] = strip_nul(content)
+    message["output"] = strip_nul(output)
+    message["done"] = done
+    if error is not None:
+        message["error"] = {"content": strip_nul(error)}
+    if meta:
+        old = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+        message["meta"] = {**old, **meta}
+    return message
+
+
+def strip_nul(value: Any) -> Any:
+    """Remove NUL characters, as Open WebUI's ``sanitize_data_for_db`` does (PostgreSQL text cannot hold them)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, list):
+        return [strip_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {k: strip_nul(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,319 @@
+"""The chat store on a real SQLite file with Open WebUI's schema (and PostgreSQL where marked)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import sqlite3
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+
+from owc.store import (
+    AlreadyThere,
+    ChatCorrupt,
+    ChatMissing,
+    ChatOwnerMismatch,
+    ChatStore,
+    Claimed,
+    Locked,
+    MessageMissing,
+    NotWritten,
+    TakenOver,
+    Written,
+    make_engine,
+    open_store,
+)
+from owc.store import tree
+from store_race import USER, claim_all, plan
+
+DEAD = lambda writer: False  # noqa: E731
+ALIVE = lambda writer: True  # noqa: E731
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'webui.db'}"
+
+
+@pytest.fixture
+def store(sqlite_url: str) -> ChatStore:
+    s = ChatStore(make_engine(sqlite_url, busy_timeout_ms=200))
+    s.create_tables()
+    yield s
+    s.engine.dispose()
+
+
+def user_turn_chat(chat_id: str, *, model: str = "openclaw.main") -> dict:
+    return {
+        "id": chat_id,
+        "title": "T",
+        "models": [model],
+        "history": {
+            "currentId": "u1",
+            "messages": {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi", "models": [model], "timestamp": 1}},
+        },
+        "messages": [{"id": "u1", "role": "user", "content": "hi"}],
+    }
+
+
+def test_claim_on_an_empty_chat(store: ChatStore) -> None:
+    store.create_chat("c", USER)
+    result = store.claim("c", "m1", run_id="r1", writer="w", alive=DEAD, user_id=USER)
+    assert isinstance(result, Claimed) and result.parent_id is None and result.current_id == "m1"
+    chat = store.read_chat("c")
+    message = chat["history"]["messages"]["m1"]
+    assert message["role"] == "assistant" and message["done"] is False and message["content"] == "" and message["output"] == []
+    assert message["meta"] == {"openclaw_run": "r1", "openclaw_writer": "w"}
+    assert chat["history"]["currentId"] == "m1"
+
+
+def test_claim_under_a_user_turn_inherits_its_model(store: ChatStore, sqlite_url: str) -> None:
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    result = store.claim("c", "m1", run_id="r1", writer="w", alive=DEAD, user_id=USER, task_id="t-1")
+    assert isinstance(result, Claimed) and result.parent_id == "u1" and result.parent_children == ("m1",)
+    chat = store.read_chat("c")
+    assert chat["history"]["messages"]["m1"]["model"] == "openclaw.main"
+    assert chat["history"]["messages"]["m1"]["meta"]["task_id"] == "t-1"
+    assert chat["history"]["messages"]["u1"]["childrenIds"] == ["m1"]
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    assert db.execute("select current_message_id from chat").fetchone() == ("m1",)
+    row = db.execute("select id, role, parent_id, content, output, done, model_id, user_id from chat_message where id = 'c-m1'").fetchone()
+    assert row == ("c-m1", "assistant", "u1", '""', "[]", 0, "openclaw.main", USER)
+
+
+def test_claim_anchors_on_the_deepest_leaf_of_the_current_branch(store: ChatStore) -> None:
+    # u1 -> a1 -> u2 -> (a2 | a2b)   currentId points at u2's branch through a2 (an old variant a2b is newer)
+    messages = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": ["a1"], "role": "user"},
+        "a1": {"id": "a1", "parentId": "u1", "childrenIds": ["u2"], "role": "assistant", "model": "m"},
+        "u2": {"id": "u2", "parentId": "a1", "childrenIds": ["a2", "a2b"], "role": "user"},
+        "a2": {"id": "a2", "parentId": "u2", "childrenIds": ["u3"], "role": "assistant", "model": "m"},
+        "u3": {"id": "u3", "parentId": "a2", "childrenIds": [], "role": "user"},
+        "a2b": {"id": "a2b", "parentId": "u2", "childrenIds": [], "role": "assistant", "model": "m"},
+        "x": {"id": "x", "parentId": None, "childrenIds": [], "role": "user"},  # another root branch
+    }
+    store.create_chat("c", USER, chat={"history": {"messages": messages, "currentId": "a2"}})
+    result = store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    assert result.parent_id == "u3"  # below the view's leaf, never beside a2 or on the sibling a2b / x
+
+
+def test_claiming_twice_backs_off_and_dead_writer_is_taken_over(store: ChatStore) -> None:
+    store.create_chat("c", USER)
+    store.claim("c", "m", run_id="r", writer="w1", alive=DEAD, user_id=USER)
+    again = store.claim("c", "m", run_id="r", writer="w2", alive=ALIVE, user_id=USER)
+    assert again == AlreadyThere(writer="w1", run_id="r", done=False)
+    taken = store.claim("c", "m", run_id="r", writer="w2", alive=lambda w: w == "w2", user_id=USER)
+    assert isinstance(taken, TakenOver) and taken.previous_writer == "w1"
+    assert store.read_chat("c")["history"]["messages"]["m"]["meta"]["openclaw_writer"] == "w2"
+    assert len(store.read_chat("c")["history"]["messages"]) == 1
+    store.write("c", "m", content="done", output=[], done=True)
+    finished = store.claim("c", "m", run_id="r", writer="w3", alive=DEAD, user_id=USER)
+    assert finished == AlreadyThere(writer="w2", run_id="r", done=True)  # a finished message is never taken
+
+
+def test_a_message_without_an_owc_writer_is_not_taken(store: ChatStore) -> None:
+    chat = user_turn_chat("c")
+    chat["history"]["messages"]["m"] = {"id": "m", "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False}
+    store.create_chat("c", USER, chat=chat)
+    assert store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER) == AlreadyThere(writer=None, run_id=None, done=False)
+
+
+def test_handover_and_finalize(store: ChatStore, sqlite_url: str) -> None:
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    items = [{"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": [{"type": "output_text", "text": "Hal"}]}]
+    half = store.write("c", "m", content="Hal", output=items, done=False)
+    assert isinstance(half, Written) and half.message["done"] is False
+    final = store.write("c", "m", content="Half\x00 done", output=items, done=True, error="model overloaded")
+    assert final.message["content"] == "Half done" and final.message["error"] == {"content": "model overloaded"}
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    content, done, error = db.execute("select content, done, error from chat_message where id = 'c-m'").fetchone()
+    assert (orjson.loads(content), done, orjson.loads(error)) == ("Half done", 1, {"content": "model overloaded"})
+    with pytest.raises(MessageMissing):
+        store.write("c", "nope", content="", output=[], done=True)
+
+
+def test_bad_input_is_a_typed_error_and_writes_nothing(store: ChatStore, sqlite_url: str) -> None:
+    store.create_chat("good", USER)
+    store.create_chat("theirs", "someone-else")
+    store.create_chat("broken", USER)
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    db.execute("update chat set chat = '{not json' where id = 'broken'")
+    db.commit()
+    store.create_chat("wrong-shape", USER, chat={"history": {"messages": ["not", "a", "map"]}})
+    with pytest.raises(ChatMissing):
+        store.claim("missing", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    with pytest.raises(ChatOwnerMismatch):
+        store.claim("theirs", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    with pytest.raises(ChatCorrupt, match="not JSON"):
+        store.claim("broken", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    with pytest.raises(ChatCorrupt, match="not an object"):
+        store.claim("wrong-shape", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    assert db.execute("select count(*) from chat_message").fetchone() == (0,)
+    assert store.read_chat("theirs")["history"]["messages"] == {}
+    # Other chats are unaffected, and the store still works.
+    assert isinstance(store.claim("good", "m", run_id="r", writer="w", alive=DEAD, user_id=USER), Claimed)
+
+
+def test_two_runs_claimed_concurrently_chain(store: ChatStore) -> None:
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    barrier = threading.Barrier(2)
+
+    def claim(message_id: str) -> Claimed:
+        barrier.wait()
+        return store.claim("c", message_id, run_id=f"run-{message_id}", writer=f"w-{message_id}", alive=DEAD, user_id=USER)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(claim, ["m1", "m2"])
+    messages = store.read_chat("c")["history"]["messages"]
+    parents = sorted([messages["m1"]["parentId"], messages["m2"]["parentId"]])
+    assert "u1" in parents and ("m1" in parents or "m2" in parents)  # one under the user turn, the other under it
+    assert messages["u1"]["childrenIds"] in (["m1"], ["m2"])
+
+
+def _check_one_message_per_run(store: ChatStore, chats: int, runs_per_chat: int) -> None:
+    by_chat: dict[str, list[str]] = {}
+    for chat_id, _key, _run, message_id in plan(chats, runs_per_chat):
+        by_chat.setdefault(chat_id, []).append(message_id)
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("select chat_id, count(*) from chat_message group by chat_id").fetchall()
+    assert dict(rows) == {c: runs_per_chat for c in by_chat}
+    for chat_id, message_ids in by_chat.items():
+        messages = store.read_chat(chat_id)["history"]["messages"]
+        assert sorted(messages) == sorted(message_ids)
+        # One linear chain: one root, every message at most one child, the children lists agree.
+        assert [m for m in messages.values() if m["parentId"] is None].__len__() == 1
+        assert all(len(m["childrenIds"]) <= 1 for m in messages.values())
+        assert all(messages[m["parentId"]]["childrenIds"] == [mid] for mid, m in messages.items() if m["parentId"])
+
+
+def _race(url: str, writers: int, chats: int, runs_per_chat: int, *, processes: bool) -> list[dict[str, int]]:
+    setup = ChatStore(make_engine(url))
+    setup.create_tables()
+    for chat_id in sorted({p[0] for p in plan(chats, runs_per_chat)}):
+        setup.create_chat(chat_id, USER)
+    args = [(url, f"writer-{i}", chats, runs_per_chat, i) for i in range(writers)]
+    if processes:
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(writers, mp_context=ctx) as pool:
+            results = list(pool.map(_claim_star, args))
+    else:
+        with concurrent.futures.ThreadPoolExecutor(writers) as pool:
+            results = list(pool.map(_claim_star, args))
+    _check_one_message_per_run(setup, chats, runs_per_chat)
+    setup.engine.dispose()
+    assert sum(r["claimed"] for r in results) == chats * runs_per_chat  # exactly one claimer per run
+    assert all(r["claimed"] + r["already"] == r["runs"] for r in results)
+    return results
+
+
+def _claim_star(args: tuple) -> dict[str, int]:
+    return claim_all(*args)
+
+
+def test_two_connections_one_message_sqlite_threads(sqlite_url: str) -> None:
+    _race(sqlite_url, writers=8, chats=4, runs_per_chat=50, processes=False)
+
+
+def test_two_connections_one_message_sqlite_processes(sqlite_url: str) -> None:
+    _race(sqlite_url, writers=8, chats=4, runs_per_chat=50, processes=True)
+
+
+@pytest.mark.postgres
+def test_two_connections_one_message_postgres_threads(postgres_url: str) -> None:
+    _race(postgres_url, writers=8, chats=4, runs_per_chat=50, processes=False)
+
+
+@pytest.mark.postgres
+def test_two_connections_one_message_postgres_processes(postgres_url: str) -> None:
+    _race(postgres_url, writers=8, chats=4, runs_per_chat=50, processes=True)
+
+
+def test_locked_database(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    store = ChatStore(make_engine(f"sqlite:///{path}", busy_timeout_ms=50))
+    store.create_tables()
+    store.create_chat("c", USER)
+    store.create_chat("other", USER)
+    store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer (Open WebUI) holds the write lock
+    holder.execute("update chat set title = 'held' where id = 'other'")
+    try:
+        assert isinstance(store.claim("c", "m2", run_id="r2", writer="w", alive=DEAD, user_id=USER), Locked)
+        result = store.write("c", "m", content="final", output=[], done=True)
+        assert isinstance(result, NotWritten) and result.attempts == 6 and "locked" in result.detail
+    finally:
+        holder.execute("COMMIT")  # the other writer's transaction was not harmed
+        holder.close()
+    db = sqlite3.connect(path)
+    assert db.execute("select title from chat where id = 'other'").fetchone() == ("held",)
+    assert store.read_chat("c")["history"]["messages"]["m"]["done"] is False
+    # Once the lock is gone the same calls succeed.
+    assert isinstance(store.write("c", "m", content="final", output=[], done=True), Written)
+    assert isinstance(store.claim("c", "m2", run_id="r2", writer="w", alive=DEAD, user_id=USER), Claimed)
+
+
+def test_finalize_succeeds_when_the_lock_is_released_between_attempts(tmp_path: Path) -> None:
+    path = tmp_path / "brief.db"
+    store = ChatStore(make_engine(f"sqlite:///{path}", busy_timeout_ms=100))
+    store.create_tables()
+    store.create_chat("c", USER)
+    store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    attempts_seen = threading.Event()
+
+    def release_after_first_attempt() -> None:
+        attempts_seen.wait(10)
+        holder.execute("COMMIT")
+
+    import logging
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("store.write_locked"):
+                attempts_seen.set()
+
+    watch = Watch()
+    logging.getLogger("owc.store").addHandler(watch)
+    releaser = threading.Thread(target=release_after_first_attempt)
+    releaser.start()
+    try:
+        result = store.write("c", "m", content="final", output=[], done=True)
+    finally:
+        releaser.join()
+        logging.getLogger("owc.store").removeHandler(watch)
+        holder.close()
+    assert isinstance(result, Written) and 2 <= result.attempts <= 6
+
+
+async def test_trio_store_runs_in_threads(tmp_path: Path) -> None:
+    async with open_store(f"sqlite:///{tmp_path / 't.db'}", create=True) as store:
+        await store.create_chat("c", USER)
+        results = []
+
+        async def claim(i: int) -> None:
+            results.append(await store.claim("c", f"m{i}", run_id=f"r{i}", writer="w", alive=DEAD, user_id=USER))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(6):
+                nursery.start_soon(claim, i)
+        assert all(isinstance(r, Claimed) for r in results)
+        chat = await store.read_chat("c")
+        assert all(len(m["childrenIds"]) <= 1 for m in chat["history"]["messages"].values())
+
+
+def test_deepest_leaf_survives_cycles_and_dangling_ids() -> None:
+    messages = {
+        "a": {"id": "a", "parentId": None, "childrenIds": ["b", "ghost"], "role": "user"},
+        "b": {"id": "b", "parentId": "a", "childrenIds": ["a"], "role": "assistant"},  # a cycle back to a
+    }
+    assert tree.deepest_leaf(messages, "a") == "b"
+    chat = {"history": {"messages": messages, "currentId": "missing"}}
+    assert tree.anchor(chat) in ("a", "b")
+    assert tree.anchor({"history": {"messages": {}, "currentId": None}}) is None
