@@ -38,6 +38,8 @@ log = logging.getLogger("owc.store")
 
 #: A finalize that meets a locked database tries this many times, each paced by the busy wait.
 FINALIZE_ATTEMPTS = 6
+#: A hold longer than this is logged: Open WebUI's own writers give up after a 5 s busy wait.
+LONG_HOLD_S = 1.0
 
 
 class StoreError(Exception):
@@ -126,10 +128,18 @@ T = TypeVar("T")
 class ChatStore:
     """Synchronous store; every method is one short transaction (see module docstring)."""
 
-    def __init__(self, engine: Engine, *, finalize_attempts: int = FINALIZE_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        finalize_attempts: int = FINALIZE_ATTEMPTS,
+        on_hold: Callable[[str, float], None] | None = None,
+    ) -> None:
         self.engine = engine
         self.finalize_attempts = finalize_attempts
         self.is_sqlite = engine.dialect.name == "sqlite"
+        #: Called with (chat id, seconds) for every lock hold: from the locked read to the commit.
+        self.on_hold = on_hold
 
     def create_tables(self) -> None:
         """Create ``chat`` and ``chat_message`` if absent (the embedded default; never alters existing ones)."""
@@ -146,8 +156,14 @@ class ChatStore:
                 .where(chat_t.c.id == chat_id)
                 .with_for_update()
             ).first()
+            locked_at = time.perf_counter()
             yield conn, row
             conn.commit()
+            held = time.perf_counter() - locked_at
+            if held > LONG_HOLD_S:
+                log.warning("store.long_hold chat=%s seconds=%.3f", chat_id, held)
+            if self.on_hold is not None:
+                self.on_hold(chat_id, held)
 
     @staticmethod
     def _load(chat_id: str, row: Any, user_id: str | None) -> dict[str, Any]:
