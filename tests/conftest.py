@@ -36,7 +36,7 @@ class _Recorder(logging.Handler):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def token_never_logged():
+def token_never_logged(request):
     """Capture every log record of the whole suite (owc at DEBUG) and check no secret is in any of them."""
     recorder = _Recorder()
     root = logging.getLogger()
@@ -50,7 +50,8 @@ def token_never_logged():
         root.removeHandler(recorder)
         owc_logger.setLevel(old_level)
     leaks = [t for t in recorder.texts if any(secret in t for secret in SECRETS)]
-    assert recorder.texts, "no log record was captured: the check would prove nothing"
+    if request.session.testscollected >= 50:  # a whole-suite run logs plenty; a single test may log nothing
+        assert recorder.texts, "no log record was captured: the check would prove nothing"
     assert not leaks, f"{len(leaks)} log records hold a secret, e.g. {leaks[0][:200]!r}"
 
 
@@ -111,3 +112,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    """A real PostgreSQL server for the session (``tests/pgserver.py``); skipped without one, except in CI."""
+    import pgserver
+
+    try:
+        server = pgserver.start_postgres()
+    except pgserver.PostgresUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is not installed in CI: {exc}")
+        pytest.skip(str(exc))
+    try:
+        yield server.url
+    finally:
+        server.stop()

@@ -24,6 +24,7 @@ needed by whoever uses the URL.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import pwd
@@ -34,6 +35,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -86,9 +88,10 @@ def find_pg_bin() -> Path | None:
 
     Debian keeps server binaries off PATH, in /usr/lib/postgresql/VERSION/bin
     (several versions can coexist); the newest wins.  Falls back to PATH for
-    other layouts.
+    other layouts.  ``createdb`` (which start_postgres uses) must be there too;
+    on Debian it comes with the server package's postgresql-client-VERSION.
     """
-    needed = ("initdb", "pg_ctl", "postgres")
+    needed = ("initdb", "pg_ctl", "postgres", "createdb")
 
     def complete(d: Path) -> bool:
         return all(os.access(d / n, os.X_OK) for n in needed)
@@ -103,8 +106,8 @@ def find_pg_bin() -> Path | None:
     if found:
         return max(found, key=version)
     on_path = shutil.which("initdb")
-    if on_path is not None and complete(Path(on_path).parent):
-        return Path(on_path).parent
+    if on_path is not None and complete(Path(on_path).resolve().parent):
+        return Path(on_path).resolve().parent
     return None
 
 
@@ -142,10 +145,8 @@ class PgServer:
                 continue
         if proc.poll() is None:
             for pid in [proc.pid, *_children(proc.pid)]:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             proc.wait(timeout=10)
         shutil.rmtree(self._tmpdir, ignore_errors=True)
 
@@ -181,21 +182,20 @@ def start_postgres(base: Path | None = None, dbname: str = "owc") -> PgServer:
         raise PostgresUnavailable(
             "PostgreSQL server binaries not found (apt-get install -y postgresql)"
         )
-    uid = gid = None
+    ids: tuple[int, int] | None = None
     if os.geteuid() == 0:
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
             raise PostgresUnavailable("running as root but no 'postgres' OS user") from None
-        uid, gid = pw.pw_uid, pw.pw_gid
+        ids = (pw.pw_uid, pw.pw_gid)
 
     tmpdir = Path(tempfile.mkdtemp(prefix="pgtest-", dir=base))
-    proc: subprocess.Popen[bytes] | None = None
     try:
-        if uid is not None:
-            os.chown(tmpdir, uid, gid)
+        if ids is not None:
+            os.chown(tmpdir, *ids)
         datadir = tmpdir / "data"
-        run = _Runner(bindir, tmpdir, uid, gid)
+        run = _Runner(bindir, tmpdir, ids)
         run.check(
             "initdb", "-D", str(datadir), "-U", DB_USER, "-A", "trust",
             "-E", "UTF8", "--locale=C", "--no-sync",
@@ -205,38 +205,48 @@ def start_postgres(base: Path | None = None, dbname: str = "owc") -> PgServer:
             f.write("\n# tests/pgserver.py\n")
             f.writelines(f"{k} = {v}\n" for k, v in settings.items())
         (datadir / "pg_hba.conf").write_text(_HBA)
+        server = _launch(run, datadir, dbname)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    try:
+        if dbname != "postgres":
+            run.check("createdb", "-h", "127.0.0.1", "-p", str(server.port), "-U", DB_USER, dbname)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
-        # A free port can be taken between probing and binding: retry a few times.
-        for attempt in range(3):
-            port = _free_port()
-            proc = run.server(datadir, port)
-            try:
-                _wait_ready(proc, datadir, tmpdir / "postgres.log")
-                break
-            except _BindFailed:
-                if attempt == 2:
-                    raise RuntimeError("postgres: no free port after 3 tries") from None
+
+def _launch(run: _Runner, datadir: Path, dbname: str) -> PgServer:
+    """Start the postmaster on a free port and wait until it accepts connections.
+
+    A port that was free when probed can be taken before the server binds it,
+    so a bind failure is retried on a new port (a few times, then it's an error).
+    """
+    log = run.cwd / "postgres.log"
+    for _ in range(3):
+        port = _free_port()
+        proc = run.server(datadir, port)
+        try:
+            _wait_ready(proc, datadir, log)
+        except _BindFailed:
+            continue
+        except BaseException:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+            raise
         server = PgServer(
             url=f"postgresql+psycopg://{DB_USER}@127.0.0.1:{port}/{dbname}",
             port=port,
             datadir=datadir,
             proc=proc,
-            tmpdir=tmpdir,
+            tmpdir=run.cwd,
         )
         _live.add(server)
-    except BaseException:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
-    try:
-        if dbname != "postgres":
-            run.check("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", DB_USER, dbname)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+        return server
+    raise RuntimeError(f"postgres could not bind a free port in 3 tries:\n{log.read_text()}")
 
 
 class _BindFailed(Exception):
@@ -254,8 +264,7 @@ class _Runner:
 
     bindir: Path
     cwd: Path
-    uid: int | None
-    gid: int | None
+    ids: tuple[int, int] | None  # (uid, gid) to switch to, when running as root
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
@@ -263,9 +272,9 @@ class _Runner:
         return env
 
     def _as_user(self) -> dict[str, object]:
-        if self.uid is None:
+        if self.ids is None:
             return {}
-        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+        return {"user": self.ids[0], "group": self.ids[1], "extra_groups": []}
 
     def check(self, prog: str, *args: str) -> None:
         """Run a short-lived program; raise with its output if it fails."""
@@ -277,7 +286,7 @@ class _Runner:
         )  # fmt: skip
         if res.returncode != 0:
             hint = ""
-            if self.uid is not None:
+            if self.ids is not None:
                 hint = f"\n(is {self.cwd} reachable by the 'postgres' user?)"
             out = res.stdout.decode(errors="replace")
             raise RuntimeError(f"{prog} failed ({res.returncode}):\n{out}{hint}")
@@ -292,18 +301,27 @@ class _Runner:
                 [str(self.bindir / "postgres"), "-D", str(datadir), "-p", str(port)],
                 cwd=self.cwd, env=self._env(), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log,
-                preexec_fn=_die_with_parent if main else None,
+                preexec_fn=_die_with_parent() if main else None,
                 **self._as_user(),
             )  # fmt: skip
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGQUIT (immediate shutdown) if our parent dies.
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that makes the child get SIGQUIT (immediate shutdown) if we die.
 
-    Runs after subprocess has switched uid, which matters: the kernel clears
-    the parent-death signal on credential changes.
+    prctl is looked up here, in the parent: dlopen/dlsym in a child forked
+    from a threaded process can deadlock.  subprocess runs preexec_fn after
+    switching uid, which matters: the kernel clears the parent-death signal on
+    credential changes.  None where there is no prctl (not Linux).
     """
-    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGQUIT), 0, 0, 0)
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGQUIT), 0, 0, 0)
+
+    return arm
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], datadir: Path, log: Path) -> None:

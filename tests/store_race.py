@@ -12,11 +12,11 @@ from owc.store.store import AlreadyThere, ChatStore, Locked
 USER = "race-user"
 
 
-def plan(chats: int, runs_per_chat: int) -> list[tuple[str, str, str, str]]:
-    """(chat_id, session_key, run_id, message_id) for every run, the same in every claimer."""
+def plan(chats: int, runs_per_chat: int, tag: str = "") -> list[tuple[str, str, str, str]]:
+    """(chat_id, session_key, run_id, message_id) for every run, the same in every claimer of one race."""
     out = []
     for c in range(chats):
-        chat_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"owc-race-chat-{c}"))
+        chat_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"owc-race-chat-{tag}-{c}"))
         key = ids.session_key("main", USER, chat_id)
         for r in range(runs_per_chat):
             run_id = f"race-run-{c}-{r}"
@@ -24,10 +24,10 @@ def plan(chats: int, runs_per_chat: int) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, busy_timeout_ms: int = 5000) -> dict[str, int]:
+def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, tag: str = "", busy_timeout_ms: int = 5000) -> dict[str, int]:
     """Claim every planned run (in an order of our own); return what happened, counted."""
     store = ChatStore(make_engine(url, busy_timeout_ms=busy_timeout_ms, pool_size=1))
-    runs = plan(chats, runs_per_chat)
+    runs = plan(chats, runs_per_chat, tag)
     random.Random(seed).shuffle(runs)
     counts = {"claimed": 0, "already": 0, "locked": 0}
     claimed_runs = []
@@ -49,6 +49,3 @@ def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, 
     counts["runs"] = len(runs)
     return counts
 
-
-def _process_main(args: tuple) -> dict[str, int]:
-    return claim_all(*args)

@@ -6,6 +6,7 @@ import concurrent.futures
 import multiprocessing
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 
 import orjson
@@ -175,13 +176,13 @@ def test_two_runs_claimed_concurrently_chain(store: ChatStore) -> None:
     assert messages["u1"]["childrenIds"] in (["m1"], ["m2"])
 
 
-def _check_one_message_per_run(store: ChatStore, chats: int, runs_per_chat: int) -> None:
+def _check_one_message_per_run(store: ChatStore, chats: int, runs_per_chat: int, tag: str) -> None:
     by_chat: dict[str, list[str]] = {}
-    for chat_id, _key, _run, message_id in plan(chats, runs_per_chat):
+    for chat_id, _key, _run, message_id in plan(chats, runs_per_chat, tag):
         by_chat.setdefault(chat_id, []).append(message_id)
     with store.engine.connect() as conn:
-        rows = conn.exec_driver_sql("select chat_id, count(*) from chat_message group by chat_id").fetchall()
-    assert dict(rows) == {c: runs_per_chat for c in by_chat}
+        rows = dict(conn.exec_driver_sql("select chat_id, count(*) from chat_message group by chat_id").fetchall())
+    assert {c: rows.get(c) for c in by_chat} == {c: runs_per_chat for c in by_chat}
     for chat_id, message_ids in by_chat.items():
         messages = store.read_chat(chat_id)["history"]["messages"]
         assert sorted(messages) == sorted(message_ids)
@@ -192,11 +193,12 @@ def _check_one_message_per_run(store: ChatStore, chats: int, runs_per_chat: int)
 
 
 def _race(url: str, writers: int, chats: int, runs_per_chat: int, *, processes: bool) -> list[dict[str, int]]:
+    tag = f"{'p' if processes else 't'}-{uuid.uuid4()}"
     setup = ChatStore(make_engine(url))
     setup.create_tables()
-    for chat_id in sorted({p[0] for p in plan(chats, runs_per_chat)}):
+    for chat_id in sorted({p[0] for p in plan(chats, runs_per_chat, tag)}):
         setup.create_chat(chat_id, USER)
-    args = [(url, f"writer-{i}", chats, runs_per_chat, i) for i in range(writers)]
+    args = [(url, f"writer-{i}", chats, runs_per_chat, i, tag) for i in range(writers)]
     if processes:
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(writers, mp_context=ctx) as pool:
@@ -204,7 +206,7 @@ def _race(url: str, writers: int, chats: int, runs_per_chat: int, *, processes: 
     else:
         with concurrent.futures.ThreadPoolExecutor(writers) as pool:
             results = list(pool.map(_claim_star, args))
-    _check_one_message_per_run(setup, chats, runs_per_chat)
+    _check_one_message_per_run(setup, chats, runs_per_chat, tag)
     setup.engine.dispose()
     assert sum(r["claimed"] for r in results) == chats * runs_per_chat  # exactly one claimer per run
     assert all(r["claimed"] + r["already"] == r["runs"] for r in results)

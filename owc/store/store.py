@@ -171,10 +171,14 @@ class ChatStore:
             raise ChatMissing(chat_id)
         if user_id is not None and row.user_id != user_id:
             raise ChatOwnerMismatch(chat_id, user_id, row.user_id)
-        try:
-            value = orjson.loads(row.chat) if row.chat is not None else {}
-        except orjson.JSONDecodeError as exc:
-            raise ChatCorrupt(chat_id, f"not JSON ({exc.msg})") from None
+        raw = row.chat
+        if raw is None or isinstance(raw, (dict, list)):
+            value = raw  # psycopg hands a json column over already parsed, whatever the declared type
+        else:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise ChatCorrupt(chat_id, f"not JSON ({exc.msg})") from None
         if value is None:
             value = {}
         try:
@@ -313,7 +317,9 @@ class ChatStore:
     def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(type_coerce(chat_t.c.chat, Text)).where(chat_t.c.id == chat_id)).first()
-        return orjson.loads(row[0]) if row is not None and row[0] is not None else None
+        if row is None or row[0] is None:
+            return None
+        return row[0] if isinstance(row[0], dict) else orjson.loads(row[0])
 
     def create_chat(self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None) -> None:
         """Insert a chat row the way Open WebUI's ``insert_new_chat`` shapes it (for the embedded default,
