@@ -72,6 +72,11 @@ CHECK_TIMEOUT_S = 120
 LOCK_TIMEOUT_S = VENV_TIMEOUT_S + 2 * PIP_TIMEOUT_S + CHECK_TIMEOUT_S + 60
 DEFAULT_RUN_TIMEOUT_S = 300.0
 MARKER = ".owc-owui-installed.json"
+#: open_webui/env.py parses its 1.5 MB CHANGELOG.md (markdown + BeautifulSoup, ~3.5 s of a ~6 s import) on every
+#: import, only to serve the UI's changelog. It reads ``BASE_DIR / 'CHANGELOG.md'`` first (BASE_DIR is
+#: ``<venv>/lib/pythonX.Y``, two levels above ``open_webui/``) and the packaged copy only if that is missing, so
+#: a stub there skips the parse without touching the package. Nothing in the DB layer reads CHANGELOG.
+CHANGELOG_STUB = "# Changelog (stub written by owc's test tier to skip env.py's slow parse)\n"
 PIP_OPTS = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
 HERE = Path(__file__).resolve().parent
 SIDE = HERE / "owui_side.py"
@@ -102,7 +107,12 @@ def _venv_python(venv: Path) -> Path:
 
 
 def _spec() -> dict[str, Any]:
-    return {"open_webui": OWUI_REQUIREMENT, "packages": PACKAGES, "constrained_by": "open-webui METADATA pins"}
+    return {
+        "open_webui": OWUI_REQUIREMENT,
+        "packages": PACKAGES,
+        "constrained_by": "open-webui METADATA pins",
+        "changelog_stub": CHANGELOG_STUB,
+    }
 
 
 def _marker_ok(venv: Path) -> bool:
@@ -179,6 +189,8 @@ def _install(venv: Path) -> dict[str, float]:
     _run([str(python), "-m", "pip", "install", *PIP_OPTS, "-c", str(constraints), *PACKAGES], PIP_TIMEOUT_S, "pip install of the minimal set")
     timings["pip_minimal_set_s"] = round(time.monotonic() - t, 2)
 
+    (site_packages(python).parent / "CHANGELOG.md").write_text(CHANGELOG_STUB)
+
     t = time.monotonic()
     check = "import open_webui, sqlalchemy, aiosqlite, alembic, psycopg, fastapi, pydantic, orjson; print(open_webui.__file__)"
     _run([str(python), "-I", "-c", check], CHECK_TIMEOUT_S, "import check")
@@ -242,7 +254,8 @@ def owui_env(database_url: str, workdir: Path, python: Path, *, migrating: bool 
     env = {
         k: v
         for k, v in _clean_env().items()
-        if not k.startswith(dropped) and k not in ("DATA_DIR", "STATIC_DIR", "FRONTEND_BUILD_DIR", "CUSTOM_NAME", "VECTOR_DB")
+        if not k.startswith(dropped) and not k.startswith("PYTHON")
+        and k not in ("DATA_DIR", "STATIC_DIR", "FRONTEND_BUILD_DIR", "CUSTOM_NAME", "VECTOR_DB", "CORS_ALLOW_ORIGIN")
     }
     for sub in ("data", "static", "home", "tmp"):
         (workdir / sub).mkdir(parents=True, exist_ok=True)
@@ -263,9 +276,8 @@ def owui_env(database_url: str, workdir: Path, python: Path, *, migrating: bool 
         ANONYMIZED_TELEMETRY="false",
         DO_NOT_TRACK="true",
         SCARF_NO_ANALYTICS="true",
-        GLOBAL_LOG_LEVEL="WARNING",
-        PYTHONUNBUFFERED="1",
-        PYTHONWARNINGS="ignore",
+        CORS_ALLOW_ORIGIN="http://127.0.0.1",  # '*' (the default) logs a warning when open_webui.config is imported
+        GLOBAL_LOG_LEVEL="WARNING",  # env.py: basicConfig(level=..., stream=stdout); owui_side moves stdout to stderr
     )
     if extra:
         env.update(extra)
