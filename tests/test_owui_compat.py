@@ -1,0 +1,140 @@
+"""Open WebUI compatibility tier: owc writes into a database made by the real open-webui 0.12.4's own Alembic
+migrations, and Open WebUI's own ``Chats`` / ``ChatMessages`` methods read it back (in their own venv)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from owc.store import ChatStore, Claimed, Written, make_engine
+
+pytestmark = pytest.mark.owui
+
+USER = "owui-user-1"
+MODEL = "openclaw.main"
+
+
+@pytest.fixture(scope="session")
+def owui():
+    from owui.venv import OwuiUnavailable, ensure_owui_python
+
+    try:
+        ensure_owui_python()
+    except OwuiUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"open-webui 0.12.4 could not be installed in CI: {exc}")
+        pytest.skip(str(exc))
+    from owui import venv
+
+    return venv
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def owui_db(request, tmp_path: Path, owui) -> str:
+    """A database created by Open WebUI's own migrations, with a user and a chat holding one user turn."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'webui.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    migrated = owui.run_owui(["migrate"], url)
+    assert migrated["current"] == migrated["head"] == "0bd252b206fb"
+    if request.param == "postgres":
+        try:
+            owui.run_owui(["create-user", "--user-id", USER], url)
+        except owui.OwuiError:
+            pass  # the session's PostgreSQL is shared: the user may exist already
+    else:
+        owui.run_owui(["create-user", "--user-id", USER], url)
+    return url
+
+
+def new_chat(owui, url: str) -> str:
+    chat_id = str(uuid.uuid4())
+    owui.run_owui(
+        ["create-chat", "--chat-id", chat_id, "--user-id", USER, "--title", "compat", "--user-message-id", f"u-{chat_id[:8]}", "--user-text", "Hello", "--model", MODEL],
+        url,
+    )
+    return chat_id
+
+
+def test_owc_messages_read_back_through_open_webui(owui, owui_db: str) -> None:
+    chat_id = new_chat(owui, owui_db)
+    user_message = f"u-{chat_id[:8]}"
+    store = ChatStore(make_engine(owui_db))
+    claimed = store.claim(chat_id, "agent-turn-1", run_id="run-1", writer="w", alive=lambda w: False, user_id=USER)
+    assert isinstance(claimed, Claimed) and claimed.parent_id == user_message
+
+    mid = owui.run_owui(["readback", "--chat-id", chat_id], owui_db)
+    history = mid["chat"]["chat"]["history"]
+    assert history["currentId"] == "agent-turn-1" and mid["chat"]["current_message_id"] == "agent-turn-1"
+    assert history["messages"][user_message]["childrenIds"] == ["agent-turn-1"]
+    assert history["messages"]["agent-turn-1"]["done"] is False and history["messages"]["agent-turn-1"]["model"] == MODEL
+    assert mid["has_unfinished"] is True
+    row = next(r for r in mid["messages"] if r["id"] == f"{chat_id}-agent-turn-1")
+    assert (row["role"], row["parent_id"], row["done"], row["model_id"], row["content"], row["output"]) == ("assistant", user_message, False, MODEL, "", [])
+
+    output = [
+        {"type": "function_call", "id": "fc_" + "a" * 24, "call_id": "call_1", "name": "exec", "arguments": "{}", "status": "completed"},
+        {"type": "function_call_output", "id": "fco_" + "b" * 24, "call_id": "call_1", "output": [{"type": "input_text", "text": "ok"}], "status": "completed"},
+        {"type": "message", "id": "msg_" + "c" * 24, "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "All done."}]},
+    ]
+    assert isinstance(store.write(chat_id, "agent-turn-1", content="All done.", output=output, done=True), Written)
+    end = owui.run_owui(["readback", "--chat-id", chat_id], owui_db)
+    message = end["chat"]["chat"]["history"]["messages"]["agent-turn-1"]
+    assert (message["content"], message["output"], message["done"]) == ("All done.", output, True)
+    assert end["has_unfinished"] is False
+    row = next(r for r in end["messages"] if r["id"] == f"{chat_id}-agent-turn-1")
+    assert (row["content"], row["output"], row["done"]) == ("All done.", output, True)
+    assert end["messages_map"]["agent-turn-1"]["parentId"] == user_message
+    assert end["messages_map"]["agent-turn-1"]["content"] == "All done."
+    store.engine.dispose()
+
+
+def _wait_for_file(path: Path, process, limit_s: float = 120.0) -> None:
+    """The Open WebUI process signals readiness with a file (it imports for ~2 s); bounded."""
+    deadline = time.monotonic() + limit_s
+    while not path.exists():
+        assert process.poll() is None, "the Open WebUI process died before it was ready"
+        assert time.monotonic() < deadline, "the Open WebUI process was not ready in time"
+        time.sleep(0.02)
+
+
+def test_open_webui_writers_and_owc_on_one_chat_lose_nothing(owui, owui_db: str, tmp_path: Path) -> None:
+    chat_id = new_chat(owui, owui_db)
+    ready, start = tmp_path / "ready", tmp_path / "start"
+    hammer = owui.start_owui(
+        ["hammer", "--chat-id", chat_id, "--count", "30", "--tag", "H", "--interval", "0.02", "--ready-file", str(ready), "--start-file", str(start)],
+        owui_db,
+    )
+    store = ChatStore(make_engine(owui_db))
+    written: dict[str, str] = {}
+    try:
+        _wait_for_file(ready, hammer)
+        start.touch()
+        n = 0
+        while hammer.poll() is None or n < 5:  # keep writing for as long as Open WebUI writes
+            mid, text = f"agent-{n}", f"answer {n}"
+            assert isinstance(store.claim(chat_id, mid, run_id=f"run-{n}", writer="w", alive=lambda w: False, user_id=USER), Claimed)
+            assert isinstance(store.write(chat_id, mid, content=text[:4], output=[], done=False), Written)
+            assert isinstance(store.write(chat_id, mid, content=text, output=[], done=True), Written)
+            written[mid] = text
+            n += 1
+        result = hammer.result()
+    finally:
+        hammer.stop()
+        store.engine.dispose()
+    assert result["none_count"] == 0  # no Open WebUI write gave up on the lock
+    end = owui.run_owui(["readback", "--chat-id", chat_id], owui_db)
+    blob = end["chat"]["chat"]["history"]["messages"]
+    rows = {r["id"].removeprefix(f"{chat_id}-"): r for r in end["messages"]}
+    for user_id in result["user_message_ids"]:
+        assert user_id in blob and user_id in rows
+    for mid, text in written.items():
+        assert blob[mid]["content"] == text and blob[mid]["done"] is True, mid
+        assert rows[mid]["content"] == text and rows[mid]["done"] is True, mid
+    assert end["has_unfinished"] is False
+    assert len(written) >= 5 and len(result["user_message_ids"]) == 15
