@@ -1,0 +1,24 @@
+"""Rendering runs as Open WebUI messages: live (``TurnRenderer`` + ``diff``) and finished (``transcript``). Pure."""
+
+from owc.render.diff import Diff, apply_events, diff, snapshot_event
+from owc.render.items import count_cards, output_text
+from owc.render.sentinels import SILENT_SENTINELS, is_silent, may_become_silent
+from owc.render.transcript import FinishedRun, finish, output_from_transcript, run_messages
+from owc.render.turn import TurnRenderer
+
+__all__ = [
+    "SILENT_SENTINELS",
+    "Diff",
+    "FinishedRun",
+    "TurnRenderer",
+    "apply_events",
+    "count_cards",
+    "diff",
+    "finish",
+    "is_silent",
+    "may_become_silent",
+    "output_from_transcript",
+    "output_text",
+    "run_messages",
+    "snapshot_event",
+]

@@ -1,0 +1,81 @@
+"""Open WebUI's output items (Responses-API shapes its middleware builds and its frontend folds).
+
+Item ids are derived from the run id, so the same run renders to the same ids in every process and every
+replay (a live stream and its finalize agree on ids): ``msg_`` / ``fco_`` + 24 hex; a function call's id is
+its call id, as Open WebUI's own tool items have it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+
+def item_id(prefix: str, run_id: str, key: str) -> str:
+    digest = hashlib.sha1(f"{run_id}\x00{prefix}\x00{key}".encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
+    return f"{prefix}_{digest[:24]}"
+
+
+def message_item(item_id_: str, text: str, *, done: bool) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": item_id_,
+        "status": "completed" if done else "in_progress",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text}],
+    }
+
+
+def arguments_json(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    try:
+        return orjson.dumps({} if args is None else args).decode()
+    except TypeError:
+        return orjson.dumps(str(args)).decode()
+
+
+def function_call_item(call_id: str, name: str, args: Any, *, status: str) -> dict[str, Any]:
+    return {"type": "function_call", "id": call_id, "call_id": call_id, "name": name, "arguments": arguments_json(args), "status": status}
+
+
+def function_call_output_item(item_id_: str, call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:
+    return {
+        "type": "function_call_output",
+        "id": item_id_,
+        "call_id": call_id,
+        "output": [{"type": "input_text", "text": text}],
+        "status": "failed" if is_error else "completed",
+    }
+
+
+def result_text(result: Any) -> str:
+    """A tool result as text: ``{content: [{type: text, text}]}`` (the Gateway's shape), a string, or JSON."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        return "".join(p.get("text", "") for p in result["content"] if isinstance(p, dict) and p.get("type") == "text")
+    if isinstance(result, list):
+        return "".join(p.get("text", "") for p in result if isinstance(p, dict) and p.get("type") == "text")
+    return arguments_json(result)
+
+
+def output_text(output: list[dict[str, Any]]) -> str:
+    """A message's ``content`` from its output, by Open WebUI's own rule (``get_output_text``): the text of
+    each ``message`` item that is not blank, one item a line."""
+    texts = []
+    for item in output:
+        if not isinstance(item, dict) or item.get("type") != "message" or not isinstance(item.get("content"), list):
+            continue
+        text = "".join(str(c.get("text")) for c in item["content"] if isinstance(c, dict) and c.get("text") is not None)
+        if text and not text.isspace():
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def count_cards(output: list[dict[str, Any]]) -> int:
+    return sum(1 for item in output if item.get("type") == "function_call")

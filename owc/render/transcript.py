@@ -1,0 +1,101 @@
+"""The finished output of run R, from the run's own transcript (``chat.history``), by run id only. Pure.
+
+R's messages are the assistant messages whose ``__openclaw.runId`` is R, or whose id / idempotency key is
+``cli-assistant:R`` (CLI runtimes) or ``R:assistant`` (an aborted partial), their ``toolCall`` parts, and the
+``toolResult`` messages answering those calls, in transcript order. Never another run's text: there is no
+"newest reply" fallback (that is what once delivered a later run's text for an earlier run). If the
+transcript does not hold R, the streamed copy stands, complete unless a gap was marked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from owc.protocol import ChatHistory, HistoryMessage, TextPart, ToolCallPart
+from owc.render.items import (
+    count_cards,
+    function_call_item,
+    function_call_output_item,
+    item_id,
+    message_item,
+    output_text,
+    result_text,
+)
+from owc.render.sentinels import is_silent
+from owc.render.turn import TurnRenderer
+
+
+@attrs.frozen
+class FinishedRun:
+    """What a finalize writes. ``source`` is ``transcript`` or ``stream``; ``complete`` is False only for a
+    streamed copy with a gap mark (events may be missing)."""
+
+    content: str
+    output: list[dict[str, Any]]
+    cards: int
+    source: str
+    complete: bool
+    error: dict[str, str] | None = None
+
+
+def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
+    mine = [m for m in history.messages if m.role == "assistant" and m.assistant_run_id == run_id]
+    call_ids = {c.id for m in mine for c in m.tool_calls}
+    wanted = {id(m) for m in mine}
+    return [
+        m
+        for m in history.messages
+        if id(m) in wanted or (m.role == "toolResult" and (m.tool_call_id in call_ids or m.raw.get("__openclaw", {}).get("runId") == run_id))
+    ]
+
+
+def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, Any]] | None:
+    messages = run_messages(history, run_id)
+    if not any(m.role == "assistant" for m in messages):
+        return None
+    output: list[dict[str, Any]] = []
+    results = {m.tool_call_id: m for m in messages if m.role == "toolResult"}
+    emitted: set[str] = set()
+    for n, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        text_buf: list[str] = []
+
+        def flush(part_index: int) -> None:
+            text = "".join(text_buf).strip("\n")
+            text_buf.clear()
+            if text.strip() and not is_silent(text):
+                output.append(message_item(item_id("msg", run_id, f"history:{n}:{part_index}"), text, done=True))
+
+        for p, part in enumerate(message.parts):
+            if isinstance(part, TextPart):
+                text_buf.append(part.text)
+            elif isinstance(part, ToolCallPart):
+                flush(p)
+                result = results.get(part.id)
+                status = "completed" if result is None or not result.is_error else "failed"
+                output.append(function_call_item(part.id, part.name, part.arguments, status=status))
+                if result is not None and part.id not in emitted:
+                    emitted.add(part.id)
+                    output.append(function_call_output_item(item_id("fco", run_id, part.id), part.id, result_text(result.raw.get("content")), is_error=result.is_error))
+        flush(len(message.parts))
+    return output
+
+
+def terminal_error(renderer: TurnRenderer) -> dict[str, str] | None:
+    terminal = renderer.terminal
+    if terminal is not None and terminal.state == "error":
+        return {"content": terminal.error_message or "The run failed."}
+    return None
+
+
+def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
+    """The finished message of a run: from the transcript when it holds the run, else from the stream."""
+    error = terminal_error(renderer)
+    output = output_from_transcript(history, renderer.run_id) if history is not None else None
+    if output is not None:
+        return FinishedRun(content=output_text(output), output=output, cards=count_cards(output), source="transcript", complete=True, error=error)
+    output = renderer.output(done=True)
+    return FinishedRun(content=output_text(output), output=output, cards=count_cards(output), source="stream", complete=not renderer.gaps, error=error)

@@ -1,0 +1,228 @@
+"""The turn renderer: every event of one run in, Open WebUI output items out. Pure.
+
+Text comes from the run's ``chat`` events: the Gateway keeps one run-wide buffer (assistant items joined by a
+blank line) and sends it whole in every delta's ``message`` plus the increment in ``deltaText``. Tool cards
+come from ``agent`` ``tool`` events (the run's sender) or ``session.tool`` (everyone else), and from ``agent``
+``item`` events as a fallback start. The output interleaves them in arrival order: text before a tool call,
+the call, its result, the text after it.
+
+Robust against what a connection can see twice or late: an event whose run ``seq`` is not newer than the
+last of its kind is ignored, a cumulative message that is a prefix of what is known is stale, so a replayed
+or reordered delta never duplicates text (the old pipe's ``ABCABC``). ``replace: true`` replaces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from owc.protocol import AgentEvent, ChatEvent, Event
+from owc.render.items import (
+    function_call_item,
+    function_call_output_item,
+    item_id,
+    message_item,
+    result_text,
+)
+from owc.render.sentinels import is_silent, may_become_silent
+
+
+def _text_length(message: Any) -> int:
+    """The length of a chat message's text without building it."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return len(content)
+    if not isinstance(content, list):
+        return 0
+    return sum(len(p["text"]) for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
+
+
+@attrs.define
+class _Call:
+    call_id: str
+    name: str
+    args: Any = None
+    result: str | None = None
+    is_error: bool = False
+
+
+@attrs.define
+class TurnRenderer:
+    run_id: str
+    session_key: str | None = None
+    heartbeat: bool = False
+    terminal: ChatEvent | None = None
+    lifecycle_ended: bool = False
+    gaps: list[str] = attrs.field(factory=list)
+    version: int = 0  # bumped on every change: a writer diffs only when it moved
+    _order: list[tuple[str, Any]] = attrs.field(factory=list)  # ("text", start offset) | ("call", id) | ("result", id)
+    _calls: dict[str, _Call] = attrs.field(factory=dict)
+    _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
+    _last_chat_seq: int = -1
+    _last_agent_seq: int = -1
+    # The run's visible text, run-wide (what chat's cumulative message holds), kept as chunks so a delta
+    # costs O(len(delta)) however long the run is; ``text`` joins them on demand.
+    _chunks: list[str] = attrs.field(factory=list)
+    _length: int = 0
+    _joined: str | None = ""
+    _shows_text: bool = False  # the text is known not to be (a prefix of) a sentinel
+
+    @property
+    def text(self) -> str:
+        if self._joined is None:
+            self._joined = "".join(self._chunks)
+            self._chunks = [self._joined]
+        return self._joined
+
+    # ------------------------------------------------------------------ feeding
+
+    def feed(self, event: Event) -> bool:
+        """Take one event of this run; True if the rendering changed."""
+        before = self.version
+        if isinstance(event, ChatEvent):
+            self._chat(event)
+        elif isinstance(event, AgentEvent):
+            self._agent(event)
+        return self.version != before
+
+    def mark_gap(self, reason: str) -> None:
+        """Events of this run may have been lost (seq gap, reconnect): the stream alone is not complete."""
+        self.gaps.append(reason)
+        self.version += 1
+
+    def _chat(self, event: ChatEvent) -> None:
+        if event.is_terminal:
+            if self.terminal is not None:
+                return  # a run has one terminal; a repeat changes nothing
+        elif event.run_seq is not None:
+            # The flushed last delta and the terminal share a seq (live), so only deltas are ordered here.
+            if event.run_seq <= self._last_chat_seq:
+                return  # a duplicate or an older delta
+            self._last_chat_seq = event.run_seq
+        if event.state in ("delta", "final", "aborted", "error"):
+            if event.message is not None:
+                delta = event.delta_text
+                if delta and not event.replace and _text_length(event.message) == self._length + len(delta):
+                    # The common case, in O(len(delta)): the cumulative message is what we have plus this
+                    # delta (lengths agree and the seq is newer), so the run-long string is not compared.
+                    self._append(delta)
+                else:
+                    self._set_text(event.text, replace=event.replace)
+            elif event.delta_text:
+                self._append(event.delta_text)
+        if event.is_terminal:
+            self.terminal = event
+            self.version += 1
+
+    def _append(self, delta: str) -> None:
+        self._chunks.append(delta)
+        self._length += len(delta)
+        self._joined = None
+        if self._segment_from is not None and self._length > self._segment_from:
+            self._order.append(("text", self._segment_from))
+            self._segment_from = None
+        self.version += 1
+
+    def _set_text(self, new: str, *, replace: bool) -> None:
+        old = self.text
+        if new == old:
+            return
+        if not replace and old.startswith(new):
+            return  # stale cumulative snapshot: shorter than what we have
+        self._chunks, self._length, self._joined = [new], len(new), new
+        if not new.startswith(old):
+            self._shows_text = False  # replaced: decide again
+        if len(new) < len(old):  # a replacement shortened the text: no segment may start beyond it
+            self._order = [(k, min(v, len(new)) if k == "text" else v) for k, v in self._order]
+        if self._segment_from is not None and len(new) > self._segment_from:
+            self._order.append(("text", self._segment_from))
+            self._segment_from = None
+        self.version += 1
+
+    def _agent(self, event: AgentEvent) -> None:
+        if event.is_heartbeat and not self.heartbeat:
+            self.heartbeat = True
+            self.version += 1
+        if event.run_seq is not None and event.via == "agent":
+            # session.tool carries the agent seq too, but arrives on other connections instead of agent tool
+            # events; both are deduplicated per call below.
+            if event.run_seq <= self._last_agent_seq:
+                return
+            self._last_agent_seq = event.run_seq
+        if event.tool is not None:
+            tool = event.tool
+            if tool.phase == "start":
+                self._start_call(tool.tool_call_id, tool.name or "tool", tool.args)
+            elif tool.phase == "result":
+                call = self._start_call(tool.tool_call_id, tool.name or "tool", None)
+                text = result_text(tool.result)
+                if call.result != text or call.is_error != tool.is_error:
+                    if call.result is None:
+                        self._order.append(("result", call.call_id))
+                    call.result, call.is_error = text, tool.is_error
+                    self.version += 1
+        elif event.item is not None and event.item.kind == "tool" and event.item.phase == "start" and event.item.tool_call_id:
+            self._start_call(event.item.tool_call_id, event.item.name or "tool", None)
+        elif event.lifecycle is not None and event.lifecycle.phase in ("end", "error"):
+            if not self.lifecycle_ended:
+                self.lifecycle_ended = True
+                self.version += 1
+
+    def _start_call(self, call_id: str, name: str, args: Any) -> _Call:
+        call = self._calls.get(call_id)
+        if call is None:
+            call = self._calls[call_id] = _Call(call_id, name, args)
+            self._order.append(("call", call_id))
+            self._segment_from = self._length  # text after the call is a new message item
+            self.version += 1
+        elif args is not None and call.args is None:
+            call.args = args
+            self.version += 1
+        return call
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def tool_count(self) -> int:
+        return len(self._calls)
+
+    @property
+    def showable(self) -> bool:
+        """A message is made on the first tool start or the first text that cannot become a sentinel;
+        never for a heartbeat run."""
+        if self.heartbeat:
+            return False
+        if self._calls or self._shows_text:
+            return True
+        # Only a short text can still be (a prefix of) a sentinel; once known, the answer sticks.
+        self._shows_text = self._length > 0 and not may_become_silent(self.text)
+        return self._shows_text
+
+    def output(self, *, done: bool = False) -> list[dict[str, Any]]:
+        """The run's output items now. While running, text that may still become a sentinel is held back;
+        once ``done``, only an exact sentinel is dropped."""
+        items: list[dict[str, Any]] = []
+        starts = [v for k, v in self._order if k == "text"]
+        for index, (kind, key) in enumerate(self._order):
+            if kind == "text":
+                end = next((s for s in starts if s > key), len(self.text))
+                segment = self.text[key:end].strip("\n")
+                hidden = is_silent(segment) if done else may_become_silent(segment)
+                if hidden or not segment.strip():
+                    continue
+                closed = done or index < len(self._order) - 1
+                items.append(message_item(item_id("msg", self.run_id, f"text:{key}"), segment, done=closed))
+            elif kind == "call":
+                call = self._calls[key]
+                status = "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
+                items.append(function_call_item(call.call_id, call.name, call.args, status=status))
+            else:
+                call = self._calls[key]
+                items.append(function_call_output_item(item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error))
+        return items
+
+    @property
+    def complete(self) -> bool:
+        """The stream saw the whole run: a terminal and no gap."""
+        return self.terminal is not None and not self.gaps

@@ -1,0 +1,329 @@
+"""The turn renderer and the transcript finalizer, on real Gateway frames and on crafted streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import load_log
+from owc.protocol import ChatEvent, EventDecoder, EventFrame, Request, Response, decode_frame, parse_chat_history
+from owc.protocol.events import parse_event
+from owc.render import (
+    SILENT_SENTINELS,
+    TurnRenderer,
+    apply_events,
+    count_cards,
+    diff,
+    finish,
+    output_from_transcript,
+    output_text,
+)
+
+CANNED = "Hello from the fake model. This is a canned answer."
+
+
+def run_events(log: str, conn: str) -> dict[str, list[Any]]:
+    """Typed events per run id, as connection ``conn`` received them."""
+    decoder = EventDecoder()
+    out: dict[str, list[Any]] = {}
+    for line in load_log(log):
+        frame = line.get("frame")
+        if line.get("conn") != conn or line.get("dir") != "in" or not isinstance(frame, dict) or frame.get("type") != "event":
+            continue
+        event = decoder.decode(decode_frame(orjson.dumps(frame)))
+        run_id = getattr(event, "run_id", None)
+        if run_id and frame["event"] in ("chat", "agent", "session.tool"):
+            out.setdefault(run_id, []).append(event)
+    return out
+
+
+def history_of(log: str):
+    methods: dict[str, str] = {}
+    history = None
+    for line in load_log(log):
+        frame = line.get("frame")
+        if not isinstance(frame, dict) or line.get("dir") not in ("in", "out"):
+            continue
+        f = decode_frame(orjson.dumps(frame))
+        if isinstance(f, Request):
+            methods[f.id] = f.method
+        elif isinstance(f, Response) and methods.get(f.id) == "chat.history":
+            history = parse_chat_history(f.payload)
+    return history
+
+
+def render(events: list[Any], run_id: str) -> TurnRenderer:
+    renderer = TurnRenderer(run_id)
+    for event in events:
+        renderer.feed(event)
+    return renderer
+
+
+@pytest.mark.parametrize(
+    ("log", "conn", "text", "cards", "state"),
+    [
+        ("frames.jsonl", "A", CANNED, 0, "final"),
+        ("frames.jsonl", "B", CANNED, 0, "final"),
+        ("frames_tool.jsonl", "A", CANNED, 1, "final"),
+        ("frames_tool.jsonl", "B", CANNED, 1, "final"),
+        ("frames_abort.jsonl", "A", "Hello", 0, "aborted"),
+        ("frames_abort.jsonl", "B", "Hello", 0, "aborted"),
+        ("frames_tool_abort.jsonl", "A", CANNED, 0, "final"),
+        ("frames_tool_abort.jsonl", "B", CANNED, 0, "final"),
+    ],
+)
+def test_real_runs_render_and_finalize_alike(log: str, conn: str, text: str, cards: int, state: str) -> None:
+    runs = run_events(log, conn)
+    history = history_of(log)
+    run_id = next(r for r, evs in runs.items() if any(isinstance(e, ChatEvent) and e.is_terminal for e in evs))
+    renderer = render(runs[run_id], run_id)
+    assert renderer.terminal.state == state and renderer.showable and not renderer.gaps
+    streamed = renderer.output(done=True)
+    assert output_text(streamed) == text and count_cards(streamed) == cards
+    if cards:
+        (call,) = [i for i in streamed if i["type"] == "function_call"]
+        (result,) = [i for i in streamed if i["type"] == "function_call_output"]
+        assert call["name"] == "read" and call["call_id"] == result["call_id"] == "call_fake1"
+        assert call["status"] == "failed" and result["status"] == "failed" and "Validation failed" in result["output"][0]["text"]
+        assert [i["type"] for i in streamed] == ["function_call", "function_call_output", "message"]
+    finished = finish(renderer, history)
+    assert finished.source == "transcript" and finished.complete
+    assert finished.content == text and finished.cards == cards  # the transcript agrees with the stream
+
+
+def test_transcript_takes_only_its_own_run() -> None:
+    """frames_tool_abort's history holds two runs on one key: each finalize takes only its own."""
+    history = history_of("frames_tool_abort.jsonl")
+    runs = [m.assistant_run_id for m in history.messages if m.role == "assistant"]
+    assert len(set(runs)) == 2
+    first, second = runs[0], runs[-1]
+    assert output_text(output_from_transcript(history, first)) == CANNED
+    assert output_text(output_from_transcript(history, second)) == CANNED
+    assert output_from_transcript(history, "some-other-run") is None
+    # And with different texts, nothing crosses over.
+    raw = {"sessionKey": "k", "messages": [
+        {"role": "user", "content": "a", "idempotencyKey": "r1:user"},
+        {"role": "assistant", "content": [{"type": "text", "text": "first answer"}], "__openclaw": {"runId": "r1"}},
+        {"role": "user", "content": "b", "idempotencyKey": "r2:user"},
+        {"role": "assistant", "content": [{"type": "text", "text": "second answer"}], "__openclaw": {"runId": "r2"}},
+    ]}  # fmt: skip
+    h = parse_chat_history(raw)
+    assert output_text(output_from_transcript(h, "r1")) == "first answer"
+    assert output_text(output_from_transcript(h, "r2")) == "second answer"
+
+
+def chat(run: str, seq: int, state: str, *, text: str | None = None, delta: str | None = None, replace: bool = False, **extra: Any) -> ChatEvent:
+    payload: dict[str, Any] = {"runId": run, "sessionKey": "k", "seq": seq, "state": state, **extra}
+    if text is not None:
+        payload["message"] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    if delta is not None:
+        payload["deltaText"] = delta
+    if replace:
+        payload["replace"] = True
+    return parse_event(EventFrame("chat", payload))
+
+
+def agent(run: str, seq: int, stream: str, data: dict[str, Any], *, via: str = "agent", heartbeat: bool = False) -> Any:
+    return parse_event(EventFrame(via, {"runId": run, "sessionKey": "k", "seq": seq, "stream": stream, "data": data, "isHeartbeat": heartbeat}))
+
+
+def deltas_of(text: str, cuts: list[int], run: str = "r", start_seq: int = 1) -> list[ChatEvent]:
+    points = sorted({c for c in cuts if 0 < c < len(text)}) + [len(text)]
+    events, prev = [], 0
+    for i, p in enumerate(points):
+        events.append(chat(run, start_seq + i, "delta", text=text[:p], delta=text[prev:p]))
+        prev = p
+    return events
+
+
+def test_duplicate_and_stale_deltas_never_duplicate_text() -> None:
+    r = TurnRenderer("r")
+    for e in [
+        chat("r", 1, "delta", text="ABC", delta="ABC"),
+        chat("r", 1, "delta", text="ABC", delta="ABC"),  # the same delta twice
+        chat("r", 2, "delta", text="AB", delta="B"),  # an older, shorter snapshot arriving late
+        chat("r", 3, "delta", text="ABCDEF", delta="DEF"),
+        chat("r", 2, "delta", text="ABCD", delta="D"),  # out of order
+    ]:
+        r.feed(e)
+    assert r.text == "ABCDEF" and output_text(r.output(done=True)) == "ABCDEF"
+    # Without run seqs, the cumulative message alone still protects.
+    r2 = TurnRenderer("r")
+    for e in [chat("r", None, "delta", text="ABC"), chat("r", None, "delta", text="ABC"), chat("r", None, "delta", text="AB")]:
+        r2.feed(e)
+    assert r2.text == "ABC"
+
+
+def test_replace_replaces() -> None:
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text="Helo", delta="Helo"))
+    r.feed(chat("r", 2, "delta", text="Hello!", delta="Hello!", replace=True))
+    assert output_text(r.output(done=True)) == "Hello!"
+
+
+def test_text_tools_text_interleave() -> None:
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text="Looking", delta="Looking"))
+    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "ls", "toolCallId": "c1", "args": {"path": "/"}}))
+    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "ls", "toolCallId": "c1", "isError": False, "result": {"content": [{"type": "text", "text": "a b"}]}}))
+    r.feed(chat("r", 4, "delta", text="Looking\n\nFound it", delta="\n\nFound it"))
+    r.feed(chat("r", 5, "final", text="Looking\n\nFound it"))
+    out = r.output(done=True)
+    assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
+    assert out[0]["content"][0]["text"] == "Looking" and out[3]["content"][0]["text"] == "Found it"
+    assert out[1]["arguments"] == '{"path":"/"}' and out[2]["output"] == [{"type": "input_text", "text": "a b"}]
+    assert output_text(out) == "Looking\nFound it"  # Open WebUI's own content rule
+
+
+def test_session_tool_and_item_start_make_cards() -> None:
+    r = TurnRenderer("r")
+    r.feed(agent("r", 1, "item", {"itemId": "tool:c9", "toolCallId": "c9", "name": "exec", "kind": "tool", "phase": "start"}))
+    assert r.showable and count_cards(r.output()) == 1
+    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "exec", "toolCallId": "c9", "args": {"cmd": "ls"}}, via="session.tool"))
+    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"}, via="session.tool"))
+    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"}, via="session.tool"))
+    out = r.output(done=True)
+    assert [i["type"] for i in out] == ["function_call", "function_call_output"]
+    assert out[0]["arguments"] == '{"cmd":"ls"}' and out[1]["status"] == "failed"
+
+
+@pytest.mark.parametrize("sentinel", SILENT_SENTINELS)
+def test_sentinels_and_their_prefixes(sentinel: str) -> None:
+    r = TurnRenderer("r")
+    for i in range(1, len(sentinel) + 1):
+        r.feed(chat("r", i, "delta", text=sentinel[:i]))
+        assert not r.showable and r.output() == []
+    r.feed(chat("r", 99, "final", text=sentinel))
+    assert r.output(done=True) == [] and not r.showable
+    # A text that starts like a sentinel and then diverges is shown.
+    r2 = TurnRenderer("r")
+    r2.feed(chat("r", 1, "delta", text=sentinel[:2]))
+    assert not r2.showable
+    r2.feed(chat("r", 2, "delta", text=sentinel[:2] + " problem"))
+    assert r2.showable and output_text(r2.output()) == sentinel[:2] + " problem"
+
+
+def test_tools_then_sentinel_gives_cards_only() -> None:
+    r = TurnRenderer("r")
+    r.feed(agent("r", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}))
+    r.feed(agent("r", 2, "tool", {"phase": "result", "name": "exec", "toolCallId": "c1", "isError": False, "result": "ok"}))
+    r.feed(chat("r", 3, "delta", text="NO_REPLY"))
+    r.feed(chat("r", 4, "final", text="NO_REPLY"))
+    out = r.output(done=True)
+    assert r.showable and [i["type"] for i in out] == ["function_call", "function_call_output"]
+    assert "NO_REPLY" not in orjson.dumps(out).decode()
+    assert finish(r, None).content == ""
+
+
+def test_heartbeat_is_never_showable() -> None:
+    r = TurnRenderer("r")
+    r.feed(agent("r", 1, "lifecycle", {"phase": "start"}, heartbeat=True))
+    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}, heartbeat=True))
+    r.feed(agent("r", 3, "assistant", {"text": "HEARTBEAT_OK", "delta": "HEARTBEAT_OK"}, heartbeat=True))
+    assert not r.showable
+
+
+def test_tool_cards_from_transcript_when_events_were_lost() -> None:
+    """ToolCardsFromTranscript: part of the run's events were lost; the finalize takes the transcript's
+    cards, and the result says it came from the transcript."""
+    r = TurnRenderer("r")
+    r.feed(agent("r", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}))
+    r.mark_gap("seq gap")  # c2, c3 and their results were dropped
+    r.feed(chat("r", 9, "final", text="All three done"))
+    streamed = finish(r, None)
+    assert streamed.source == "stream" and not streamed.complete and streamed.cards == 1
+    history = parse_chat_history({"sessionKey": "k", "messages": [
+        {"role": "user", "content": "go", "idempotencyKey": "r:user"},
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "exec", "arguments": {}}, {"type": "toolCall", "id": "c2", "name": "exec", "arguments": {}}], "__openclaw": {"runId": "r"}},
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": [{"type": "text", "text": "1"}], "isError": False},
+        {"role": "toolResult", "toolCallId": "c2", "toolName": "exec", "content": [{"type": "text", "text": "2"}], "isError": False},
+        {"role": "assistant", "content": [{"type": "toolCall", "id": "c3", "name": "read", "arguments": {"path": "x"}}], "__openclaw": {"runId": "r"}},
+        {"role": "toolResult", "toolCallId": "c3", "toolName": "read", "content": [{"type": "text", "text": "3"}], "isError": True},
+        {"role": "assistant", "content": [{"type": "text", "text": "All three done"}], "__openclaw": {"runId": "r"}},
+        {"role": "assistant", "content": [{"type": "text", "text": "a later run"}], "__openclaw": {"runId": "r-later"}},
+    ]})  # fmt: skip
+    finished = finish(r, history)
+    assert finished.source == "transcript" and finished.complete
+    assert finished.cards == 3 == sum(1 for m in history.messages if m.role == "toolResult")
+    assert finished.content == "All three done" and "later" not in finished.content
+
+
+def test_cli_assistant_and_error_terminal() -> None:
+    r = TurnRenderer("R1")
+    r.feed(chat("R1", 1, "error", errorMessage="Claude Code process exited with code 143"))
+    history = parse_chat_history({"sessionKey": "k", "messages": [
+        {"role": "assistant", "content": [{"type": "text", "text": "partial work"}], "idempotencyKey": "cli-assistant:R1"},
+    ]})  # fmt: skip
+    finished = finish(r, history)
+    assert finished.content == "partial work" and finished.error == {"content": "Claude Code process exited with code 143"}
+
+
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60).filter(lambda t: not any(s.startswith(t.strip()) for s in SILENT_SENTINELS) and t.strip("\n").strip())
+
+
+@given(TEXT, st.lists(st.integers(min_value=1, max_value=59), max_size=10), st.lists(st.integers(min_value=1, max_value=59), max_size=10))
+@settings(max_examples=200)
+def test_any_chunking_renders_the_same(text: str, cuts_a: list[int], cuts_b: list[int]) -> None:
+    a, b = TurnRenderer("r"), TurnRenderer("r")
+    for e in deltas_of(text, cuts_a):
+        a.feed(e)
+    for e in deltas_of(text, cuts_b):
+        b.feed(e)
+    assert a.output(done=True) == b.output(done=True)
+    assert a.text == text
+
+
+@given(TEXT, st.lists(st.integers(min_value=1, max_value=59), max_size=8), st.data())
+@settings(max_examples=200)
+def test_replaying_a_delta_changes_nothing(text: str, cuts: list[int], data) -> None:
+    events = deltas_of(text, cuts)
+    plain = TurnRenderer("r")
+    for e in events:
+        plain.feed(e)
+    replayed = TurnRenderer("r")
+    index = data.draw(st.integers(min_value=0, max_value=len(events) - 1))
+    for i, e in enumerate(events):
+        replayed.feed(e)
+        if i >= index:
+            replayed.feed(events[index])  # an old delta again, any time later
+    assert replayed.output(done=True) == plain.output(done=True)
+
+
+STEP = st.one_of(
+    st.tuples(st.just("text"), st.text(alphabet="abc \n", min_size=1, max_size=8)),
+    st.tuples(st.just("tool"), st.booleans()),
+)
+
+
+@given(st.lists(STEP, min_size=1, max_size=25))
+@settings(max_examples=200)
+def test_diff_stream_reproduces_the_rendering(steps) -> None:
+    r = TurnRenderer("r")
+    seq, calls, text = 0, 0, ""
+    shown: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
+    for kind, value in steps:
+        seq += 1
+        if kind == "text":
+            text += value
+            r.feed(chat("r", seq, "delta", text=text, delta=value))
+        else:
+            calls += 1
+            r.feed(agent("r", seq, "tool", {"phase": "start", "name": "t", "toolCallId": f"c{calls}", "args": {}}))
+            if value:
+                seq += 1
+                r.feed(agent("r", seq, "tool", {"phase": "result", "name": "t", "toolCallId": f"c{calls}", "isError": False, "result": "ok"}))
+        now = r.output()
+        d = diff(shown, now)
+        events = list(d.events) + ([{"type": "chat:completion", "data": {"output": now}}] if d.needs_snapshot else [])
+        folded = apply_events(folded, events)
+        shown = now
+        assert folded == now
+    final = r.output(done=True)
+    d = diff(shown, final)
+    folded = apply_events(folded, list(d.events) + ([{"type": "chat:completion", "data": {"output": final}}] if d.needs_snapshot else []))
+    assert folded == final
