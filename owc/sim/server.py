@@ -677,6 +677,7 @@ class Simulator:
         if not isinstance(frame, Request):
             return
         self.requests[frame.method] += 1
+        self._poke()
         if conn.stalled:
             return
         scope = METHOD_SCOPES.get(frame.method)

@@ -3,6 +3,7 @@
 from owc.store.engine import make_engine, normalize_url
 from owc.store.schema import chat, chat_message, metadata
 from owc.store.store import (
+    Absent,
     AlreadyThere,
     ChatCorrupt,
     ChatMissing,
@@ -22,6 +23,7 @@ from owc.store.store import (
 )
 
 __all__ = [
+    "Absent",
     "AlreadyThere",
     "ChatCorrupt",
     "ChatMissing",

@@ -98,13 +98,18 @@ class AlreadyThere:
 
 
 @attrs.frozen
+class Absent:
+    """M does not exist and the caller asked only to adopt an existing message (``create=False``)."""
+
+
+@attrs.frozen
 class Locked:
     """The database stayed locked for the whole busy wait: try again on the run's next event."""
 
     detail: str
 
 
-ClaimResult = Claimed | TakenOver | AlreadyThere | Locked
+ClaimResult = Claimed | TakenOver | AlreadyThere | Absent | Locked
 
 
 @attrs.frozen
@@ -240,8 +245,12 @@ class ChatStore:
         alive: Callable[[str | None], bool],
         user_id: str | None = None,
         task_id: str | None = None,
+        create: bool = True,
     ) -> ClaimResult:
         """Make M at the chat's true tail, or report who has it. One transaction.
+
+        ``create=False`` only adopts: an existing M whose writer is dead is taken over, a missing M is
+        reported ``Absent`` (a run found active after a reconnect may never have shown anything).
 
         ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
         whether a recorded writer is still a live connection (the process-wide registry).
@@ -262,6 +271,8 @@ class ChatStore:
                     self._mirror(conn, chat_id, row.user_id, existing, now)
                     log.info("store.taken_over chat=%s message=%s from=%s", chat_id, message_id, holder)
                     return TakenOver(message=existing, previous_writer=holder)
+                if not create:
+                    return Absent()
                 inserted = tree.insert_assistant(chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now)
                 self._save(conn, chat_id, chat, now, current_id=message_id)
                 self._mirror(conn, chat_id, row.user_id, inserted.message, now)

@@ -1,0 +1,184 @@
+"""The run writer: one Trio task per shown run, in its connection's nursery.
+
+It claims the run's message at the chat's tail, tells the open tabs, streams the renderer's changes, and waits
+for the end **with no timeout**: its streaming phase is a cancel scope that only the run's own terminal, a Stop
+or a handover cancels. Then it reads the run's transcript once, writes the finished message in one
+transaction, tells the tabs, and ends. A connection that closes cancels its writers; the next connection's
+claim takes their messages over (their recorded writer is no longer alive).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from owc.gateway import GatewayError
+from owc.protocol import ProtocolError, parse_chat_history
+from owc.render import diff, finish, output_text, snapshot_event
+from owc.store import Absent, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, Written
+
+if TYPE_CHECKING:
+    from owc.runs.table import RunEntry, RunTable
+
+log = logging.getLogger("owc.runs")
+
+#: How many transcript messages a finalize reads: the run's own are near the end.
+HISTORY_LIMIT = 200
+#: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
+#: tries this many times, each paced by the busy wait, like a finalize.
+CLAIM_ATTEMPTS_AFTER_END = 6
+
+
+class RunWriter:
+    def __init__(self, table: RunTable, entry: RunEntry, *, adopt: bool = False) -> None:
+        self.table = table
+        self.entry = entry
+        self.adopt = adopt  # only take over an existing message (a run found active after a reconnect)
+        self.shown: list[dict[str, Any]] = []
+        self.claimed = False
+
+    async def _emit(self, event: dict[str, Any]) -> None:
+        e = self.entry
+        try:
+            await self.table.emitter.emit(e.ref.chat_id, e.message_id, e.ref.user_id, event)
+        except Exception:  # a tab that cannot be told must not stop the message being written
+            log.exception("runs.emit_failed run=%s event=%s", e.run_id, event.get("type"))
+
+    async def run(self) -> None:
+        e = self.entry
+        try:
+            if not await self._claim():
+                if not e.writer_started:  # adoption found nothing; the entry may still show later
+                    self.table.maybe_start(e)
+                return
+            await self._emit({"type": "chat:active", "data": {"active": True}})
+            with e.stream_scope:
+                while True:
+                    await self._flush()
+                    await e.wait_changed()
+            if e.stop_requested:
+                await self._abort()
+            await self._finalize()
+        finally:
+            if e.writer is self:
+                e.writer_done = True
+            self.table.changed()
+
+    # ------------------------------------------------------------------ claim
+
+    async def _claim(self) -> bool:
+        e = self.entry
+        store = self.table.store
+        attempts_after_end = 0
+        while True:
+            try:
+                result = await store.claim(
+                    e.ref.chat_id,
+                    e.message_id,
+                    run_id=e.run_id,
+                    writer=self.table.writer_id,
+                    alive=self.table.alive,
+                    user_id=e.ref.user_id,
+                    create=not self.adopt,
+                )
+            except StoreError as exc:
+                log.error("runs.claim_failed run=%s chat=%s error=%s", e.run_id, e.ref.chat_id, exc)
+                e.owner = "none"
+                return False
+            if isinstance(result, Claimed):
+                parent = {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
+                messages = {e.message_id: result.message}
+                if parent is not None:
+                    messages[result.parent_id] = parent
+                await self._emit({"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}})
+                self.claimed = True
+                self.table.claims += 1
+                self.table.changed()
+                log.info("runs.claimed run=%s chat=%s message=%s", e.run_id, e.ref.chat_id, e.message_id)
+                return True
+            if isinstance(result, TakenOver):
+                await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}, "currentId": e.message_id}})
+                e.renderer.mark_gap("taken over from a closed connection")
+                self.claimed = True
+                self.table.claims += 1
+                self.table.changed()
+                log.info("runs.taken_over run=%s from=%s", e.run_id, result.previous_writer)
+                return True
+            if isinstance(result, Absent):
+                e.writer_started, e.writer = False, None  # nothing to adopt: a showable event starts a writer
+                return False
+            if isinstance(result, AlreadyThere):
+                if result.writer == self.table.writer_id:
+                    self.claimed = True
+                    return True
+                log.info("runs.backing_off run=%s writer=%s done=%s", e.run_id, result.writer, result.done)
+                e.owner = "none"
+                return False
+            assert isinstance(result, Locked)
+            if e.ended:
+                attempts_after_end += 1
+                if attempts_after_end >= CLAIM_ATTEMPTS_AFTER_END:
+                    log.error("runs.NOT_WRITTEN run=%s chat=%s: the database stayed locked", e.run_id, e.ref.chat_id)
+                    e.owner = "none"
+                    return False
+                continue  # each attempt already waited the busy timeout
+            await e.wait_changed()  # try again on the run's next event
+
+    # ------------------------------------------------------------------ streaming
+
+    async def _flush(self) -> None:
+        e = self.entry
+        now = e.renderer.output()
+        if now == self.shown:
+            return
+        d = diff(self.shown, now)
+        for event in d.events:
+            await self._emit(event)
+        if d.needs_snapshot:
+            await self._emit(snapshot_event(now))
+        self.shown = now
+        await self.table.emitter.save_stream(e.ref.chat_id, e.message_id, now)
+
+    async def _abort(self) -> None:
+        e = self.entry
+        try:
+            await self.table.session.request("chat.abort", {"sessionKey": e.session_key, "runId": e.run_id})
+        except (GatewayError, ProtocolError) as exc:
+            log.warning("runs.abort_failed run=%s error=%s", e.run_id, exc)
+
+    # ------------------------------------------------------------------ finalize
+
+    async def _finalize(self) -> None:
+        e = self.entry
+        history = None
+        try:
+            payload = await self.table.session.request("chat.history", {"sessionKey": e.session_key, "limit": HISTORY_LIMIT})
+            history = parse_chat_history(payload)
+        except (GatewayError, ProtocolError) as exc:
+            log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)
+        finished = finish(e.renderer, history)
+        if not finished.complete:
+            log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", e.run_id, e.renderer.gaps)
+        result = await self.table.store.write(
+            e.ref.chat_id,
+            e.message_id,
+            content=finished.content,
+            output=finished.output,
+            done=True,
+            error=finished.error["content"] if finished.error else None,
+        )
+        if isinstance(result, NotWritten):
+            log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", e.run_id, e.ref.chat_id, result.attempts, result.detail)
+            await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked. Reload to retry."}}})
+            return
+        assert isinstance(result, Written)
+        self.table.finalized += 1
+        data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
+        if finished.error:
+            data["error"] = finished.error
+        await self._emit({"type": "chat:completion", "data": data})
+        await self._emit({"type": "chat:active", "data": {"active": False}})
+        await self.table.emitter.clear_stream(e.ref.chat_id, e.message_id)
+        log.info("runs.finalized run=%s message=%s source=%s cards=%d", e.run_id, e.message_id, finished.source, finished.cards)

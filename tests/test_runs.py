@@ -1,0 +1,213 @@
+"""The run writer end to end: simulator over loopback, a real SQLite file, MockClock (no autojump unless a
+test waits on purpose), recording emitter."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import trio
+
+from harness import USER, open_env
+from owc import ids
+from owc.render import count_cards
+from owc.sim import Hold, Text
+
+
+@pytest.fixture
+def clock(mock_clock):
+    # Time never moves by itself here: a turn that waited on any timer would stall, and after 5 s of
+    # real idleness the clock jumps so the test fails on its time assertion instead of hanging.
+    mock_clock.autojump_threshold = 5
+    return mock_clock
+
+
+def chain_ok(messages: dict) -> bool:
+    return all(len(m["childrenIds"]) <= 1 for m in messages.values())
+
+
+async def test_agent_turn_renders_normally(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        start = trio.current_time()
+        run = env.sim.start_run(key, "cron-wake-1", user_text="Nightly check")
+        run.text("Checking the disks.").tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool("exec", {"cmd": "uptime"}, "up 3 days")
+        run.text("All disks are fine.").end()
+        await env.settled()
+        assert trio.current_time() - start == 0  # the whole turn takes 0 virtual seconds
+        messages = await env.messages(chat_id)
+        m = ids.message_id(key, "cron-wake-1")
+        assert m == ids.agent_turn_message_id(key, "cron-wake-1")
+        assert set(messages) == {"u1", m}
+        msg = messages[m]
+        assert msg["parentId"] == "u1" and msg["done"] is True and msg["role"] == "assistant"
+        assert msg["content"] == "Checking the disks.\nAll disks are fine."  # no header text
+        assert count_cards(msg["output"]) == 2
+        assert [i["type"] for i in msg["output"]] == ["message", "function_call", "function_call_output", "function_call", "function_call_output", "message"]
+        told = [e.type for e in env.emitter.of(m)]
+        assert told[0] == "chat:messages" and told[-2:] == ["chat:completion", "chat:active"]
+        intro = env.emitter.of(m, "chat:messages")[0].event["data"]
+        assert intro["currentId"] == m and intro["messages"]["u1"]["childrenIds"] == [m]
+        assert env.emitter.of(m, "response:completion"), "the run streamed live"
+        assert env.emitter.streams == {} and env.emitter.streams_saved > 0  # live copy kept, then dropped
+
+
+async def test_two_connections_one_message(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        a = await env.connect("A")
+        b = await env.connect("B")
+        env.sim.start_run(key, "r1").text("Hello from one run.").tool("ls", {}, "x").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert len(messages) == 2 and messages[ids.message_id(key, "r1")]["done"] is True
+        assert sum(bridge.totals()[0] for bridge in (a, b)) == 1  # exactly one claim won
+
+
+async def test_no_mid_run_close(tmp_path, clock) -> None:
+    """A row or describe reading done while the run is active ends nothing: only the run's terminal does."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "long").text("Working on it")
+        await bridge.until(lambda: bridge.open_writers() == 1)
+        conn = env.sim.connection("A")
+        done_row = {"sessionKey": key, "reason": "agent.input.settled", "ts": 1, "status": "done", "hasActiveRun": True, "lastRunId": "long"}
+        env.sim._emit("sessions.changed", done_row, audience=lambda c: c is conn, drop_if_slow=False)
+        other_end = {"sessionKey": key, "phase": "end", "runId": "another-run", "ts": 1, "status": "done", "hasActiveRun": False}
+        env.sim._emit("sessions.changed", other_end, audience=lambda c: c is conn, drop_if_slow=False)
+        described = await env.clients["A"].request("sessions.describe", {"key": key})
+        assert described["session"]["hasActiveRun"] is True
+        run.text(" still").tool("exec", {}, "ok")
+        await env.clients["A"].request("sessions.list", {})  # a round trip: everything sent before is read
+        m = ids.message_id(key, "long")
+        assert bridge.open_writers() == 1 and (await env.messages(chat_id))[m]["done"] is False
+        run.end()
+        await env.settled()
+        assert (await env.messages(chat_id))[m]["done"] is True
+
+
+async def test_seq_gap_recovery(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.drop(4)  # the run's start push is among them
+        run = env.sim.start_run(key, "during-gap", steps=[Text("Started in the gap."), Hold()])
+        await env.sim.wait_for(lambda: env.sim.requests["sessions.list"] >= 1)
+        run.end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        msg = messages[ids.message_id(key, "during-gap")]
+        assert msg["done"] and msg["content"] == "Started in the gap."
+
+
+async def test_run_active_before_subscribe_without_ids(tmp_path, clock) -> None:
+    async with open_env(tmp_path, cli_runtime=True) as env:
+        chat_id, key = await env.chat()
+        run = env.sim.start_run(key, "before-owc")
+        run.text("Early words, unseen.")
+        bridge = await env.connect()
+        resync = env.bridges["A"].table
+        assert resync is not None
+        run.text(" And more.").end()
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "before-owc")]
+        # The stream joined late, but the finalize reads the transcript: the whole text is there.
+        assert msg["done"] and msg["content"] == "Early words, unseen. And more."
+        assert bridge.totals() == (1, 1)
+
+
+async def test_yield_and_back_to_back_turns_chain(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "parent").text("Spawned a helper; waiting.").end(yielded=True)
+        env.sim.start_run(key, "resume").text("The helper says 42.").end()
+        env.sim.start_run(key, "third").text("And one more.").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        first, second, third = (ids.message_id(key, r) for r in ("parent", "resume", "third"))
+        assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first and messages[third]["parentId"] == second
+        assert all(messages[m]["done"] for m in (first, second, third)) and chain_ok(messages)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expect"),
+    [("heartbeat", None), ("sentinel", None), ("tools_then_sentinel", "cards"), ("action", None), ("subagent", None)],
+)
+async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        if kind == "heartbeat":
+            env.sim.start_run(key, "hb", heartbeat=True).text("HEARTBEAT_OK").tool("exec", {}, "ok").end()
+        elif kind == "sentinel":
+            env.sim.start_run(key, "quiet").text("NO_REPLY").end()
+        elif kind == "tools_then_sentinel":
+            env.sim.start_run(key, "tq").tool("exec", {}, "ok").text("NO_REPLY").end()
+        elif kind == "action":
+            env.sim.start_run(key, ids.action_run_id("compact", chat_id, "1")).text("Compacted.").end()
+        else:
+            env.sim.start_run(f"{key}:subagent:abc", "child").text("Child result").end()
+            env.sim.start_run("agent:main:subagent:xyz", "child2").text("Child result").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        if expect is None:
+            assert set(messages) == {"u1"}
+        else:
+            msg = messages[ids.message_id(key, "tq")]
+            assert msg["done"] and msg["content"] == "" and count_cards(msg["output"]) == 1
+            assert "NO_REPLY" not in str(msg)
+
+
+async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        await env.connect()
+        good = env.sim.start_run(key_b, "good").text("Fine.")
+        env.sim.start_run(key_a, "bad").text("Also started.")
+        env.sim.inject('{"type": "event", "event": "chat", "payload": {"runId": "bad", "state": "delta"}}')
+        env.sim.inject('{"type": "event", "event": "agent", "payload": {"runId": "bad", "sessionKey": "' + key_a + '", "stream": "tool", "data": {"phase": "start"}}}')
+        good.end()
+        env.sim.active_run(key_a).end()
+        await env.settled()
+        assert (await env.messages(chat_b))[ids.message_id(key_b, "good")]["content"] == "Fine."
+        assert (await env.messages(chat_a))[ids.message_id(key_a, "bad")]["content"] == "Also started."
+
+
+async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
+        await bridge.until(lambda: bridge.open_writers() == 1)
+        assert bridge.table.stop(chat_id) == 1
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "stoppable")]
+        assert msg["done"] and msg["content"] == "Partial answer"
+        assert env.sim.requests["chat.abort"] == 1 and env.sim.sessions[key].status == "killed"
+
+
+async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "survivor", steps=[Text("Before the drop."), Hold()])
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        m = ids.message_id(key, "survivor")
+        first_writer = (await env.messages(chat_id))[m]["meta"]["openclaw_writer"]
+        env.sim.disconnect()
+        await bridge.until(lambda: not bridge.tables)  # owc saw the close and its session ended
+        clock.jump(1)  # the reconnect backoff (a transport timer) is the only wait
+        # The new connection's resync lists the run: its writer adopts the message at once.
+        await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 1)
+        assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
+        run.release()
+        env.sim.active_run(key).text(" After it.").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        assert messages[m]["done"] and messages[m]["meta"]["openclaw_writer"] != first_writer
+        assert messages[m]["content"] == "Before the drop. After it."
