@@ -1,5 +1,10 @@
-"""The ``owc`` command. Subcommands arrive with the issues that build what they run.
+"""The ``owc`` command.
 
+* ``owc demo``: the simulator, owc and an embedded SQLite database with Open WebUI's schema; plays a built-in
+  scenario and prints each chat's message tree and what the tabs were told.
+* ``owc scenario run FILE --db URL``: plays a scenario file through owc into a database; exit 0 when every run
+  settled and the design's invariants hold.
+* ``owc run --gateway URL --token-file F --db URL``: owc as a standalone bridge to a real Gateway.
 * ``owc sim``: the Gateway simulator, standalone (optionally playing a scenario file).
 """
 
@@ -26,6 +31,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"owc {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="play a built-in scenario through owc into an embedded SQLite database")
+    demo.add_argument("--db", default="owc-demo.db", help="SQLite file to create (replaced if present; default owc-demo.db)")
+
+    scenario = sub.add_parser("scenario", help="scenario files (docs/scenarios.md)")
+    scenario_sub = scenario.add_subparsers(dest="scenario_command", metavar="ACTION", required=True)
+    play = scenario_sub.add_parser("run", help="play a scenario through owc into a database")
+    play.add_argument("file", type=Path)
+    play.add_argument("--db", required=True, help="sqlite:///path or postgresql+psycopg://... (tables are created if absent)")
+    play.add_argument("-q", "--quiet", action="store_true", help="print only the result")
+
+    run = sub.add_parser("run", help="run owc against a real Gateway until interrupted")
+    run.add_argument("--gateway", required=True, help="ws:// or wss:// URL of the OpenClaw Gateway")
+    run.add_argument("--token-file", type=Path, required=True, help="file holding the Gateway's shared token")
+    run.add_argument("--db", required=True, help="Open WebUI's database URL")
+    run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
 
     sim = sub.add_parser("sim", help="run the OpenClaw Gateway simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -81,6 +102,108 @@ async def _run_sim(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tree_lines(messages: dict) -> list[str]:
+    from owc.render import count_cards
+
+    children: dict[str | None, list[str]] = {}
+    for mid, m in messages.items():
+        children.setdefault(m.get("parentId"), []).append(mid)
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for mid in sorted(children.get(parent, []), key=lambda i: (messages[i].get("timestamp") or 0)):
+            m = messages[mid]
+            text = (m.get("content") or "").replace("\n", " / ")
+            cards = count_cards(m.get("output") or [])
+            flags = "" if m.get("role") != "assistant" else (" done" if m.get("done") else " NOT DONE")
+            extra = f" [{cards} tool card{'s' if cards != 1 else ''}]" if cards else ""
+            lines.append(f"{'  ' * depth}- {m.get('role')} {mid[:8]}{flags}{extra}: {text[:90]}")
+            walk(mid, depth + 1)
+
+    walk(None, 1)
+    return lines
+
+
+def _print_played(played, *, tabs: bool) -> None:
+    for name, messages in played.chats.items():
+        spec = played.player.chats[name]
+        print(f"\nchat {name!r} ({spec.chat_id}), key {spec.session_key}")
+        for line in _tree_lines(messages):
+            print(line)
+        if tabs:
+            told: dict[str, dict[str, int]] = {}
+            for e in played.emitter.events:
+                if e.chat_id == spec.chat_id:
+                    kind = e.type if e.type != "response:completion" else e.event["data"].get("type", e.type)
+                    told.setdefault(e.message_id, {}).setdefault(kind, 0)
+                    told[e.message_id][kind] += 1
+            for mid, kinds in told.items():
+                print(f"    tabs were told about {mid[:8]}: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()))
+
+
+async def _run_demo(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    from owc.app import play_scenario
+
+    path = Path(args.db)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(path) + suffix).unlink(missing_ok=True)
+    text = files("owc").joinpath("demo.jsonl").read_text()
+    print(f"owc demo: Gateway simulator on 127.0.0.1 -> owc -> {path} (Open WebUI's schema)")
+    played = await play_scenario(text, f"sqlite:///{path}", progress=lambda line: print(f"  {line}", flush=True))
+    _print_played(played, tabs=True)
+    print(f"\n{played.claims} messages claimed, {played.finalized} finalized; invariants: {'all hold' if not played.violations else played.violations}")
+    return 0 if not played.violations else 1
+
+
+async def _run_scenario(args: argparse.Namespace) -> int:
+    from owc.app import play_scenario
+    from owc.sim.scenario import ScenarioError
+
+    try:
+        played = await play_scenario(args.file.read_text(), args.db, progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True)))
+    except ScenarioError as exc:
+        print(f"{args.file}: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        _print_played(played, tabs=False)
+    for v in played.violations:
+        print(f"VIOLATION in chat {v.chat}: {v.what}", file=sys.stderr)
+    print(f"{args.file}: {played.claims} claimed, {played.finalized} finalized, {len(played.violations)} violations")
+    return 0 if not played.violations else 1
+
+
+class _LogEmitter:
+    """Until the Open WebUI socket adapter exists, ``owc run`` logs what it would tell the tabs."""
+
+    def __init__(self) -> None:
+        self.log = logging.getLogger("owc.emit")
+
+    async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict) -> None:
+        self.log.info("emit chat=%s message=%s type=%s", chat_id, message_id, event.get("type"))
+
+    async def save_stream(self, chat_id: str, message_id: str, output: list) -> None:
+        pass
+
+    async def clear_stream(self, chat_id: str, message_id: str) -> None:
+        pass
+
+
+async def _run_bridge(args: argparse.Namespace) -> int:
+    from owc.gateway import GatewayConfig, open_gateway_connection
+    from owc.runs import Bridge
+    from owc.store import open_store
+
+    token = args.token_file.read_text().strip()
+    async with open_store(args.db, create=True) as store:
+        bridge = Bridge(store, _LogEmitter())
+        async with open_gateway_connection(args.gateway, token, bridge, GatewayConfig(instance_id=args.instance)):
+            print(f"owc running against {args.gateway}; Ctrl-C stops it", flush=True)
+            await trio.sleep_forever()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -88,10 +211,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    if args.command == "sim":
+    runners = {"sim": _run_sim, "demo": _run_demo, "scenario": _run_scenario, "run": _run_bridge}
+    if args.command in runners:
+        if args.command == "run" and not args.verbose:
+            logging.getLogger("owc").setLevel(logging.INFO)
         try:
-            return trio.run(_run_sim, args)
+            return trio.run(runners[args.command], args)
         except KeyboardInterrupt:
+            print("owc stopped", file=sys.stderr)
             return 0
     parser.error(f"unknown command {args.command}")
     return 2

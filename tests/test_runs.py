@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 
 from harness import USER, open_env
 from owc import ids
@@ -115,7 +116,7 @@ async def test_run_active_before_subscribe_without_ids(tmp_path, clock) -> None:
         msg = (await env.messages(chat_id))[ids.message_id(key, "before-owc")]
         # The stream joined late, but the finalize reads the transcript: the whole text is there.
         assert msg["done"] and msg["content"] == "Early words, unseen. And more."
-        assert bridge.totals() == (1, 1)
+        assert bridge.totals() == (1, 1)  # one claim, one finalize
 
 
 async def test_yield_and_back_to_back_turns_chain(tmp_path, clock) -> None:
@@ -200,9 +201,10 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         first_writer = (await env.messages(chat_id))[m]["meta"]["openclaw_writer"]
         env.sim.disconnect()
         await bridge.until(lambda: not bridge.tables)  # owc saw the close and its session ended
-        clock.jump(1)  # the reconnect backoff (a transport timer) is the only wait
+        await trio.testing.wait_all_tasks_blocked()  # ... and is asleep in its reconnect backoff
+        clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
-        await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 1)
+        await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 2)  # the claim, then the take-over
         assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
         run.release()
         env.sim.active_run(key).text(" After it.").end()

@@ -351,7 +351,7 @@ class GatewayClient:
             try:
                 await ws.get_message()  # the Gateway closes right after a refusal: read its close code
             except ConnectionClosed as exc:
-                code = exc.reason.code
+                code = _close_of(exc)[0]
             raise _refusal(frame, code)
         hello = parse_hello_ok(frame.payload)
         if hello.auth_role is not None:
@@ -432,7 +432,7 @@ class GatewayClient:
                 try:
                     message = await ws.get_message()
                 except ConnectionClosed as exc:
-                    session.close(exc.reason.code, exc.reason.reason or "")
+                    session.close(*_close_of(exc))
                     return
             if liveness.cancelled_caught:
                 log.warning("gateway.dead_socket url=%s silent_for=%.0f", self.url, silence)
@@ -579,9 +579,16 @@ def _refusal(frame: Response, close_code: int | None) -> Refused:
     return refused
 
 
+def _close_of(exc: ConnectionClosed) -> tuple[int | None, str]:
+    """The close code and reason; trio-websocket gives no reason when owc itself dropped the stream."""
+    reason = exc.reason
+    return (reason.code, reason.reason or "") if reason is not None else (None, "closed locally")
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, ConnectionClosed):
-        return f"closed {exc.reason.code} {exc.reason.reason or ''}".strip()
+        code, reason = _close_of(exc)
+        return f"closed {code} {reason}".strip()
     text = f"{type(exc).__name__}: {exc}"
     cause = exc.__cause__ or exc.__context__
     if cause is not None and not str(exc):

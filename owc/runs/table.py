@@ -69,6 +69,14 @@ class RunEntry:
         self.end("stop")
 
 
+@attrs.define
+class Stats:
+    """Counts kept across a bridge's sessions."""
+
+    claims: int = 0
+    finalized: int = 0
+
+
 class RunTable:
     """One per connection session (its writers live in that session's nursery)."""
 
@@ -79,16 +87,16 @@ class RunTable:
         emitter: Emitter,
         alive: Callable[[str | None], bool],
         on_change: Callable[[], None] | None = None,
+        stats: Stats | None = None,
     ) -> None:
         self.session = session
         self._on_change = on_change
+        self.stats = stats or Stats()
         self.store = store
         self.emitter = emitter
         self.alive = alive
         self.writer_id = session.id
         self.entries: dict[tuple[str, str], RunEntry] = {}
-        self.claims = 0
-        self.finalized = 0
         self._changed = trio.Event()
 
     def changed(self) -> None:
@@ -181,6 +189,7 @@ class Bridge:
         self.emitter = emitter
         self.registry = registry
         self.tables: dict[str, RunTable] = {}
+        self.stats = Stats()
         self._registrations: dict[str, Any] = {}
         self._changed = trio.Event()
 
@@ -192,7 +201,7 @@ class Bridge:
     def _table_of(self, session: GatewaySession) -> RunTable:
         table = self.tables.get(session.id)
         if table is None:
-            table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry.is_alive, self._wake)
+            table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry.is_alive, self._wake, self.stats)
             registration = self.registry.registered(session.id)
             registration.__enter__()
             self._registrations[session.id] = registration
@@ -231,4 +240,5 @@ class Bridge:
         return sum(t.open_writers() for t in self.tables.values())
 
     def totals(self) -> tuple[int, int]:
-        return sum(t.claims for t in self.tables.values()), sum(t.finalized for t in self.tables.values())
+        """(messages claimed or taken over, messages finalized) over every session so far."""
+        return self.stats.claims, self.stats.finalized

@@ -38,6 +38,7 @@ class RunWriter:
         self.adopt = adopt  # only take over an existing message (a run found active after a reconnect)
         self.shown: list[dict[str, Any]] = []
         self.claimed = False
+        self.finalized = False
 
     async def _emit(self, event: dict[str, Any]) -> None:
         e = self.entry
@@ -61,6 +62,14 @@ class RunWriter:
             if e.stop_requested:
                 await self._abort()
             await self._finalize()
+        except trio.Cancelled:
+            # The connection is closing. A run that has ended must not stay unfinished because of that:
+            # finalize from the stream, shielded (one short transaction), then let the cancel through.
+            # A run still going is left to the next connection, whose claim takes the message over.
+            if self.claimed and e.ended and not self.finalized:
+                with trio.CancelScope(shield=True):
+                    await self._write_final(None)
+            raise
         finally:
             if e.writer is self:
                 e.writer_done = True
@@ -94,7 +103,7 @@ class RunWriter:
                     messages[result.parent_id] = parent
                 await self._emit({"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}})
                 self.claimed = True
-                self.table.claims += 1
+                self.table.stats.claims += 1
                 self.table.changed()
                 log.info("runs.claimed run=%s chat=%s message=%s", e.run_id, e.ref.chat_id, e.message_id)
                 return True
@@ -102,7 +111,7 @@ class RunWriter:
                 await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}, "currentId": e.message_id}})
                 e.renderer.mark_gap("taken over from a closed connection")
                 self.claimed = True
-                self.table.claims += 1
+                self.table.stats.claims += 1
                 self.table.changed()
                 log.info("runs.taken_over run=%s from=%s", e.run_id, result.previous_writer)
                 return True
@@ -158,6 +167,12 @@ class RunWriter:
             history = parse_chat_history(payload)
         except (GatewayError, ProtocolError) as exc:
             log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)
+        with trio.CancelScope(shield=True):  # a started final write completes even if the connection closes
+            await self._write_final(history)
+
+    async def _write_final(self, history: Any) -> None:
+        e = self.entry
+        self.finalized = True
         finished = finish(e.renderer, history)
         if not finished.complete:
             log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", e.run_id, e.renderer.gaps)
@@ -174,7 +189,7 @@ class RunWriter:
             await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked. Reload to retry."}}})
             return
         assert isinstance(result, Written)
-        self.table.finalized += 1
+        self.table.stats.finalized += 1
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if finished.error:
             data["error"] = finished.error

@@ -49,6 +49,7 @@ class Run:
     parts: list[dict[str, Any]] = attrs.field(factory=list)  # the assistant message being built
     open_tools: dict[str, str] = attrs.field(factory=dict)  # toolCallId -> name, started without a result
     state: str = "active"  # active | ended
+    terminal: str | None = None  # the terminal it ended with (final/error/aborted); None if cut without one
 
     def next_seq(self) -> int:
         self.run_seq += 1

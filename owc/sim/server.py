@@ -653,6 +653,7 @@ class Simulator:
         if state != "aborted":
             session.aborted_last_run = False
         run.state = "ended"
+        run.terminal = state
         run.open_tools.clear()
         session.active = None
         session.last_run_id = run.run_id
