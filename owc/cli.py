@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -98,7 +99,7 @@ async def _run_sim(args: argparse.Namespace) -> int:
             print("scenario played", flush=True)
             if args.exit_after_scenario:
                 return 0
-        await trio.sleep_forever()
+        await trio.sleep_forever()  # timer-ok: no deadline; the simulator serves until Ctrl-C
     return 0
 
 
@@ -200,8 +201,28 @@ async def _run_bridge(args: argparse.Namespace) -> int:
         bridge = Bridge(store, _LogEmitter())
         async with open_gateway_connection(args.gateway, token, bridge, GatewayConfig(instance_id=args.instance)):
             print(f"owc running against {args.gateway}; Ctrl-C stops it", flush=True)
-            await trio.sleep_forever()
+            await trio.sleep_forever()  # timer-ok: no deadline; owc runs until Ctrl-C
     return 0
+
+
+async def _until_signal(runner, args: argparse.Namespace) -> int:
+    """Run a command until it returns or SIGINT / SIGTERM arrives. The signal becomes a cancel of the whole
+    tree (not a KeyboardInterrupt raised inside whichever task happens to run), so every writer's cleanup
+    runs: a run that has ended is still finalized on the way out."""
+    result = 0
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # outlives the watcher task
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                async for signum in signals:
+                    print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(watch)
+            result = await runner(args)
+            nursery.cancel_scope.cancel()
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -215,11 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in runners:
         if args.command == "run" and not args.verbose:
             logging.getLogger("owc").setLevel(logging.INFO)
-        try:
-            return trio.run(runners[args.command], args)
-        except KeyboardInterrupt:
-            print("owc stopped", file=sys.stderr)
-            return 0
+        return trio.run(_until_signal, runners[args.command], args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -92,6 +92,6 @@ async def test_owc_run_bridges_a_gateway_until_interrupted(tmp_path: Path) -> No
                 await proc.wait()
         stderr = (await proc.stderr.receive_some(1 << 20)).decode() if proc.stderr else ""
     assert proc.returncode == 0, stderr
-    assert TOKEN not in stderr
+    assert "owc stopping (SIGINT)" in stderr and TOKEN not in stderr
     message = store.read_chat(chat_id)["history"]["messages"][ids.message_id(key, "via-cli")]
     assert message["content"] == "Written by owc run."

@@ -43,11 +43,14 @@ class RunEntry:
     ended: bool = False
     end_reason: str = ""
     stop_requested: bool = False
-    writer_started: bool = False
     writer_done: bool = False
     writer: Any = None  # the RunWriter writing this message, if any
     stream_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def writer_started(self) -> bool:
+        return self.writer is not None
 
     def poke(self) -> None:
         self._changed.set()
@@ -149,7 +152,6 @@ class RunTable:
         an earlier connection was writing."""
         if entry.writer_started or entry.owner != "writer" or not (adopt or entry.renderer.showable):
             return
-        entry.writer_started = True
         entry.writer = RunWriter(self, entry, adopt=adopt and not entry.renderer.showable)
         self.session.nursery.start_soon(entry.writer.run, name=f"owc.writer:{entry.run_id}")
         self.changed()
@@ -202,15 +204,21 @@ class Bridge:
         table = self.tables.get(session.id)
         if table is None:
             table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry.is_alive, self._wake, self.stats)
+        return table
+
+    def _register(self, session: GatewaySession) -> None:
+        """The session's writer id is alive while the session is: its messages are not taken over."""
+        if session.id not in self._registrations:
             registration = self.registry.registered(session.id)
             registration.__enter__()
             self._registrations[session.id] = registration
-        return table
 
     def on_event(self, session: GatewaySession, event: Event) -> None:
+        self._register(session)  # events may precede on_hello (the reader runs before the subscribe returns)
         self._table_of(session).dispatch(event)
 
     async def on_hello(self, session: GatewaySession, info: HelloInfo) -> None:
+        self._register(session)
         self._table_of(session)
         self._wake()
 
@@ -219,12 +227,12 @@ class Bridge:
         self._wake()
 
     async def on_closed(self, info: CloseInfo) -> None:
+        """Forget every closed session (also one that closed before its hello completed)."""
         for session_id, table in list(self.tables.items()):
             if table.session.closed:
-                registration = self._registrations.pop(session_id, None)
-                if registration is not None:
-                    registration.__exit__(None, None, None)
                 del self.tables[session_id]
+        for session_id in [s for s in self._registrations if s not in self.tables]:
+            self._registrations.pop(session_id).__exit__(None, None, None)
         self._wake()
 
     def _wake(self) -> None:

@@ -116,7 +116,7 @@ class RunWriter:
                 log.info("runs.taken_over run=%s from=%s", e.run_id, result.previous_writer)
                 return True
             if isinstance(result, Absent):
-                e.writer_started, e.writer = False, None  # nothing to adopt: a showable event starts a writer
+                e.writer = None  # nothing to adopt: a showable event starts a writer
                 return False
             if isinstance(result, AlreadyThere):
                 if result.writer == self.table.writer_id:

@@ -70,14 +70,8 @@ class MessageMissing(StoreError):
         self.chat_id, self.message_id = chat_id, message_id
 
 
-@attrs.frozen
-class Claimed:
-    """owc made message M at the tail: tell the tabs ``message`` and the parent's new ``parent_children``."""
-
-    message: dict[str, Any]
-    parent_id: str | None
-    parent_children: tuple[str, ...]
-    current_id: str
+#: owc made M at the tail: the new message and the parent's new ``childrenIds`` (what the tabs are told).
+Claimed = tree.Inserted
 
 
 @attrs.frozen
