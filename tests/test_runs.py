@@ -213,3 +213,27 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         assert set(messages) == {"u1", m}
         assert messages[m]["done"] and messages[m]["meta"]["openclaw_writer"] != first_writer
         assert messages[m]["content"] == "Before the drop. After it."
+
+
+async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -> None:
+    """An unexpected database error in one run's writer is logged; the connection and other runs go on."""
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        bridge = await env.connect()
+        session = env.clients["A"].session
+        real_claim = env.store.claim
+
+        async def flaky_claim(chat_id, message_id, **kwargs):
+            if chat_id == chat_a:
+                raise RuntimeError("disk on fire")
+            return await real_claim(chat_id, message_id, **kwargs)
+
+        env.store.claim = flaky_claim
+        env.sim.start_run(key_a, "doomed").text("This one fails.").end()
+        env.sim.start_run(key_b, "fine").text("This one is written.").end()
+        await env.settled()
+        assert not session.closed and env.clients["A"].sessions_opened == 1
+        assert (await env.messages(chat_b))[ids.message_id(key_b, "fine")]["done"] is True
+        assert set(await env.messages(chat_a)) == {"u1"}
+        assert bridge.totals() == (1, 1)

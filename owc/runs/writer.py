@@ -62,6 +62,11 @@ class RunWriter:
             if e.stop_requested:
                 await self._abort()
             await self._finalize()
+        except Exception:
+            # A failure of this run's writer (an unexpected database error, a bug) is this run's alone: it
+            # must not close the connection, which would cancel every other run's writer with it.
+            log.exception("runs.writer_failed run=%s chat=%s message=%s", e.run_id, e.ref.chat_id, e.message_id)
+            e.owner = "none"
         except trio.Cancelled:
             # The connection is closing. A run that has ended must not stay unfinished because of that:
             # finalize from the stream, shielded (one short transaction), then let the cancel through.
@@ -148,7 +153,10 @@ class RunWriter:
         if d.needs_snapshot:
             await self._emit(snapshot_event(now))
         self.shown = now
-        await self.table.emitter.save_stream(e.ref.chat_id, e.message_id, now)
+        try:
+            await self.table.emitter.save_stream(e.ref.chat_id, e.message_id, now)
+        except Exception:
+            log.exception("runs.save_stream_failed run=%s", e.run_id)
 
     async def _abort(self) -> None:
         e = self.entry
@@ -195,5 +203,8 @@ class RunWriter:
             data["error"] = finished.error
         await self._emit({"type": "chat:completion", "data": data})
         await self._emit({"type": "chat:active", "data": {"active": False}})
-        await self.table.emitter.clear_stream(e.ref.chat_id, e.message_id)
+        try:
+            await self.table.emitter.clear_stream(e.ref.chat_id, e.message_id)
+        except Exception:
+            log.exception("runs.clear_stream_failed run=%s", e.run_id)
         log.info("runs.finalized run=%s message=%s source=%s cards=%d", e.run_id, e.message_id, finished.source, finished.cards)
