@@ -421,3 +421,17 @@ async def test_instance_id_names_the_deploy() -> None:
             await client.wait_session()
             assert sim.connection("deploy-A").client_id == "gateway-client"
             assert "deploy-A" in repr(client) and TOKEN not in repr(client)
+
+
+def test_resync_ignores_runs_learned_after_the_list() -> None:
+    from owc.gateway import ActiveRuns
+    from owc.protocol import SessionsChanged
+    from owc.protocol.results import SessionRow
+
+    active = ActiveRuns()
+    active.observe(SessionsChanged(session_key=KEY, phase="start", run_id="old"), position=3)
+    active.observe(SessionsChanged(session_key=KEY2, phase="start", run_id="new"), position=12)
+    rows = [SessionRow(key=KEY, has_active_run=False, active_run_ids=()), SessionRow(key=KEY2, has_active_run=False, active_run_ids=())]
+    resync = active.resync(rows, "gap", position=10)  # the list was built before "new" started
+    assert resync.ended == ((KEY, "old"),)
+    assert (KEY2, "new") in active.known

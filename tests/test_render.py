@@ -327,3 +327,28 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
     d = diff(shown, final)
     folded = apply_events(folded, list(d.events) + ([{"type": "chat:completion", "data": {"output": final}}] if d.needs_snapshot else []))
     assert folded == final
+
+
+def test_aborted_partial_after_a_tool_does_not_repeat_text() -> None:
+    """The Gateway's aborted partial is its run-wide buffer; the text an earlier message holds is not repeated."""
+    history = parse_chat_history({"sessionKey": "k", "messages": [
+        {"role": "assistant", "content": [{"type": "text", "text": "First part."}, {"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}], "__openclaw": {"runId": "r"}},
+        {"role": "toolResult", "toolCallId": "c1", "toolName": "ls", "content": [{"type": "text", "text": "x"}], "isError": False, "__openclaw": None},
+        {"role": "assistant", "content": [{"type": "text", "text": "First part.\n\nSecond, cut"}], "idempotencyKey": "r:assistant", "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "r"}},
+    ]})  # fmt: skip
+    out = output_from_transcript(history, "r")
+    assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
+    assert output_text(out) == "First part.\nSecond, cut"
+
+
+def test_a_shortening_replace_never_duplicates_segments() -> None:
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text="Hello world"))
+    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "ls", "toolCallId": "c1", "args": {}}))
+    r.feed(chat("r", 3, "delta", text="Hello world\n\nMore text"))
+    r.feed(chat("r", 4, "delta", text="Hi", replace=True))
+    out = r.output(done=True)
+    assert output_text(out) == "Hi" and len({i["id"] for i in out}) == len(out)
+    r.feed(chat("r", 5, "delta", text="Hi there"))
+    out = r.output(done=True)
+    assert output_text(out).replace("\n", "") == "Hi there" and len({i["id"] for i in out}) == len(out)

@@ -237,3 +237,26 @@ async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -
         assert (await env.messages(chat_b))[ids.message_id(key_b, "fine")]["done"] is True
         assert set(await env.messages(chat_a)) == {"u1"}
         assert bridge.totals() == (1, 1)
+
+
+async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock) -> None:
+    """Two deploys see one run; the one that claimed it dies mid-run; the other finalizes the message."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        a = await env.connect("A")
+        b = await env.connect("B")
+        run = env.sim.start_run(key, "failover", steps=[Text("Begun by one deploy."), Hold()])
+        await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
+        await b.until(lambda: all(e.owner != "writer" or e.writer is not None for t in (a.table, b.table) for e in t.entries.values()))
+        winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
+        env.clients[winner].stop()
+        await env.sim.wait_for(lambda: not any(c.instance_id == winner and not c.closing for c in env.sim.conns.values()))
+        await env.bridges[winner].until(lambda: not env.bridges[winner].tables)
+        run.release()
+        env.sim.active_run(key).text(" Finished by the other.").end()
+        del env.clients[winner]
+        await env.settled()
+        m = ids.message_id(key, "failover")
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] and msg["content"] == "Begun by one deploy. Finished by the other."
+        assert env.bridges[other].totals() == (1, 1)

@@ -319,3 +319,22 @@ def test_deepest_leaf_survives_cycles_and_dangling_ids() -> None:
     chat = {"history": {"messages": messages, "currentId": "missing"}}
     assert tree.anchor(chat) in ("a", "b")
     assert tree.anchor({"history": {"messages": {}, "currentId": None}}) is None
+
+
+@pytest.mark.postgres
+def test_postgres_row_lock_held_elsewhere_is_reported_locked(postgres_url: str) -> None:
+    store = ChatStore(make_engine(postgres_url, busy_timeout_ms=100))
+    store.create_tables()
+    chat_id = f"pg-lock-{uuid.uuid4()}"
+    store.create_chat(chat_id, USER)
+    store.claim(chat_id, "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    other = make_engine(postgres_url)
+    with other.connect() as holder:
+        holder.exec_driver_sql("SELECT id FROM chat WHERE id = %(id)s FOR UPDATE", {"id": chat_id})  # Open WebUI's lock
+        assert isinstance(store.claim(chat_id, "m2", run_id="r2", writer="w", alive=DEAD, user_id=USER), Locked)
+        result = store.write(chat_id, "m", content="final", output=[], done=True)
+        assert isinstance(result, NotWritten) and result.attempts == 6
+        holder.rollback()
+    assert isinstance(store.write(chat_id, "m", content="final", output=[], done=True), Written)
+    other.dispose()
+    store.engine.dispose()

@@ -34,26 +34,28 @@ class Resync:
 
 @attrs.define
 class ActiveRuns:
-    known: dict[RunKey, None] = attrs.field(factory=dict)  # insertion-ordered set
+    #: run -> the frame position at which the connection learned it started (insertion-ordered)
+    known: dict[RunKey, int] = attrs.field(factory=dict)
 
-    def observe(self, event: Event) -> None:
+    def observe(self, event: Event, position: int = 0) -> None:
         """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals.
         An ``agent`` lifecycle start is not the start signal: a run whose start push was lost is reported
         by the next resync, which is what the run table acts on."""
         if isinstance(event, SessionsChanged) and event.session_key and event.run_id:
             key = (event.session_key, event.effective_run_id or event.run_id)
             if event.phase == "start":
-                self.known[key] = None
+                self.known.setdefault(key, position)
             elif event.phase in ("end", "error"):
                 self.known.pop(key, None)
         elif isinstance(event, ChatEvent) and event.is_terminal:
             self.known.pop((event.session_key, event.run_id), None)
 
-    def resync(self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True) -> Resync:
+    def resync(self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True, position: int | None = None) -> Resync:
         """Diff the list against what is known and adopt the list's view.
 
         ``complete`` says the list covers every session; a run on a session absent from an incomplete
-        (paged) list is not reported ended.
+        (paged) list is not reported ended. ``position`` is where the list's response sat in the frame
+        stream: a run learned after it started after the list was built, so its absence means nothing.
         """
         rows = tuple(rows)
         listed: dict[RunKey, None] = {}
@@ -67,9 +69,11 @@ class ActiveRuns:
                 unknown.append(row.key)
         started = tuple(k for k in listed if k not in self.known)
         ended = []
-        for key in list(self.known):
+        for key, learned_at in list(self.known.items()):
             row = by_key.get(key[0])
             if key in listed:
+                continue
+            if position is not None and learned_at > position:
                 continue
             if row is None and not complete:
                 continue
@@ -78,7 +82,7 @@ class ActiveRuns:
             ended.append(key)
             del self.known[key]
         for key in started:
-            self.known[key] = None
+            self.known[key] = position or 0
         return Resync(reason=reason, started=started, ended=tuple(ended), active_unknown=tuple(unknown), rows=rows)
 
     def forget_all(self) -> None:

@@ -314,6 +314,9 @@ class GatewayClient:
                     floor = (exc.error.retry_after_ms or 0) / 1000
                 except (OSError, HandshakeError, ConnectionClosed, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, GatewayError) as exc:
                     log.warning("gateway.connect_failed url=%s error=%s", self.url, _describe(exc))
+                except Exception:
+                    # A bug anywhere in a session must cost that session, never owc's connection for good.
+                    log.exception("gateway.session_failed url=%s (reconnecting)", self.url)
                 delay = max(self.backoff.next_delay(), floor)
                 log.info("gateway.reconnecting url=%s in=%.2f", self.url, delay)
                 await trio.sleep(delay)
@@ -369,7 +372,8 @@ class GatewayClient:
                 log.info("gateway.hello url=%s boot=%s conn=%s", self.url, hello.boot_id, session.id)
                 nursery.start_soon(self._reader, session)
                 try:
-                    listed = parse_subscribe(await session.request("sessions.subscribe", dict(self.config.list_params)))
+                    payload, position = await session.request_at("sessions.subscribe", dict(self.config.list_params))
+                    listed = parse_subscribe(payload)
                 except (GatewayError, ProtocolError) as exc:
                     log.warning("gateway.subscribe_failed url=%s error=%s", self.url, exc)
                     session.close(None, f"subscribe failed: {exc}")
@@ -390,7 +394,8 @@ class GatewayClient:
                 await self._call(self.handler.on_hello(session, info), "on_hello")
                 rows = listed.list.sessions if listed.list is not None else ()
                 complete = listed.list is None or not listed.list.has_more
-                await self._call(self.handler.on_resync(session, session.active.resync(rows, "hello", complete=complete)), "on_resync")
+                resync = session.active.resync(rows, "hello", complete=complete, position=position)
+                await self._call(self.handler.on_resync(session, resync), "on_resync")
                 # The session lives until its reader ends it (a close, silence) or a cancel from outside.
         finally:
             if session is not None:
@@ -402,8 +407,8 @@ class GatewayClient:
                     self._wake()
                 if healthy:
                     self._last_notice = session.notice
-                    with trio.CancelScope(shield=True):
-                        await self._closed(session)
+                with trio.CancelScope(shield=True):
+                    await self._closed(session)
 
     async def _closed(self, session: GatewaySession) -> None:
         notice = session.notice
@@ -469,7 +474,7 @@ class GatewayClient:
         if isinstance(event, Shutdown):
             session.notice = event
             log.info("gateway.shutdown_notice url=%s reason=%s restart_expected_ms=%s", self.url, event.reason, event.restart_expected_ms)
-        session.active.observe(event)
+        session.active.observe(event, session.frames)
         try:
             self.handler.on_event(session, event)
         except Exception:  # a handler bug for one event must not kill the connection or other runs
@@ -486,7 +491,7 @@ class GatewayClient:
                 except (GatewayError, ProtocolError) as exc:
                     log.warning("gateway.resync_failed url=%s error=%s", self.url, exc)
                     return
-                resync = session.active.resync(listed.sessions, "gap", complete=not listed.has_more)
+                resync = session.active.resync(listed.sessions, "gap", complete=not listed.has_more, position=position)
                 await self._call(self.handler.on_resync(session, resync), "on_resync")
                 if session.last_gap_at <= position:
                     return

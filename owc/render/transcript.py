@@ -47,7 +47,7 @@ def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
     return [
         m
         for m in history.messages
-        if id(m) in wanted or (m.role == "toolResult" and (m.tool_call_id in call_ids or m.raw.get("__openclaw", {}).get("runId") == run_id))
+        if id(m) in wanted or (m.role == "toolResult" and (m.tool_call_id in call_ids or (m.raw.get("__openclaw") or {}).get("runId") == run_id))
     ]
 
 
@@ -58,10 +58,19 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
     output: list[dict[str, Any]] = []
     results = {m.tool_call_id: m for m in messages if m.role == "toolResult"}
     emitted: set[str] = set()
+    earlier: list[str] = []  # texts of R's assistant messages so far
     for n, message in enumerate(messages):
         if message.role != "assistant":
             continue
         text_buf: list[str] = []
+        if message.aborted:
+            # An aborted partial is the Gateway's run-wide buffer: the text of R's earlier messages (joined by
+            # blank lines) followed by what was being written. Keep only the part no earlier message holds.
+            said = "\n\n".join(t for t in earlier if t)
+            whole = message.text
+            if said and whole.startswith(said):
+                message = attrs.evolve(message, parts=(TextPart(whole[len(said) :]),))
+        earlier.append(message.text.strip("\n"))
 
         def flush(part_index: int) -> None:
             text = "".join(text_buf).strip("\n")

@@ -134,7 +134,17 @@ class TurnRenderer:
         if not new.startswith(old):
             self._shows_text = False  # replaced: decide again
         if len(new) < len(old):  # a replacement shortened the text: no segment may start beyond it
-            self._order = [(k, min(v, len(new)) if k == "text" else v) for k, v in self._order]
+            order, starts = [], set()
+            for kind, value in self._order:
+                if kind == "text":
+                    value = min(value, len(new))
+                    if value in starts:
+                        continue  # two segments collapsed into one
+                    starts.add(value)
+                order.append((kind, value))
+            self._order = order
+            if self._segment_from is not None:
+                self._segment_from = min(self._segment_from, len(new))
         if self._segment_from is not None and len(new) > self._segment_from:
             self._order.append(("text", self._segment_from))
             self._segment_from = None

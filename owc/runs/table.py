@@ -39,7 +39,7 @@ class RunEntry:
     ref: ids.SessionRef
     message_id: str
     renderer: TurnRenderer
-    owner: str = "writer"  # writer | inline | none
+    owner: str = "writer"  # writer | standby (another connection writes; look again at the end) | inline | none
     ended: bool = False
     end_reason: str = ""
     stop_requested: bool = False
@@ -134,6 +134,7 @@ class RunTable:
             entry = self.entry(event.session_key, event.effective_run_id or event.run_id)
             if entry is not None and event.phase in ("end", "error"):
                 entry.end(f"sessions.changed {event.phase}")
+                self._standby_check(entry)
             return
         if isinstance(event, (ChatEvent, AgentEvent)):
             if event.session_key is None:
@@ -144,8 +145,16 @@ class RunTable:
             entry.renderer.feed(event)
             if isinstance(event, ChatEvent) and event.is_terminal:
                 entry.end(f"chat {event.state}")
+            self._standby_check(entry)
             self.maybe_start(entry)
             entry.poke()
+
+    def _standby_check(self, entry: RunEntry) -> None:
+        """At the run's end, a standby connection looks once more: if the writing connection died, it
+        adopts the message and finalizes it; if that one is alive, it leaves the message to it."""
+        if entry.ended and entry.owner == "standby" and entry.writer is None:
+            entry.owner = "writer"
+            self.maybe_start(entry, adopt=True)
 
     def maybe_start(self, entry: RunEntry, *, adopt: bool = False) -> None:
         """Start the run's writer on its first showable item, or (``adopt``) at once to take over a message

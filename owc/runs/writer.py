@@ -26,6 +26,9 @@ log = logging.getLogger("owc.runs")
 
 #: How many transcript messages a finalize reads: the run's own are near the end.
 HISTORY_LIMIT = 200
+#: ``chat.history`` cuts every text part to 8,000 characters unless told otherwise (the Gateway's
+#: DEFAULT_CHAT_HISTORY_TEXT_MAX_CHARS); a finalize must see the whole reply. 500,000 is the schema's maximum.
+HISTORY_MAX_CHARS = 500_000
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
@@ -101,6 +104,8 @@ class RunWriter:
                 log.error("runs.claim_failed run=%s chat=%s error=%s", e.run_id, e.ref.chat_id, exc)
                 e.owner = "none"
                 return False
+            if isinstance(result, (Claimed, TakenOver)):
+                self.claimed = True  # before any await: a cancel from here on must still finalize an ended run
             if isinstance(result, Claimed):
                 parent = {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
                 messages = {e.message_id: result.message}
@@ -128,7 +133,12 @@ class RunWriter:
                     self.claimed = True
                     return True
                 log.info("runs.backing_off run=%s writer=%s done=%s", e.run_id, result.writer, result.done)
-                e.owner = "none"
+                if not result.done and not e.ended and result.writer is not None:
+                    # Another live connection writes it. Stand by: keep rendering, and at the run's end
+                    # look again, in case that connection died meanwhile (a deploy killed mid-run).
+                    e.owner, e.writer = "standby", None
+                else:
+                    e.owner = "none"
                 return False
             assert isinstance(result, Locked)
             if e.ended:
@@ -171,7 +181,9 @@ class RunWriter:
         e = self.entry
         history = None
         try:
-            payload = await self.table.session.request("chat.history", {"sessionKey": e.session_key, "limit": HISTORY_LIMIT})
+            payload = await self.table.session.request(
+                "chat.history", {"sessionKey": e.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
+            )
             history = parse_chat_history(payload)
         except (GatewayError, ProtocolError) as exc:
             log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)

@@ -53,8 +53,11 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
 
         return engine
     if parsed.get_backend_name() == "postgresql":
+        # The same bound as SQLite's busy wait: a row lock held by a stuck writer fails the statement
+        # (reported as locked) instead of holding a worker thread, and a shielded finalize, indefinitely.
         return create_engine(
             url,
+            connect_args={"options": f"-c lock_timeout={int(busy_timeout_ms)}"},
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
             pool_size=pool_size,
@@ -65,6 +68,6 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
 
 
 def is_locked_error(exc: OperationalError) -> bool:
-    """SQLite's "database is locked" / "database table is locked" after the busy wait ran out."""
+    """SQLite's "database is locked" after the busy wait ran out, or PostgreSQL's lock_timeout."""
     text = str(exc.orig).lower()
-    return "database is locked" in text or "database table is locked" in text
+    return "database is locked" in text or "database table is locked" in text or "lock timeout" in text
