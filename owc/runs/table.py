@@ -100,6 +100,9 @@ class RunTable:
         self.alive = alive
         self.writer_id = session.id
         self.entries: dict[tuple[str, str], RunEntry] = {}
+        #: Runs whose message is finished: their renderer is dropped (its text and tool results can be large);
+        #: the key stays so a late event of the run does not open it again.
+        self.finished: set[tuple[str, str]] = set()
         self._changed = trio.Event()
 
     def changed(self) -> None:
@@ -119,6 +122,8 @@ class RunTable:
         existing = self.entries.get(key)
         if existing is not None:
             return existing
+        if key in self.finished:
+            return None
         ref = ids.parse_session_key(session_key)
         message_id = ids.message_id(session_key, run_id) if ref is not None else None
         if ref is None or message_id is None:
@@ -148,6 +153,13 @@ class RunTable:
             self._standby_check(entry)
             self.maybe_start(entry)
             entry.poke()
+
+    def retire(self, entry: RunEntry) -> None:
+        """Forget a run whose writer has finished it."""
+        key = (entry.session_key, entry.run_id)
+        if self.entries.get(key) is entry:
+            del self.entries[key]
+            self.finished.add(key)
 
     def _standby_check(self, entry: RunEntry) -> None:
         """At the run's end, a standby connection looks once more: if the writing connection died, it

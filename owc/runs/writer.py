@@ -81,6 +81,8 @@ class RunWriter:
         finally:
             if e.writer is self:
                 e.writer_done = True
+                if e.ended and self.finalized:
+                    self.table.retire(e)
             self.table.changed()
 
     # ------------------------------------------------------------------ claim
