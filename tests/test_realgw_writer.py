@@ -23,7 +23,7 @@ from rawclient import raw_client
 pytestmark = pytest.mark.realgateway
 
 
-async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path) -> None:
+async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path, caplog) -> None:
     user, chat_id = "u-real", str(uuid.uuid4())
     key = ids.session_key("main", user, chat_id)
     run_id = str(uuid.uuid4())
@@ -50,3 +50,7 @@ async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path) ->
     assert message["content"] == output_text(expected) == "Hello from the fake model. This is a canned answer."
     assert count_cards(message["output"]) == count_cards(expected) == 1
     assert emitter.of(m, "chat:messages") and emitter.of(m, "chat:completion")
+    # The finalize read the transcript (the real Gateway accepted chat.history's maxChars) and used it.
+    messages_logged = [r.getMessage() for r in caplog.records]
+    assert not any("runs.history_failed" in t for t in messages_logged)
+    assert any("runs.finalized" in t and "source=transcript" in t for t in messages_logged)
