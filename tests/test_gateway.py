@@ -107,7 +107,7 @@ async def test_unavailable_while_starting_is_retried(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: sim.restart("stop", down_seconds=3))
-            await trio.sleep(0.5)
+            await sim.wait_for(lambda: sim.starting)
             async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
                 await client.wait_session()
                 assert trio.current_time() >= 3 and client.attempts >= 2
@@ -202,13 +202,17 @@ async def test_ticks_keep_a_quiet_connection_alive(autojump_clock) -> None:
 
 
 class RecordingBackoff(Backoff):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, until: int = 0, **kwargs) -> None:
         super().__init__(**kwargs)
         self.delays: list[float] = []
+        self.until = until
+        self.reached = trio.Event()  # set once ``until`` delays were asked for
 
     def next_delay(self) -> float:
         delay = super().next_delay()
         self.delays.append(delay)
+        if len(self.delays) >= self.until:
+            self.reached.set()
         return delay
 
 
@@ -216,13 +220,12 @@ async def test_backoff_sequence_and_reset(autojump_clock) -> None:
     from realgw.gateway import free_port
 
     port = free_port()
-    backoff = RecordingBackoff(jitter=0)
+    backoff = RecordingBackoff(until=8, jitter=0)
     async with trio.open_nursery() as nursery:
         client = GatewayClient(f"ws://127.0.0.1:{port}/", TOKEN, backoff=backoff)
         nursery.start_soon(client.run)
         # Nothing listens: every attempt fails at once and the delays double up to the cap.
-        while len(backoff.delays) < 8:
-            await trio.sleep(1)
+        await backoff.reached.wait()
         assert backoff.delays[:8] == [1, 2, 4, 8, 16, 30, 30, 30]
         async with open_simulator(token=TOKEN, port=port) as sim:
             first = await client.wait_session()

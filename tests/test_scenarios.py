@@ -53,7 +53,7 @@ async def test_host_ops_need_owc() -> None:
             await play_file(sim, '{"op": "connect", "deploy": "A"}')
 
 
-async def _subscriber(sim_url: str, seen: list[str], task_status=trio.TASK_STATUS_IGNORED) -> None:
+async def _subscriber(sim_url: str, task_status=trio.TASK_STATUS_IGNORED) -> None:
     """A client that stays subscribed across restarts, as owc will: reconnect after every close."""
     started = False
     while True:
@@ -64,20 +64,24 @@ async def _subscriber(sim_url: str, seen: list[str], task_status=trio.TASK_STATU
                     started = True
                     task_status.started()
                 while True:
-                    frame = await client.event()
-                    seen.append(frame.event)
+                    await client.event()  # read everything, as a live client does
         except (ConnectionClosed, Refused):
             await trio.sleep(0.5)
+
+
+async def _play_subscribed(sim, text: str):
+    """Play a scenario while a client stays subscribed (and reconnects across restarts), as owc would."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_subscriber, sim.url)
+        player = await play_file(sim, text)
+        nursery.cancel_scope.cancel()
+    return player
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 async def test_shipped_scenario_plays(path: Path, autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
-        seen: list[str] = []
-        async with trio.open_nursery() as nursery:
-            await nursery.start(_subscriber, sim.url, seen)
-            player = await play_file(sim, path.read_text())
-            nursery.cancel_scope.cancel()
+        player = await _play_subscribed(sim, path.read_text())
         assert sim.quiescent()
         for name, run_id in player.run_ids.items():
             run = sim.runs.get(run_id)
@@ -90,10 +94,7 @@ async def test_shipped_scenario_plays(path: Path, autojump_clock) -> None:
 
 async def test_restart_modes_scenario_rows(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(_subscriber, sim.url, [])
-            player = await play_file(sim, (ROOT / "scenarios" / "restart-modes.jsonl").read_text())
-            nursery.cancel_scope.cancel()
+        player = await _play_subscribed(sim, (ROOT / "scenarios" / "restart-modes.jsonl").read_text())
         session = sim.sessions[player.chats["r"].session_key]
         history = parse_chat_history({"sessionKey": session.key, "messages": session.transcript})
         recovered = [m for m in history.messages if m.is_restart_recovery_turn]
@@ -113,10 +114,7 @@ def test_every_op_is_documented() -> None:
 
 async def test_agent_turns_scenario_transcripts(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(_subscriber, sim.url, [])
-            player = await play_file(sim, (ROOT / "scenarios" / "agent-turns.jsonl").read_text())
-            nursery.cancel_scope.cancel()
+        player = await _play_subscribed(sim, (ROOT / "scenarios" / "agent-turns.jsonl").read_text())
         ops = player.chats["ops"].session_key
         runs = [m.get("__openclaw", {}).get("runId") for m in sim.sessions[ops].transcript if m["role"] == "assistant"]
         wake = player.run_ids["cron-wake"]

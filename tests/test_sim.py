@@ -330,7 +330,7 @@ async def test_connect_refused_while_starting(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(lambda: sim.restart("stop", down_seconds=5))
-            await trio.sleep(1)
+            await sim.wait_for(lambda: sim.starting)
             with pytest.raises(Refused) as info:
                 async with raw_client(sim.url, TOKEN):
                     pass

@@ -915,6 +915,7 @@ class Simulator:
         self.boots += 1
         if down_seconds > 0:
             self.starting = True
+            await self._notify()
             await trio.sleep(down_seconds)
             self.starting = False
         self._boot_recovery()
