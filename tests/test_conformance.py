@@ -36,7 +36,13 @@ def test_same_event_kinds_in_the_same_order(both, turn: str, conn: str) -> None:
     real, sim = both["real"], both["sim"]
     index = 0 if turn == "tool_turn" else 1
     assert run_stream(sim[turn][conn]) == run_stream(real[turn][conn])
-    assert session_stream(sim[turn][conn], sim["runs"][index]) == session_stream(real[turn][conn], real["runs"][index])
+    sim_session = session_stream(sim[turn][conn], sim["runs"][index])
+    real_session = session_stream(real[turn][conn], real["runs"][index])
+    # The real Gateway does not always push the settled row for an aborted run (measured: absent in 2 of 6
+    # aborts, even seconds later); when it does, it comes before phase end, as the simulator's does.
+    assert [k for k in sim_session if k != "settled"] == [k for k in real_session if k != "settled"]
+    if "settled" in real_session or turn == "tool_turn":
+        assert sim_session == real_session
 
 
 @pytest.mark.parametrize("turn", ["tool_turn", "abort_turn"])
