@@ -11,6 +11,8 @@ import trio.testing
 
 from harness import USER, open_env
 from owc import ids
+from owc.emit import RecordingEmitter
+from owc.registry import WriterRegistry
 from owc.render import count_cards
 from owc.sim import Hold, Text
 
@@ -260,3 +262,51 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         msg = (await env.messages(chat_id))[m]
         assert msg["done"] and msg["content"] == "Begun by one deploy. Finished by the other."
         assert env.bridges[other].totals() == (1, 1)
+
+
+async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
+    """Two processes (each its own writer registry) see one run: one claims and streams, the other cannot see
+    whether that one lives, so it stands by instead of taking the message over; one message, one stream."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        emitters = {"A": RecordingEmitter(), "B": RecordingEmitter()}
+        a = await env.connect("A", emitters["A"], WriterRegistry())
+        b = await env.connect("B", emitters["B"], WriterRegistry())
+        run = env.sim.start_run(key, "shared", steps=[Text("Streamed by one process."), Hold()])
+        await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
+        run.release()
+        env.sim.active_run(key).text(" Still one.").tool("ls", {}, "x").end()
+        await env.settled()
+        m = ids.message_id(key, "shared")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m} and messages[m]["done"] is True
+        assert messages[m]["content"] == "Streamed by one process. Still one."
+        streamed = [name for name, em in emitters.items() if em.of(m, "chat:messages")]
+        assert len(streamed) == 1  # the other process never told its tabs about the message
+        winner = env.bridges[streamed[0]]
+        assert winner.totals() == (1, 1)
+        other = env.bridges["B" if streamed == ["A"] else "A"]
+        assert other.totals() == (0, 0)  # it stood by, and at the end the message was already done
+
+
+async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> None:
+    """The process that streams a run dies mid-run; another process, standing by, finishes the message at
+    the run's own terminal (no timer, no lease)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        a = await env.connect("A", registry=WriterRegistry())
+        run = env.sim.start_run(key, "orphan", steps=[Text("Begun by the first process."), Hold()])
+        await a.until(lambda: a.totals()[0] == 1)
+        b = await env.connect("B", registry=WriterRegistry())
+        await b.until(lambda: b.table is not None and any(e.owner == "standby" for e in b.table.entries.values()))
+        env.clients["A"].stop()
+        await a.until(lambda: not a.tables)
+        del env.clients["A"]
+        run.release()
+        env.sim.active_run(key).text(" Finished by the second.").end()
+        await env.settled()
+        m = ids.message_id(key, "orphan")
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] and msg["content"] == "Begun by the first process. Finished by the second."
+        assert msg["meta"]["openclaw_writer"] == b.table.writer_id
+        assert b.totals() == (1, 1)

@@ -88,7 +88,7 @@ class RunTable:
         session: GatewaySession,
         store: TrioChatStore,
         emitter: Emitter,
-        alive: Callable[[str | None], bool],
+        registry: WriterRegistry,
         on_change: Callable[[], None] | None = None,
         stats: Stats | None = None,
     ) -> None:
@@ -97,8 +97,8 @@ class RunTable:
         self.stats = stats or Stats()
         self.store = store
         self.emitter = emitter
-        self.alive = alive
-        self.writer_id = session.id
+        self.registry = registry
+        self.writer_id = registry.writer_id(session.id)
         self.entries: dict[tuple[str, str], RunEntry] = {}
         #: Runs whose message is finished: their renderer is dropped (its text and tool results can be large);
         #: the key stays so a late event of the run does not open it again.
@@ -224,13 +224,13 @@ class Bridge:
     def _table_of(self, session: GatewaySession) -> RunTable:
         table = self.tables.get(session.id)
         if table is None:
-            table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry.is_alive, self._wake, self.stats)
+            table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry, self._wake, self.stats)
         return table
 
     def _register(self, session: GatewaySession) -> None:
         """The session's writer id is alive while the session is: its messages are not taken over."""
         if session.id not in self._registrations:
-            registration = self.registry.registered(session.id)
+            registration = self.registry.registered(self.registry.writer_id(session.id))
             registration.__enter__()
             self._registrations[session.id] = registration
 

@@ -98,7 +98,9 @@ class RunWriter:
                     e.message_id,
                     run_id=e.run_id,
                     writer=self.table.writer_id,
-                    alive=self.table.alive,
+                    # While the run is live another process's writer may be streaming it: stand by. At
+                    # its end only a writer known alive here keeps the message (owc/registry.py).
+                    alive=self.table.registry.is_alive if e.ended else self.table.registry.may_be_alive,
                     user_id=e.ref.user_id,
                     create=not self.adopt,
                 )
