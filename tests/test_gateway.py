@@ -8,6 +8,7 @@ import ssl
 
 import pytest
 import trio
+import orjson
 import trustme
 
 from conftest import TOKEN
@@ -17,6 +18,7 @@ from owc.gateway import (
     GatewayConfig,
     MissingScopes,
     NotConnected,
+    PayloadTooLarge,
     Refused,
     RequestError,
     RequestTimeout,
@@ -381,8 +383,9 @@ def _all_tasks() -> set[trio.lowlevel.Task]:
     return out
 
 
-async def test_closing_leaves_no_task_running() -> None:
+async def test_closing_leaves_no_task_running(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
+        before = _all_tasks()
         handler = RecordingHandler()
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
             gateway_nursery = trio.lowlevel.current_task().child_nurseries[-1]
@@ -392,8 +395,15 @@ async def test_closing_leaves_no_task_running() -> None:
             await handler.until(lambda: handler.of(ChatEvent))
             owned = _tasks_under(gateway_nursery)
             assert len(owned) >= 3  # run loop, reader, the stand-in writer
+            closing_at = trio.current_time()
+        # Promptly: no wait for a close reply that the cancelled reader could never read (the clock would
+        # have jumped by the close timeout).
+        assert trio.current_time() == closing_at
         assert session.closed and client.session is None
         assert owned & _all_tasks() == set()
+        # Nothing else was left behind either (a system task, a task in another nursery); the simulator's
+        # own tasks (the server side of the socket) are the Gateway's, not owc's.
+        assert _all_tasks() - before - _tasks_under(sim._nursery) == set()
 
 
 async def test_wss_verifies_certificates(autojump_clock, caplog) -> None:
@@ -438,3 +448,156 @@ def test_resync_ignores_runs_learned_after_the_list() -> None:
     resync = active.resync(rows, "gap", position=10)  # the list was built before "new" started
     assert resync.ended == ((KEY, "old"),)
     assert (KEY2, "new") in active.known
+
+
+async def test_a_gap_during_the_resync_lists_once_more(autojump_clock) -> None:
+    """A gap whose frames come after the running list's response is not covered by it: one more list."""
+    release = trio.Event()
+
+    class SlowResync(RecordingHandler):
+        async def on_resync(self, session, resync):
+            await super().on_resync(session, resync)
+            if resync.reason == "gap" and len(self.resyncs) == 2:
+                await release.wait()  # the first gap's list is being handled ...
+
+    handler = SlowResync()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            run = sim.start_run(KEY, "r1")
+            await handler.until(lambda: handler.of(SessionsChanged))
+            sim.drop(1)
+            run.text("first gap")
+            await handler.until(lambda: len(handler.resyncs) == 2)
+            sim.drop(1)  # ... when a second gap comes
+            run.text(" second gap")
+            await handler.until(lambda: session.gaps == 2)
+            assert sim.requests["sessions.list"] == 1
+            release.set()
+            with trio.fail_after(300):
+                await handler.until(lambda: len(handler.resyncs) == 3)
+            assert sim.requests["sessions.list"] == 2 and session.resyncs == 2
+
+
+async def test_a_failed_resync_closes_the_session_and_the_next_one_resyncs(autojump_clock, caplog) -> None:
+    """Events were lost and the list that would recover them got no answer: only a new session's
+    subscribe-and-list can tell what happened, so the session closes and the client reconnects."""
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
+            first = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            run = sim.start_run(KEY, "r1", steps=[Text("x"), Hold()])
+            await handler.until(lambda: handler.of(SessionsChanged))
+            sim.stall_replies()
+            sim.drop(1)
+            run.release()
+            sim.active_run(KEY).text("after the drop")
+            with trio.fail_after(300):
+                await handler.until(lambda: len(handler.hellos) == 2)
+            assert first.closed and "resync failed" in first.close_reason
+            await handler.until(lambda: len(handler.resyncs) == 2)
+            assert handler.resyncs[1].reason == "hello" and handler.resyncs[1].started == ((KEY, "r1"),)
+            assert any("gateway.resync_failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_malformed_event_counts_as_lost(autojump_clock) -> None:
+    """A frame that decodes but whose event does not is dropped unfed to the seq tracker: the next event
+    reports a gap, the resync recovers the state, and a bogus seq cannot blind gap detection."""
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            session = await client.wait_session()
+            await handler.until(lambda: handler.resyncs)
+            sim.inject('{"type": "event", "event": "chat", "payload": {"state": "delta"}, "seq": 999}')
+            run = sim.start_run(KEY, "r1").text("hello")
+            await handler.until(lambda: any(e.state == "delta" for e in handler.of(ChatEvent)))
+            assert session.gaps == 0  # 999 was never taken as the last seq seen
+            sim.drop(1)
+            run.text(" world").end()
+            await handler.until(lambda: any(e.state == "final" for e in handler.of(ChatEvent)))
+            await client.request("sessions.describe", {"key": KEY})  # a round trip: a resync list went first
+            assert session.gaps == 1 and sim.requests["sessions.list"] == 1
+
+
+async def test_a_refusal_without_a_close_is_still_a_refusal(autojump_clock) -> None:
+    """A server that refuses ``connect`` and leaves the socket open: the refusal is reported (not retried as
+    a handshake timeout), after a bounded wait for the close."""
+    from trio_websocket import serve_websocket
+
+    async def refuse_and_linger(request) -> None:
+        ws = await request.accept()
+        await ws.send_message('{"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}}')
+        req = orjson.loads(await ws.get_message())
+        error = {"code": "INVALID_REQUEST", "message": "unauthorized", "details": {"code": "AUTH_TOKEN_MISMATCH"}}
+        await ws.send_message(orjson.dumps({"type": "res", "id": req["id"], "ok": False, "error": error}).decode())
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, refuse_and_linger, "127.0.0.1", 0, None)
+        client = GatewayClient(f"ws://127.0.0.1:{server.port}", TOKEN, backoff=no_jitter())
+        start = trio.current_time()
+        with pytest.raises(Refused) as info, trio.fail_after(60):
+            await client.run()
+        assert info.value.error.detail_code == "AUTH_TOKEN_MISMATCH" and not info.value.retryable
+        assert client.attempts == 1 and trio.current_time() - start == pytest.approx(GatewayConfig().refusal_close_wait)
+        nursery.cancel_scope.cancel()
+
+
+async def test_backoff_waits_between_attempts(autojump_clock) -> None:
+    """The reconnect waits really are 1, 2, 4, ... 30 seconds on the clock (not only what the policy says)."""
+    client = GatewayClient("ws://127.0.0.1:9/", TOKEN, backoff=no_jitter())
+    attempts: list[float] = []
+    seventh = trio.Event()
+
+    async def failing_attempt() -> None:  # every connect fails at once, as against a Gateway that is down
+        attempts.append(trio.current_time())
+        if len(attempts) == 7:
+            seventh.set()
+        raise OSError("connection refused")
+
+    client._session_once = failing_attempt
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        await seventh.wait()
+        nursery.cancel_scope.cancel()
+    waits = [round(b - a, 6) for a, b in zip(attempts, attempts[1:])]
+    assert waits == [1, 2, 4, 8, 16, 30]
+
+
+async def test_a_request_over_max_payload_is_refused_before_sending(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN, max_payload=4096) as sim:
+        async with open_gateway_connection(sim.url, TOKEN) as client:
+            session = await client.wait_session()
+            sent_before = sum(sim.requests.values())
+            with pytest.raises(PayloadTooLarge) as too_large:
+                await client.request("chat.send", {"sessionKey": KEY, "message": "x" * 5000, "idempotencyKey": "big"})
+            assert not too_large.value.retryable and "4096" in str(too_large.value)
+            assert sum(sim.requests.values()) == sent_before and not session.closed
+            assert (await client.request("sessions.list", {"limit": 1}))["sessions"] == []
+
+
+async def test_a_server_that_never_challenges_times_out_the_handshake_and_is_retried(autojump_clock, caplog) -> None:
+    from trio_websocket import serve_websocket
+
+    accepted: list[float] = []
+    retried = trio.Event()
+
+    async def silent(request) -> None:
+        await request.accept()
+        accepted.append(trio.current_time())
+        if len(accepted) == 2:
+            retried.set()
+        await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, silent, "127.0.0.1", 0, None)
+        client = GatewayClient(f"ws://127.0.0.1:{server.port}", TOKEN, backoff=no_jitter())
+        nursery.start_soon(client.run)
+        with trio.fail_after(60):
+            await retried.wait()
+        nursery.cancel_scope.cancel()
+    assert accepted[1] - accepted[0] == pytest.approx(GatewayConfig().connect_timeout + 1, abs=0.01)
+    assert client.sessions_opened == 0
+    assert any("handshake not finished within 10 s" in r.getMessage() for r in caplog.records)

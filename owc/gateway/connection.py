@@ -78,6 +78,8 @@ class GatewayConfig:
 
     connect_timeout: float = 10.0
     request_timeout: float = 60.0
+    #: After a refused ``connect``, how long to wait for the Gateway's close frame (its code names the cause).
+    refusal_close_wait: float = 2.0
     missed_ticks: int = 3
     backoff_initial: float = 1.0
     backoff_cap: float = 30.0
@@ -194,12 +196,12 @@ class GatewaySession:
             raise PayloadTooLarge(method, len(data), limit)
         pending = self._pending[req_id] = _Pending(method)
         try:
-            try:
-                await self.ws.send_message(data.decode())
-            except ConnectionClosed:
-                raise SessionClosed(method) from None
             timeout = self.config.request_timeout if timeout is None else timeout
-            with trio.move_on_after(timeout):
+            with trio.move_on_after(timeout):  # the send too: a socket that stopped draining is a hung server
+                try:
+                    await self.ws.send_message(data.decode())
+                except ConnectionClosed:
+                    raise SessionClosed(method) from None
                 await pending.done.wait()
             response = pending.response
             if response is None:
@@ -350,11 +352,17 @@ class GatewayClient:
             if isinstance(frame, Response) and frame.id == req_id:
                 break
         if not frame.ok:
+            # The Gateway closes right after a refusal: read its close code, on a bound of its own (shielded
+            # from the handshake's), so a server that refuses without closing is still reported as a refusal
+            # and not as a handshake timeout, which would be retried.
             code = None
-            try:
-                await ws.get_message()  # the Gateway closes right after a refusal: read its close code
-            except ConnectionClosed as exc:
-                code = _close_of(exc)[0]
+            with trio.move_on_after(self.config.refusal_close_wait) as wait:
+                wait.shield = True
+                try:
+                    while True:
+                        await ws.get_message()
+                except ConnectionClosed as exc:
+                    code = _close_of(exc)[0]
             raise _refusal(frame, code)
         hello = parse_hello_ok(frame.payload)
         if hello.auth_role is not None:
@@ -458,17 +466,19 @@ class GatewayClient:
         if not isinstance(frame, EventFrame):
             log.error("gateway.bad_frame url=%s error=a request frame from the gateway", self.url)
             return
+        try:
+            event = session.decoder.decode(frame)
+        except ProtocolError as exc:
+            # Not fed to the seq tracker: the event is lost to owc, so the next good one reports a gap and
+            # the resync recovers what it said (and a bogus seq cannot blind gap detection).
+            log.error("gateway.bad_event url=%s seq=%s error=%s", self.url, frame.seq, exc)
+            return
         result = session.seq.feed(frame.seq)
         if result.is_gap:
             session.gaps += 1
             log.warning("gateway.seq_gap url=%s expected=%s received=%s missed=%s", self.url, result.expected, result.received, result.missed)
             if session.want_resync():
                 session.nursery.start_soon(self._resync, session)
-        try:
-            event = session.decoder.decode(frame)
-        except ProtocolError as exc:
-            log.error("gateway.bad_event url=%s seq=%s error=%s", self.url, frame.seq, exc)
-            return
         if isinstance(event, (Tick, ConnectChallenge)):
             return
         if isinstance(event, Shutdown):
@@ -488,8 +498,13 @@ class GatewayClient:
                 try:
                     payload, position = await session.request_at("sessions.list", dict(self.config.list_params))
                     listed = parse_sessions_list(payload)
+                except SessionClosed:
+                    return  # the next session's subscribe-and-list resyncs
                 except (GatewayError, ProtocolError) as exc:
+                    # Events were lost and the list that would recover them failed: a new session's
+                    # subscribe-and-list is the only way left to learn what happened.
                     log.warning("gateway.resync_failed url=%s error=%s", self.url, exc)
+                    session.close(None, f"resync failed: {exc}")
                     return
                 resync = session.active.resync(listed.sessions, "gap", complete=not listed.has_more, position=position)
                 await self._call(self.handler.on_resync(session, resync), "on_resync")
