@@ -138,3 +138,28 @@ def test_open_webui_writers_and_owc_on_one_chat_lose_nothing(owui, owui_db: str,
         assert rows[mid]["content"] == text and rows[mid]["done"] is True, mid
     assert end["has_unfinished"] is False
     assert len(written) >= 5 and len(result["user_message_ids"]) == 15
+
+
+def test_owc_creates_the_tables_open_webui_migrations_create(owui, tmp_path: Path) -> None:
+    """The embedded default's tables equal, column for column and index for index, what Open WebUI 0.12.4's
+    own Alembic migrations create, so a database owc made is one Open WebUI can open."""
+    from sqlalchemy import create_engine, inspect
+
+    theirs_url = f"sqlite:///{tmp_path / 'theirs.db'}"
+    owui.run_owui(["migrate"], theirs_url)
+    ours = ChatStore(make_engine(f"sqlite:///{tmp_path / 'ours.db'}"))
+    ours.create_tables()
+
+    def shape(url: str) -> dict[str, object]:
+        found = inspect(create_engine(url))
+        out: dict[str, object] = {}
+        for table in ("chat", "chat_message"):
+            out[table] = {
+                "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in found.get_columns(table)],
+                "primary_key": found.get_pk_constraint(table)["constrained_columns"],
+                "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in found.get_indexes(table)),
+                "foreign_keys": [(f["constrained_columns"], f["referred_table"]) for f in found.get_foreign_keys(table)],
+            }
+        return out
+
+    assert shape(f"sqlite:///{tmp_path / 'ours.db'}") == shape(theirs_url)

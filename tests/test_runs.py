@@ -15,6 +15,7 @@ from owc.emit import RecordingEmitter
 from owc.registry import WriterRegistry
 from owc.render import count_cards
 from owc.sim import Hold, Text
+from owc.store import NotWritten
 
 
 @pytest.fixture
@@ -310,3 +311,31 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         assert msg["done"] and msg["content"] == "Begun by the first process. Finished by the second."
         assert msg["meta"]["openclaw_writer"] == b.table.writer_id
         assert b.totals() == (1, 1)
+
+
+async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_path, clock, caplog) -> None:
+    """The database stays locked through every finalize attempt: the writer logs NOT WRITTEN and tells the
+    chat's open tabs; the connection and other runs go on."""
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        bridge = await env.connect()
+        real_write = env.store.write
+
+        async def locked_write(chat_id, message_id, **kwargs):
+            if chat_id == chat_a:
+                return NotWritten(detail="database is locked", attempts=6)
+            return await real_write(chat_id, message_id, **kwargs)
+
+        env.store.write = locked_write
+        env.sim.start_run(key_a, "unlucky").text("Never saved.").end()
+        env.sim.start_run(key_b, "lucky").text("Saved.").end()
+        await env.settled()
+        m = ids.message_id(key_a, "unlucky")
+        assert any("runs.NOT_WRITTEN run=unlucky" in r.getMessage() and "attempts=6" in r.getMessage() for r in caplog.records)
+        (notice,) = env.emitter.of(m, "chat:message:error")
+        assert notice.chat_id == chat_a and "could not be saved" in notice.event["data"]["error"]["content"]
+        assert not any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
+        assert (await env.messages(chat_a))[m]["done"] is False
+        assert (await env.messages(chat_b))[ids.message_id(key_b, "lucky")]["done"] is True
+        assert bridge.totals() == (2, 1)

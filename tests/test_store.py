@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import multiprocessing
 import sqlite3
 import threading
@@ -146,6 +147,11 @@ def test_bad_input_is_a_typed_error_and_writes_nothing(store: ChatStore, sqlite_
     db.execute("update chat set chat = '{not json' where id = 'broken'")
     db.commit()
     store.create_chat("wrong-shape", USER, chat={"history": {"messages": ["not", "a", "map"]}})
+    store.create_chat("bad-entry", USER, chat={"history": {"messages": {"m": "not a message"}, "currentId": "m"}})
+    with pytest.raises(ChatCorrupt, match="message m is not an object"):
+        store.claim("bad-entry", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    with pytest.raises(ChatCorrupt, match="message m is not an object"):
+        store.write("bad-entry", "m", content="x", output=[], done=True)
     with pytest.raises(ChatMissing):
         store.claim("missing", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
     with pytest.raises(ChatOwnerMismatch):
@@ -235,7 +241,7 @@ def test_two_connections_one_message_postgres_processes(postgres_url: str) -> No
     _race(postgres_url, writers=8, chats=4, runs_per_chat=50, processes=True)
 
 
-def test_locked_database(tmp_path: Path) -> None:
+def test_locked_database(tmp_path: Path, caplog) -> None:
     path = tmp_path / "locked.db"
     store = ChatStore(make_engine(f"sqlite:///{path}", busy_timeout_ms=50))
     store.create_tables()
@@ -247,8 +253,11 @@ def test_locked_database(tmp_path: Path) -> None:
     holder.execute("update chat set title = 'held' where id = 'other'")
     try:
         assert isinstance(store.claim("c", "m2", run_id="r2", writer="w", alive=DEAD, user_id=USER), Locked)
-        result = store.write("c", "m", content="final", output=[], done=True)
+        with caplog.at_level(logging.WARNING, logger="owc.store"):
+            result = store.write("c", "m", content="final", output=[], done=True)
         assert isinstance(result, NotWritten) and result.attempts == 6 and "locked" in result.detail
+        tries = [r.getMessage() for r in caplog.records if r.getMessage().startswith("store.write_locked")]
+        assert [t.rsplit("attempt=", 1)[1] for t in tries] == [f"{i}/6" for i in range(1, 7)]  # six real tries
     finally:
         holder.execute("COMMIT")  # the other writer's transaction was not harmed
         holder.close()
@@ -321,6 +330,17 @@ def test_deepest_leaf_survives_cycles_and_dangling_ids() -> None:
     assert tree.anchor({"history": {"messages": {}, "currentId": None}}) is None
 
 
+def test_without_a_current_id_the_newest_message_stands_for_the_view() -> None:
+    def msg(mid: str, ts: object) -> dict[str, object]:
+        return {"id": mid, "parentId": None, "childrenIds": [], "role": "user", "timestamp": ts}
+
+    messages = {"old": msg("old", 5), "tie-1": msg("tie-1", 9), "tie-2": msg("tie-2", 9), "odd": msg("odd", "yesterday")}
+    assert tree.anchor({"history": {"messages": messages, "currentId": None}}) == "tie-2"  # newest, then last inserted
+    # A large chat without a usable currentId is one pass (this runs under the row lock).
+    big = {f"m{i}": msg(f"m{i}", i // 3) for i in range(20_000)}
+    assert tree.anchor({"history": {"messages": big, "currentId": "gone"}}) == "m19999"
+
+
 @pytest.mark.postgres
 def test_postgres_row_lock_held_elsewhere_is_reported_locked(postgres_url: str) -> None:
     store = ChatStore(make_engine(postgres_url, busy_timeout_ms=100))
@@ -338,3 +358,28 @@ def test_postgres_row_lock_held_elsewhere_is_reported_locked(postgres_url: str) 
     assert isinstance(store.write(chat_id, "m", content="final", output=[], done=True), Written)
     other.dispose()
     store.engine.dispose()
+
+
+def test_sqlite_engine_uses_open_webui_pragmas(tmp_path: Path) -> None:
+    """WAL and Open WebUI's 5 s busy wait: owc's writers wait for Open WebUI's exactly as long as its own
+    wait for each other."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'p.db'}")
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+    engine.dispose()
+
+
+def test_a_write_touches_updated_at(store: ChatStore, sqlite_url: str) -> None:
+    store.create_chat("c", USER)
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    db.execute("update chat set updated_at = 1 where id = 'c'")
+    db.commit()
+    store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+    claimed_at = db.execute("select updated_at from chat where id = 'c'").fetchone()[0]
+    db.execute("update chat set updated_at = 1 where id = 'c'")
+    db.commit()
+    store.write("c", "m", content="done", output=[], done=True)
+    written_at = db.execute("select updated_at from chat where id = 'c'").fetchone()[0]
+    assert claimed_at > 1_700_000_000 and written_at > 1_700_000_000  # epoch seconds, as Open WebUI keeps them
+    db.close()

@@ -210,7 +210,7 @@ class RunWriter:
         )
         if isinstance(result, NotWritten):
             log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", e.run_id, e.ref.chat_id, result.attempts, result.detail)
-            await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked. Reload to retry."}}})
+            await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked (another writer held it). The text above is only in this tab."}}})
             return
         assert isinstance(result, Written)
         self.table.stats.finalized += 1

@@ -26,6 +26,8 @@ import attrs
 import orjson
 import trio
 from sqlalchemy import Connection, Engine, Text, insert, select, type_coerce, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
 
 from owc.store import tree
@@ -205,11 +207,12 @@ class ChatStore:
             "meta": message.get("meta"),
             "updated_at": now,
         }
-        result = conn.execute(update(msg_t).where(msg_t.c.id == row_id).values(**changed))
-        if result.rowcount:
-            return
+        # One upsert, so a row Open WebUI inserts meanwhile (its chat_message backfill, its own
+        # upsert_message) cannot make owc's insert fail on the primary key.
+        upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
         conn.execute(
-            insert(msg_t).values(
+            upsert(msg_t)
+            .values(
                 id=row_id,
                 chat_id=chat_id,
                 user_id=message.get("user_id") or user_id,
@@ -225,6 +228,7 @@ class ChatStore:
                 created_at=message.get("timestamp") or now,
                 **changed,
             )
+            .on_conflict_do_update(index_elements=[msg_t.c.id], set_=changed)
         )
 
     # ------------------------------------------------------------------ claim
@@ -254,6 +258,8 @@ class ChatStore:
                 chat = self._load(chat_id, row, user_id)
                 now = int(time.time())
                 existing = chat["history"]["messages"].get(message_id)
+                if existing is not None and not isinstance(existing, dict):
+                    raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
                 if existing is not None:
                     meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
                     holder = meta.get("openclaw_writer")
@@ -298,13 +304,15 @@ class ChatStore:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``).
         One transaction per attempt; a locked database is retried ``finalize_attempts`` times, each attempt
         waiting the busy timeout, then ``NotWritten``."""
-        last = ""
+        last, attempt = "", 0
         for attempt in range(1, self.finalize_attempts + 1):
             try:
                 with self._locked(chat_id) as (conn, row):
                     chat = self._load(chat_id, row, None)
                     if message_id not in chat["history"]["messages"]:
                         raise MessageMissing(chat_id, message_id)
+                    if not isinstance(chat["history"]["messages"][message_id], dict):
+                        raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
                     now = int(time.time())
                     message = tree.update_message(chat, message_id, content=content, output=output, done=done, error=error, meta=meta)
                     self._save(conn, chat_id, chat, now)
@@ -315,7 +323,7 @@ class ChatStore:
                     raise
                 last = str(exc.orig)
                 log.warning("store.write_locked chat=%s message=%s attempt=%d/%d", chat_id, message_id, attempt, self.finalize_attempts)
-        return NotWritten(detail=last, attempts=self.finalize_attempts)
+        return NotWritten(detail=last, attempts=attempt)
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
 
@@ -378,4 +386,5 @@ async def open_store(url: str, *, create: bool = False, capacity: int = 4, busy_
             await trio.to_thread.run_sync(sync.create_tables)
         yield TrioChatStore(sync, capacity)
     finally:
-        await trio.to_thread.run_sync(engine.dispose)
+        with trio.CancelScope(shield=True):  # cancelled, to_thread would not even start the dispose
+            await trio.to_thread.run_sync(engine.dispose)

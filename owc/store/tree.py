@@ -72,12 +72,18 @@ def anchor(chat: dict[str, Any]) -> str | None:
     if isinstance(current, str) and current in messages:
         return deepest_leaf(messages, current)
     # No usable currentId: the newest message (by timestamp, then insertion order) stands for the view.
+    # One pass: this runs under the chat's row lock, where a chat of 20,000 messages must still cost
+    # milliseconds (a quadratic version took 9 s there, past Open WebUI's 5 s busy wait).
     newest = max(
-        (mid for mid, m in messages.items() if isinstance(m, dict)),
-        key=lambda mid: (messages[mid].get("timestamp") or 0, list(messages).index(mid)),
+        ((_timestamp(m), index, mid) for index, (mid, m) in enumerate(messages.items()) if isinstance(m, dict)),
         default=None,
     )
-    return deepest_leaf(messages, newest) if newest is not None else None
+    return deepest_leaf(messages, newest[2]) if newest is not None else None
+
+
+def _timestamp(message: dict[str, Any]) -> float:
+    ts = message.get("timestamp")
+    return ts if isinstance(ts, (int, float)) and not isinstance(ts, bool) else 0
 
 
 def inherited_model(chat: dict[str, Any], parent: dict[str, Any] | None) -> str | None:
