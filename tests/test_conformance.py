@@ -7,14 +7,16 @@ Differences are failures, except the documented ones that ``conformance``'s norm
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 import trio
 
 from conformance import READ_KEYS, drive, history_shape, key_sets, run_stream, session_stream
-from owc.protocol import parse_chat_history, parse_hello_ok, parse_sessions_list, parse_subscribe
+from owc.protocol import HistoryMessage, parse_chat_history, parse_hello_ok, parse_sessions_list, parse_subscribe
 from owc.sim import CANNED_ANSWER, open_simulator
+from rawclient import raw_client
 
 pytestmark = pytest.mark.realgateway
 
@@ -95,3 +97,34 @@ def test_same_chat_history(both) -> None:
         assert len(results) == 1 and results[0].is_error
         aborted = [m for m in parse_chat_history(side["history_abort"]).messages if m.aborted]
         assert [m.assistant_run_id for m in aborted] == [side["runs"][1]]
+
+
+async def _recovery_turn(url: str, token: str) -> list[HistoryMessage]:
+    """A turn sent with the restart-recovery provenance (what the real Gateway's boot recovery attaches),
+    read back through ``chat.history``."""
+    key = f"agent:main:openwebui-conformance-{uuid.uuid4()}"
+    run_id = str(uuid.uuid4())
+    with trio.fail_after(180):
+        async with raw_client(url, token, instance_id="P") as client:
+            await client.request("sessions.subscribe", {})
+            provenance = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+            sent = await client.request("chat.send", {"sessionKey": key, "message": "Recover", "idempotencyKey": run_id, "systemInputProvenance": provenance})
+            assert sent.ok, sent.error
+            await client.events_until(lambda f: f.event == "chat" and f.payload.get("runId") == run_id and f.payload.get("state") == "final")
+            history = await client.request("chat.history", {"sessionKey": key, "limit": 20})
+    return [m for m in parse_chat_history(history.payload).messages if m.user_run_id == run_id]
+
+
+def test_restart_recovery_provenance_lands_where_owc_reads_it(real_gateway) -> None:
+    """Pins the provenance field on the real Gateway (the boot recovery's own turn cannot be produced on
+    demand; ``systemInputProvenance`` is the field it sets) and checks the simulator stores it the same way."""
+
+    async def sim_side() -> list[HistoryMessage]:
+        async with open_simulator(token="conformance") as sim:
+            return await _recovery_turn(sim.url, "conformance")
+
+    for side, turns in (("real", trio.run(_recovery_turn, real_gateway.url, real_gateway.token)), ("sim", trio.run(sim_side))):
+        (user,) = turns
+        assert user.is_restart_recovery_turn, side
+        assert user.raw["provenance"] == {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}, side
+        assert "provenance" not in user.raw.get("__openclaw", {}), side

@@ -269,12 +269,9 @@ def parse_history_message(d: object, where: str = "message") -> HistoryMessage:
     else:
         parts = tuple(_parse_part(p, f"{where}.content[{i}]") for i, p in enumerate(f.opt_list(d, "content", where)))
     abort = f.opt_obj(d, "openclawAbort", where) or {}
-    # Provenance has been seen under several names; take the first present (NOTES.md, "provenance").
-    prov = None
-    for holder in (d, meta):
-        for key in ("provenance", "inputProvenance"):
-            if prov is None and isinstance(holder.get(key), Mapping):
-                prov = _parse_provenance(holder[key], f"{where}.{key}")
+    # The user turn's ``provenance`` (top level; measured on 2026.9.6, NOTES.md "provenance").
+    raw_prov = d.get("provenance")
+    prov = _parse_provenance(raw_prov, f"{where}.provenance") if isinstance(raw_prov, Mapping) else None
     return HistoryMessage(
         role=f.req_str(d, "role", where),
         parts=parts,

@@ -124,8 +124,7 @@ def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any]
         "__openclaw": {"idempotencyKey": key, "senderIsOwner": True},
     }
     if provenance is not None:
-        msg["provenance"] = dict(provenance)
-        msg["__openclaw"]["provenance"] = dict(provenance)
+        msg["provenance"] = dict(provenance)  # top level, not under __openclaw (measured on 2026.9.6)
     return msg
 
 

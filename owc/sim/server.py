@@ -765,9 +765,13 @@ class Simulator:
         if existing is not None:
             return {"runId": run_id, "status": "in_flight" if existing.state == "active" or run_id in self._pending else "ok"}
         steps = list(self.responder(key, message))
+        # Measured: the real Gateway stores ``systemInputProvenance`` as the user message's ``provenance``.
+        provenance = params.get("systemInputProvenance") if isinstance(params.get("systemInputProvenance"), dict) else None
         # The reply goes out before the run's first event, as on the real Gateway.
         self._deferred.append(
-            lambda: self.start_run(key, run_id, origin="chat.send", user_text=message, steps=steps, owner=conn.conn_id)
+            lambda: self.start_run(
+                key, run_id, origin="chat.send", user_text=message, steps=steps, owner=conn.conn_id, provenance=provenance
+            )
         )
         return {"runId": run_id, "status": "started"}
 
