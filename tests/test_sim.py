@@ -8,7 +8,7 @@ import trio
 from owc.protocol import ChatEvent, EventDecoder, SessionsChanged, parse_chat_history, parse_subscribe
 from owc.protocol.results import parse_chat_abort, parse_chat_send, parse_sessions_list
 from owc.sim import CANNED_ANSWER, Hold, Text, Tool, open_simulator
-from conftest import TOKEN
+from conftest import TOKEN, load_log
 from rawclient import Refused, raw_client
 
 KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
@@ -27,25 +27,29 @@ async def test_handshake_ok() -> None:
         assert client.challenge.payload["nonce"]
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "code", "detail", "close"),
-    [
-        ({"token": "wrong"}, "INVALID_REQUEST", "AUTH_TOKEN_MISMATCH", 1008),
-        ({"token": TOKEN, "protocol": 3}, "INVALID_REQUEST", "PROTOCOL_MISMATCH", 1002),
-        ({"token": None}, "NOT_PAIRED", "DEVICE_IDENTITY_REQUIRED", 1008),
-        ({"token": TOKEN, "client_id": "my-python-client"}, "INVALID_REQUEST", None, 1008),
-        ({"token": TOKEN, "client_id": "openclaw-tui", "mode": "ui"}, "INVALID_REQUEST", "CONTROL_UI_DEVICE_IDENTITY_REQUIRED", 1008),
-    ],
-)
-async def test_handshake_refusals(kwargs, code, detail, close) -> None:
+#: The refusals of the real Gateway's auth matrix (frames_auth.jsonl), by label, and how to provoke each.
+REFUSALS = {
+    "wrong token": {"token": "wrong"},
+    "protocol 3 operator": {"token": TOKEN, "protocol": 3},
+    "no auth": {"token": None},
+    "unknown client id": {"token": TOKEN, "client_id": "my-python-client"},
+    "openclaw-tui/ui + token, no device": {"token": TOKEN, "client_id": "openclaw-tui", "mode": "ui"},
+}
+
+
+@pytest.mark.parametrize("label", sorted(REFUSALS))
+async def test_handshake_refusals_match_the_real_gateway(label: str) -> None:
+    """Each refusal: the same error object (code, message, details) and the same close (code, reason) as the
+    real Gateway 2026.9.6 gave in the captured auth matrix."""
+    real = next(entry for entry in load_log("frames_auth.jsonl") if entry.get("label") == label)
+    kwargs = dict(REFUSALS[label])
     async with open_simulator(token=TOKEN) as sim:
         token = kwargs.pop("token")
         with pytest.raises(Refused) as info:
             async with raw_client(sim.url, token, **kwargs):
                 pass
-        assert info.value.response.error.code == code
-        assert info.value.response.error.detail_code == detail
-        assert info.value.close_code == close
+        assert info.value.response.error.to_json() == real["error"]
+        assert [info.value.close_code, info.value.close_reason] == real["close"]
         assert TOKEN not in info.value.response.error.message
 
 
@@ -135,6 +139,25 @@ async def test_list_without_run_ids() -> None:
         assert row.has_active_run is True and row.active_run_ids is None
 
 
+async def test_tool_event_routing_follows_caps_and_subscriptions() -> None:
+    """Reference 4.5: ``agent`` tool events go to the run's sender only if it declared ``tool-events``;
+    ``session.tool`` goes to the ``sessions.subscribe`` connections that are not such a recipient, so a
+    sender without the cap sees the tools as ``session.tool``, and a connection that never subscribed sees none."""
+    async with open_simulator(token=TOKEN) as sim:
+        async with (
+            raw_client(sim.url, TOKEN, caps=(), instance_id="capless-sender") as sender,
+            raw_client(sim.url, TOKEN, instance_id="unsubscribed") as bystander,
+        ):
+            await sender.request("sessions.subscribe", {})
+            await sender.request("chat.send", {"sessionKey": KEY, "message": "USE_TOOL please", "idempotencyKey": "run-r"})
+            final = lambda f: f.event == "chat" and f.payload["state"] == "final"  # noqa: E731
+            seen = await sender.events_until(final)
+            assert [f.payload["data"]["phase"] for f in seen if f.event == "session.tool"] == ["start", "result"]
+            assert [f for f in seen if f.event == "agent" and f.payload["stream"] == "tool"] == []
+            await bystander.request("sessions.list", {})  # a round trip: everything sent before it was read
+            assert [f for f in bystander.backlog if f.event in ("session.tool", "sessions.changed")] == []
+
+
 async def test_drop_spends_seq_numbers() -> None:
     async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
         await client.request("sessions.subscribe", {})
@@ -150,6 +173,21 @@ async def test_drop_spends_seq_numbers() -> None:
         deltas = [f.payload["deltaText"] for f in events if f.event == "chat" and f.payload["state"] == "delta"]
         assert deltas == [" d", " e"]
         assert [f.payload["data"]["delta"] for f in events if f.event == "agent" and f.payload["stream"] == "assistant"] == ["a", " b", " c", " d", " e"]
+
+
+async def test_slow_consumer_drops_then_closes_1008() -> None:
+    """A slow consumer first loses its drop-if-slow events (their seq spent), and the first event that may
+    not be dropped closes it with 1008."""
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        await client.request("sessions.subscribe", {})
+        conn = sim.connection()
+        sim.slow_consumer(client.hello.conn_id)
+        seq_before, dropped_before = conn.seq, conn.dropped
+        sim.start_run(KEY, "r1")  # a droppable chat status first, then non-droppable events
+        assert await client.closed() == (1008, "slow consumer")
+        dropped = conn.dropped - dropped_before
+        assert dropped >= 1 and conn.seq == seq_before + dropped + 1  # each drop spent its seq; then the close
+        assert not [f for f in client.backlog if f.event == "chat" and f.payload.get("runId") == "r1"]
 
 
 async def test_slow_consumer_closed_1008() -> None:
@@ -273,11 +311,15 @@ async def test_restart_mode_keeps_row_running_and_recovers() -> None:
 
 async def test_gateway_stop_mode_kills_rows() -> None:
     r = await _restart_with_active_run("stop")
-    assert r["code"] == 1012
+    assert (r["code"], r["reason"]) == (1012, "service restart")
     shutdown = next(f for f in r["seen"] if f.event == "shutdown")
     assert shutdown.payload == {"reason": "gateway stopping"}
     aborted = next(f for f in r["seen"] if f.event == "chat" and f.payload["state"] == "aborted")
     assert aborted.payload["stopReason"] == "rpc"
+    killed = next(f for f in r["seen"] if f.event == "sessions.changed" and f.payload.get("phase") == "end")
+    assert killed.payload["status"] == "killed"
+    # The notice (without restartExpectedMs) comes before the run's terminal: the owner rule reads it there.
+    assert r["seen"].index(shutdown) < r["seen"].index(aborted) and r["seen"].index(shutdown) < r["seen"].index(killed)
     row = r["list"].sessions[0]
     assert (row.status, row.aborted_last_run, row.last_run_id, row.has_active_run) == ("killed", True, "src-1", False)
     assert not any(m.is_restart_recovery_turn for m in r["history"].messages)
