@@ -118,6 +118,9 @@ def _tree_lines(messages: dict) -> list[str]:
             cards = count_cards(m.get("output") or [])
             flags = "" if m.get("role") != "assistant" else (" done" if m.get("done") else " NOT DONE")
             extra = f" [{cards} tool card{'s' if cards != 1 else ''}]" if cards else ""
+            error = m.get("error") if isinstance(m.get("error"), dict) else None
+            if error and error.get("content"):
+                extra += f" [error: {str(error['content'])[:60]}]"
             lines.append(f"{'  ' * depth}- {m.get('role')} {mid[:8]}{flags}{extra}: {text[:90]}")
             walk(mid, depth + 1)
 

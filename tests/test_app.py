@@ -95,3 +95,30 @@ async def test_owc_run_bridges_a_gateway_until_interrupted(tmp_path: Path) -> No
     assert "owc stopping (SIGINT)" in stderr and TOKEN not in stderr
     message = store.read_chat(chat_id)["history"]["messages"][ids.message_id(key, "via-cli")]
     assert message["content"] == "Written by owc run."
+
+
+async def test_deploys_and_faults_scenario_contents(tmp_path: Path) -> None:
+    played = await play_scenario((ROOT / "scenarios" / "deploys-and-faults.jsonl").read_text(), f"sqlite:///{tmp_path / 'f.db'}")
+    assert played.violations == []
+    chat = played.chats["f"]
+    key = played.player.chats["f"].session_key
+    runs = played.player.run_ids
+
+    def message(run: str) -> dict:
+        return chat[ids.message_id(key, runs[run])]
+
+    survivor = message("outlives-a-deploy")
+    assert survivor["done"] and survivor["content"] == "Begun while both deploys are up. Finished after one died."
+    failed = message("tool-fails")
+    assert failed["done"] and failed["error"] == {"content": "the deploy tool failed"}
+    (call_output,) = [i for i in failed["output"] if i["type"] == "function_call_output"]
+    assert "permission denied" in str(call_output["output"])
+    assert message("yields")["done"] and message("yields")["content"] == "Waiting for the sub-agents."
+    assert message("after-slow")["content"] == "One deploy was too slow; the other wrote this."
+    # One chain, in run order: never siblings.
+    order = ["outlives-a-deploy", "tool-fails", "yields", "after-slow"]
+    for before, after in zip(order, order[1:]):
+        assert message(after)["parentId"] == message(before)["id"]
+    # Counted over the deploys alive at the end: each run finalized once; the killed deploy's claim of the
+    # survivor went with it, the other deploy's take-over of it counts.
+    assert played.claims == played.finalized == 4
