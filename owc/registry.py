@@ -47,9 +47,6 @@ class WriterRegistry:
         finally:
             self._live.discard(writer_id)
 
-    def __len__(self) -> int:
-        return len(self._live)
-
 
 #: The registry. Tests may make their own ``WriterRegistry`` (one per simulated process).
 WRITERS = WriterRegistry()

@@ -35,7 +35,7 @@ class Env:
 
     async def connect(self, name: str = "A", emitter: RecordingEmitter | None = None, registry: WriterRegistry | None = None) -> Bridge:
         """An owc connection; ``registry`` stands for another process (default: this test's one process)."""
-        bridge = Bridge(self.store, emitter or self.emitter, registry or self.registry)
+        bridge = Bridge(self.store, emitter or self.emitter, registry if registry is not None else self.registry)
         client = GatewayClient(self.sim.url, TOKEN, bridge, GatewayConfig(instance_id=name), backoff=Backoff(jitter=0))
         self.bridges[name], self.clients[name] = bridge, client
         await self.nursery.start(client.run)

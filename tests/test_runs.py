@@ -282,12 +282,18 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
         messages = await env.messages(chat_id)
         assert set(messages) == {"u1", m} and messages[m]["done"] is True
         assert messages[m]["content"] == "Streamed by one process. Still one."
-        streamed = [name for name, em in emitters.items() if em.of(m, "chat:messages")]
-        assert len(streamed) == 1  # the other process never told its tabs about the message
-        winner = env.bridges[streamed[0]]
-        assert winner.totals() == (1, 1)
-        other = env.bridges["B" if streamed == ["A"] else "A"]
-        assert other.totals() == (0, 0)  # it stood by, and at the end the message was already done
+        claimed = [name for name in emitters if env.bridges[name].totals()[0]]
+        assert len(claimed) == 1
+        winner, other = claimed[0], "B" if claimed == ["A"] else "A"
+        assert env.bridges[winner].totals() == (1, 1)
+
+        def streaming(event) -> bool:  # anything but what finishing a message sends
+            data = event.event.get("data") or {}
+            return not (event.type in ("chat:messages", "chat:active") or (event.type == "chat:completion" and data.get("done")))
+
+        assert [e for e in emitters[winner].of(m) if streaming(e)]  # the winner streamed the run live
+        assert [e for e in emitters[other].of(m) if streaming(e)] == []  # the other never did
+        assert env.bridges[other].totals()[0] == 0  # and never claimed the message (at most finished it)
 
 
 async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> None:
@@ -309,8 +315,10 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         m = ids.message_id(key, "orphan")
         msg = (await env.messages(chat_id))[m]
         assert msg["done"] and msg["content"] == "Begun by the first process. Finished by the second."
-        assert msg["meta"]["openclaw_writer"] == b.table.writer_id
-        assert b.totals() == (1, 1)
+        # Finished, not taken over: the second process never claimed it, so it never streamed it either.
+        assert msg["meta"]["openclaw_writer"] != b.table.writer_id
+        assert b.totals() == (0, 1)
+        assert [e.type for e in env.emitter.of(m) if e.type == "chat:messages"] == ["chat:messages"] * 2  # A's claim, B's finish
 
 
 async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_path, clock, caplog) -> None:

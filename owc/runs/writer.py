@@ -17,7 +17,7 @@ import trio
 from owc.gateway import GatewayError
 from owc.protocol import ProtocolError, parse_chat_history
 from owc.render import diff, finish, output_text, snapshot_event
-from owc.store import Absent, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, Written
+from owc.store import Absent, AlreadyDone, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, Written
 
 if TYPE_CHECKING:
     from owc.runs.table import RunEntry, RunTable
@@ -42,6 +42,9 @@ class RunWriter:
         self.shown: list[dict[str, Any]] = []
         self.claimed = False
         self.finalized = False
+        #: The run ended while another process's writer held its message: finish it only if that process
+        #: has not (it may have died mid-run), without streaming or claiming it (owc/registry.py).
+        self.finish_only = False
 
     async def _emit(self, event: dict[str, Any]) -> None:
         e = self.entry
@@ -56,6 +59,9 @@ class RunWriter:
             if not await self._claim():
                 if not e.writer_started:  # adoption found nothing; the entry may still show later
                     self.table.maybe_start(e)
+                return
+            if self.finish_only:
+                await self._finalize()
                 return
             await self._emit({"type": "chat:active", "data": {"active": True}})
             with e.stream_scope:
@@ -98,9 +104,8 @@ class RunWriter:
                     e.message_id,
                     run_id=e.run_id,
                     writer=self.table.writer_id,
-                    # While the run is live another process's writer may be streaming it: stand by. At
-                    # its end only a writer known alive here keeps the message (owc/registry.py).
-                    alive=self.table.registry.is_alive if e.ended else self.table.registry.may_be_alive,
+                    # Another process's writer may be alive: never taken over (owc/registry.py).
+                    alive=self.table.registry.may_be_alive,
                     user_id=e.ref.user_id,
                     create=not self.adopt,
                 )
@@ -137,6 +142,12 @@ class RunWriter:
                     self.claimed = True
                     return True
                 log.info("runs.backing_off run=%s writer=%s done=%s", e.run_id, result.writer, result.done)
+                other_process = result.writer is not None and not self.table.registry.is_local(result.writer)
+                if not result.done and e.ended and other_process:
+                    # The run is over and this process cannot see whether that one lives: finish the
+                    # message unless it is finished by then (one conditional write, same transcript).
+                    self.finish_only = self.claimed = True
+                    return True
                 if not result.done and not e.ended and result.writer is not None:
                     # Another live connection writes it. Stand by: keep rendering, and at the run's end
                     # look again, in case that connection died meanwhile (a deploy killed mid-run).
@@ -207,13 +218,19 @@ class RunWriter:
             output=finished.output,
             done=True,
             error=finished.error["content"] if finished.error else None,
+            unless_done=self.finish_only,
         )
+        if isinstance(result, AlreadyDone):
+            log.info("runs.finished_elsewhere run=%s message=%s", e.run_id, e.message_id)
+            return
         if isinstance(result, NotWritten):
             log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", e.run_id, e.ref.chat_id, result.attempts, result.detail)
             await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked (another writer held it). The text above is only in this tab."}}})
             return
         assert isinstance(result, Written)
         self.table.stats.finalized += 1
+        if self.finish_only:  # this process's tabs never heard of the message: give them all of it
+            await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if finished.error:
             data["error"] = finished.error

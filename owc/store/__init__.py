@@ -4,6 +4,7 @@ from owc.store.engine import make_engine, normalize_url
 from owc.store.schema import chat, chat_message, metadata
 from owc.store.store import (
     Absent,
+    AlreadyDone,
     AlreadyThere,
     ChatCorrupt,
     ChatMissing,
@@ -24,6 +25,7 @@ from owc.store.store import (
 
 __all__ = [
     "Absent",
+    "AlreadyDone",
     "AlreadyThere",
     "ChatCorrupt",
     "ChatMissing",

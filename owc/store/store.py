@@ -122,7 +122,14 @@ class NotWritten:
     attempts: int
 
 
-WriteResult = Written | NotWritten
+@attrs.frozen
+class AlreadyDone:
+    """``write(unless_done=True)`` found the message finished already (another process finalized it)."""
+
+    message: dict[str, Any]
+
+
+WriteResult = Written | NotWritten | AlreadyDone
 T = TypeVar("T")
 
 
@@ -300,10 +307,12 @@ class ChatStore:
         done: bool,
         error: str | None = None,
         meta: dict[str, Any] | None = None,
+        unless_done: bool = False,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``).
         One transaction per attempt; a locked database is retried ``finalize_attempts`` times, each attempt
-        waiting the busy timeout, then ``NotWritten``."""
+        waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
+        (``AlreadyDone``): a process finishing a run another process may be finishing too."""
         last, attempt = "", 0
         for attempt in range(1, self.finalize_attempts + 1):
             try:
@@ -311,8 +320,11 @@ class ChatStore:
                     chat = self._load(chat_id, row, None)
                     if message_id not in chat["history"]["messages"]:
                         raise MessageMissing(chat_id, message_id)
-                    if not isinstance(chat["history"]["messages"][message_id], dict):
+                    existing = chat["history"]["messages"][message_id]
+                    if not isinstance(existing, dict):
                         raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+                    if unless_done and existing.get("done") is True:
+                        return AlreadyDone(message=existing)
                     now = int(time.time())
                     message = tree.update_message(chat, message_id, content=content, output=output, done=done, error=error, meta=meta)
                     self._save(conn, chat_id, chat, now)
