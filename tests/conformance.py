@@ -74,6 +74,11 @@ async def drive(url: str, token: str, *, timeout: float = 180.0) -> dict[str, An
             a_rest = await _collect(a, r2, end2)
             out["abort_turn"] = {"A": [f for f in before if _mine(f, key, r2)] + a_rest, "B": await _collect(b, r2, end2)}
             out["history_abort"] = (await b.request("chat.history", {"sessionKey": key, "limit": 50})).payload
+            # Paging: offsets count back from the newest message (what a long run's finalize relies on).
+            out["history_pages"] = [
+                (await b.request("chat.history", {"sessionKey": key, "limit": 3, **({"offset": offset} if offset else {})})).payload
+                for offset in (0, 3, 6)
+            ]
             out["list"] = (await a.request("sessions.list", {"limit": 5})).payload
     return out
 

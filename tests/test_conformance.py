@@ -99,6 +99,24 @@ def test_same_chat_history(both) -> None:
         assert [m.assistant_run_id for m in aborted] == [side["runs"][1]]
 
 
+def test_same_history_paging(both) -> None:
+    """``offset`` counts back from the newest message, each page in transcript order, ``nextOffset`` and
+    ``hasMore`` lead to the older page; the pages joined are the whole transcript, on both sides."""
+
+    def pages(side: dict[str, Any]) -> list[tuple[Any, ...]]:
+        out = []
+        for payload in side["history_pages"]:
+            history = parse_chat_history(payload)
+            out.append((payload.get("offset"), history.next_offset, history.has_more, [m.role for m in history.messages]))
+        return out
+
+    assert pages(both["sim"]) == pages(both["real"])
+    for side in (both["real"], both["sim"]):
+        whole = parse_chat_history(side["history_abort"]).messages
+        joined = [m for payload in reversed(side["history_pages"]) for m in parse_chat_history(payload).messages]
+        assert [m.raw for m in joined] == [m.raw for m in whole][-len(joined):]
+
+
 async def _recovery_turn(url: str, token: str) -> list[HistoryMessage]:
     """A turn sent with the restart-recovery provenance (what the real Gateway's boot recovery attaches),
     read back through ``chat.history``."""

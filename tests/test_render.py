@@ -352,3 +352,21 @@ def test_a_shortening_replace_never_duplicates_segments() -> None:
     r.feed(chat("r", 5, "delta", text="Hi there"))
     out = r.output(done=True)
     assert output_text(out).replace("\n", "") == "Hi there" and len({i["id"] for i in out}) == len(out)
+
+
+def _window(messages: list[dict[str, Any]], has_more: bool) -> Any:
+    return parse_chat_history({"sessionKey": "k", "messages": messages, "hasMore": has_more, "nextOffset": len(messages) if has_more else None})
+
+
+def test_reaches_run_start() -> None:
+    from owc.render import reaches_run_start
+
+    user = {"role": "user", "content": "go", "idempotencyKey": "R:user"}
+    call = {"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "x", "arguments": {}}], "__openclaw": {"runId": "R"}}
+    result = {"role": "toolResult", "toolCallId": "c", "toolName": "x", "content": "ok", "isError": False}
+    other = {"role": "assistant", "content": "earlier", "__openclaw": {"runId": "Q"}}
+    assert reaches_run_start(_window([call, result], has_more=False), "R")  # nothing older exists
+    assert reaches_run_start(_window([user, call, result], has_more=True), "R")  # R's user turn is in it
+    assert reaches_run_start(_window([other, call, result], has_more=True), "R")  # an older run precedes R
+    assert not reaches_run_start(_window([call, result], has_more=True), "R")  # R may go on before the page
+    assert not reaches_run_start(_window([other], has_more=True), "R")  # R is not in the window at all

@@ -347,3 +347,21 @@ async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_pat
         assert (await env.messages(chat_a))[m]["done"] is False
         assert (await env.messages(chat_b))[ids.message_id(key_b, "lucky")]["done"] is True
         assert bridge.totals() == (2, 1)
+
+
+async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, clock, caplog) -> None:
+    """A run whose transcript outgrows one ``chat.history`` page (120 tool calls: 240 messages) is finalized
+    from older pages joined in front, with its opening text and every card."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = env.sim.start_run(key, "long").text("Opening words.")
+        for i in range(120):
+            run.tool("exec", {"i": i}, f"out {i}")
+        run.text("Done.").end()
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "long")]
+        assert msg["done"] and msg["content"].startswith("Opening words.") and msg["content"].endswith("Done.")
+        assert count_cards(msg["output"]) == 120
+        assert any("runs.finalized run=long" in r.getMessage() and "source=transcript" in r.getMessage() for r in caplog.records)
+        assert env.sim.requests["chat.history"] == 2  # the newest page, then the one before it

@@ -51,6 +51,7 @@ from owc.protocol.results import (
     SubscribeResult,
     TextPart,
     ToolCallPart,
+    older_page,
     parse_chat_abort,
     parse_chat_history,
     parse_chat_send,

@@ -294,7 +294,10 @@ class ChatHistory:
     session_key: str
     messages: tuple[HistoryMessage, ...]
     session_id: str | None = None
+    #: Older messages exist; ``next_offset`` asks for the page before this one (offsets count back from
+    #: the newest message, measured on 2026.9.6).
     has_more: bool = False
+    next_offset: int | None = None
     raw: Mapping[str, Any] = RAW
 
 
@@ -307,8 +310,14 @@ def parse_chat_history(payload: object) -> ChatHistory:
         messages=tuple(parse_history_message(m, f"{w}.messages[{i}]") for i, m in enumerate(msgs)),
         session_id=f.opt_str(d, "sessionId", w),
         has_more=bool(f.opt_bool(d, "hasMore", w)),
+        next_offset=f.opt_int(d, "nextOffset", w),
         raw=d,
     )
+
+
+def older_page(older: ChatHistory, newer: ChatHistory) -> ChatHistory:
+    """Join an older page in front of a newer one (the joined window's paging state is the older page's)."""
+    return attrs.evolve(newer, messages=older.messages + newer.messages, has_more=older.has_more, next_offset=older.next_offset)
 
 
 def tool_result_text(message: HistoryMessage) -> str:

@@ -51,6 +51,20 @@ def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
     ]
 
 
+def reaches_run_start(history: ChatHistory, run_id: str) -> bool:
+    """Whether a window of the transcript (the newest messages, ``chat.history`` pages) holds all of R:
+    nothing older exists, or R's user turn is in it, or a message older than R's first precedes it (a
+    session's runs are serialized, so R's messages are contiguous). A long run's beginning can lie beyond
+    the first page; finalizing from a window without it would drop the run's opening text and cards."""
+    if not history.has_more:
+        return True
+    if any(m.user_run_id == run_id for m in history.messages):
+        return True
+    mine = {id(m) for m in run_messages(history, run_id)}
+    first = next((i for i, m in enumerate(history.messages) if id(m) in mine), None)
+    return first is not None and first > 0
+
+
 def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, Any]] | None:
     messages = run_messages(history, run_id)
     if not any(m.role == "assistant" for m in messages):

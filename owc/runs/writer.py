@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from owc.gateway import GatewayError
-from owc.protocol import ProtocolError, parse_chat_history
-from owc.render import diff, finish, output_text, snapshot_event
+from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
+from owc.render import diff, finish, output_text, reaches_run_start, snapshot_event
 from owc.store import Absent, AlreadyDone, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, Written
 
 if TYPE_CHECKING:
@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("owc.runs")
 
-#: How many transcript messages a finalize reads: the run's own are near the end.
+#: How many transcript messages one ``chat.history`` page holds: the run's own are near the end.
 HISTORY_LIMIT = 200
+#: How many pages a finalize reads back, at most, to reach a long run's start.
+HISTORY_MAX_PAGES = 25
 #: ``chat.history`` cuts every text part to 8,000 characters unless told otherwise (the Gateway's
 #: DEFAULT_CHAT_HISTORY_TEXT_MAX_CHARS); a finalize must see the whole reply. 500,000 is the schema's maximum.
 HISTORY_MAX_CHARS = 500_000
@@ -196,14 +198,27 @@ class RunWriter:
         e = self.entry
         history = None
         try:
-            payload = await self.table.session.request(
-                "chat.history", {"sessionKey": e.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
-            )
-            history = parse_chat_history(payload)
+            history = await self._read_history()
         except (GatewayError, ProtocolError) as exc:
             log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)
         with trio.CancelScope(shield=True):  # a started final write completes even if the connection closes
             await self._write_final(history)
+
+    async def _read_history(self) -> ChatHistory | None:
+        """The newest page of the run's transcript, with older pages joined in front until it reaches back to
+        the run's start (a long run can outgrow one page). None if it never does within the page bound: a
+        window without the run's beginning would finalize it without its opening text and cards."""
+        e = self.entry
+        params = {"sessionKey": e.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
+        window = parse_chat_history(await self.table.session.request("chat.history", params))
+        pages = 1
+        while not reaches_run_start(window, e.run_id):
+            if window.next_offset is None or pages >= HISTORY_MAX_PAGES:
+                log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", e.run_id, pages)
+                return None
+            older = parse_chat_history(await self.table.session.request("chat.history", {**params, "offset": window.next_offset}))
+            window, pages = older_page(older, window), pages + 1
+        return window
 
     async def _write_final(self, history: Any) -> None:
         e = self.entry

@@ -799,13 +799,20 @@ class Simulator:
         session = self.sessions.get(key)
         messages = session.transcript if session is not None else []
         limit = params.get("limit") if isinstance(params.get("limit"), int) else 200
-        shown = messages[-limit:] if limit > 0 else []
+        offset = params.get("offset") if isinstance(params.get("offset"), int) and params["offset"] > 0 else 0
+        # Measured on 2026.9.6: ``offset`` counts back from the newest message; a page is in transcript
+        # order; ``nextOffset`` is the offset of the next older page while ``hasMore``.
+        end = max(len(messages) - offset, 0)
+        shown = messages[max(end - limit, 0) : end] if limit > 0 else []
+        has_more = end - len(shown) > 0
         return {
             "sessionKey": key,
             "sessionId": session.session_id if session is not None else None,
             "messages": shown,
             "pendingInputs": [],
-            "hasMore": len(messages) > len(shown),
+            "offset": offset or None,
+            "nextOffset": offset + len(shown) if has_more else None,
+            "hasMore": has_more,
             "totalMessages": len(messages),
             "defaults": {"modelProvider": m.PROVIDER, "model": m.MODEL},
             "sessionInfo": {},
