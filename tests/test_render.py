@@ -296,6 +296,7 @@ def test_replaying_a_delta_changes_nothing(text: str, cuts: list[int], data) -> 
 STEP = st.one_of(
     st.tuples(st.just("text"), st.text(alphabet="abc \n", min_size=1, max_size=8)),
     st.tuples(st.just("tool"), st.booleans()),
+    st.tuples(st.just("replace"), st.text(alphabet="abc \n", min_size=0, max_size=12)),
 )
 
 
@@ -311,6 +312,9 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
         if kind == "text":
             text += value
             r.feed(chat("r", seq, "delta", text=text, delta=value))
+        elif kind == "replace":  # the Gateway rewrote the run's buffer (shorter, longer or different)
+            text = value
+            r.feed(chat("r", seq, "delta", text=text, delta=value, replace=True))
         else:
             calls += 1
             r.feed(agent("r", seq, "tool", {"phase": "start", "name": "t", "toolCallId": f"c{calls}", "args": {}}))
@@ -318,6 +322,8 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
                 seq += 1
                 r.feed(agent("r", seq, "tool", {"phase": "result", "name": "t", "toolCallId": f"c{calls}", "isError": False, "result": "ok"}))
         now = r.output()
+        ids_now = [item["id"] for item in now]
+        assert len(ids_now) == len(set(ids_now))  # no item twice (the old pipe's duplicated text)
         d = diff(shown, now)
         events = list(d.events) + ([{"type": "chat:completion", "data": {"output": now}}] if d.needs_snapshot else [])
         folded = apply_events(folded, events)
@@ -370,3 +376,20 @@ def test_reaches_run_start() -> None:
     assert reaches_run_start(_window([other, call, result], has_more=True), "R")  # an older run precedes R
     assert not reaches_run_start(_window([call, result], has_more=True), "R")  # R may go on before the page
     assert not reaches_run_start(_window([other], has_more=True), "R")  # R is not in the window at all
+
+
+def test_a_shortening_replace_then_another_tool_does_not_repeat_text() -> None:
+    r = TurnRenderer("r")
+    for e in (
+        chat("r", 1, "delta", text="Hello", delta="Hello"),
+        agent("r", 2, "tool", {"phase": "start", "name": "t", "toolCallId": "c1", "args": {}}),
+        chat("r", 3, "delta", text="Hello\n\nWorld", delta="\n\nWorld"),
+        chat("r", 4, "delta", text="Hi", delta="Hi", replace=True),
+        agent("r", 5, "tool", {"phase": "start", "name": "t", "toolCallId": "c2", "args": {}}),
+        chat("r", 6, "delta", text="Hi there", delta=" there"),
+    ):
+        r.feed(e)
+    out = r.output(done=True)
+    assert [i["type"] for i in out] == ["message", "function_call", "function_call", "message"]
+    assert output_text(out).replace("\n", "") == "Hi there"
+    assert len({i["id"] for i in out}) == len(out)

@@ -119,10 +119,17 @@ class TurnRenderer:
         self._chunks.append(delta)
         self._length += len(delta)
         self._joined = None
-        if self._segment_from is not None and self._length > self._segment_from:
-            self._order.append(("text", self._segment_from))
-            self._segment_from = None
+        self._open_segment()
         self.version += 1
+
+    def _open_segment(self) -> None:
+        """Text grew past a tool call: what follows is a new message item. Every segment starts at its own
+        offset (two at one offset would render the same text twice, with one item id)."""
+        if self._segment_from is not None and self._length > self._segment_from:
+            start = self._segment_from
+            self._segment_from = None
+            if not any(kind == "text" and value == start for kind, value in self._order):
+                self._order.append(("text", start))
 
     def _set_text(self, new: str, *, replace: bool) -> None:
         old = self.text
@@ -133,21 +140,13 @@ class TurnRenderer:
         self._chunks, self._length, self._joined = [new], len(new), new
         if not new.startswith(old):
             self._shows_text = False  # replaced: decide again
-        if len(new) < len(old):  # a replacement shortened the text: no segment may start beyond it
-            order, starts = [], set()
-            for kind, value in self._order:
-                if kind == "text":
-                    value = min(value, len(new))
-                    if value in starts:
-                        continue  # two segments collapsed into one
-                    starts.add(value)
-                order.append((kind, value))
-            self._order = order
+        if len(new) < len(old):
+            # A replacement shortened the text: the segments that started in the cut-off part are gone
+            # (the text they held no longer exists); the rest keep their places among the tool cards.
+            self._order = [(kind, value) for kind, value in self._order if kind != "text" or value < len(new) or value == 0]
             if self._segment_from is not None:
                 self._segment_from = min(self._segment_from, len(new))
-        if self._segment_from is not None and len(new) > self._segment_from:
-            self._order.append(("text", self._segment_from))
-            self._segment_from = None
+        self._open_segment()
         self.version += 1
 
     def _agent(self, event: AgentEvent) -> None:
