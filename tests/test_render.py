@@ -393,3 +393,28 @@ def test_a_shortening_replace_then_another_tool_does_not_repeat_text() -> None:
     assert [i["type"] for i in out] == ["message", "function_call", "function_call", "message"]
     assert output_text(out).replace("\n", "") == "Hi there"
     assert len({i["id"] for i in out}) == len(out)
+
+
+def test_odd_tool_result_parts_are_shown_not_fatal() -> None:
+    r = TurnRenderer("r")
+    r.feed(agent("r", 1, "tool", {"phase": "start", "name": "t", "toolCallId": "c1", "args": {}}))
+    odd = {"content": [{"type": "text", "text": None}, {"type": "text", "text": 42}, {"type": "text", "text": "ok"}]}
+    assert r.feed(agent("r", 2, "tool", {"phase": "result", "name": "t", "toolCallId": "c1", "isError": False, "result": odd}))
+    (result,) = [i for i in r.output(done=True) if i["type"] == "function_call_output"]
+    assert result["output"][0]["text"] == "42ok"
+
+
+def test_a_transcript_that_cannot_be_rendered_falls_back_to_the_stream(monkeypatch) -> None:
+    import owc.render.transcript as transcript
+
+    r = TurnRenderer("r")
+    for e in (chat("r", 1, "delta", text="Streamed.", delta="Streamed."), chat("r", 1, "final", text="Streamed.")):
+        r.feed(e)
+
+    def broken(history, run_id):
+        raise TypeError("an unexpected transcript shape")
+
+    monkeypatch.setattr(transcript, "output_from_transcript", broken)
+    history = parse_chat_history({"sessionKey": "k", "messages": []})
+    finished = transcript.finish(r, history)
+    assert (finished.source, finished.content, finished.complete) == ("stream", "Streamed.", True)

@@ -58,10 +58,21 @@ def result_text(result: Any) -> str:
     if isinstance(result, str):
         return result
     if isinstance(result, dict) and isinstance(result.get("content"), list):
-        return "".join(p.get("text", "") for p in result["content"] if isinstance(p, dict) and p.get("type") == "text")
+        return _text_parts(result["content"])
     if isinstance(result, list):
-        return "".join(p.get("text", "") for p in result if isinstance(p, dict) and p.get("type") == "text")
+        return _text_parts(result)
     return arguments_json(result)
+
+
+def _text_parts(parts: list[Any]) -> str:
+    """The ``text`` parts joined; a part whose text is not a string (null, a number) is shown as JSON rather
+    than failing the whole result (one odd part must not leave a message unfinished)."""
+    out = []
+    for p in parts:
+        if isinstance(p, dict) and p.get("type") == "text":
+            text = p.get("text")
+            out.append(text if isinstance(text, str) else "" if text is None else arguments_json(text))
+    return "".join(out)
 
 
 def output_text(output: list[dict[str, Any]]) -> str:

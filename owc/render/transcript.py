@@ -9,6 +9,7 @@ transcript does not hold R, the streamed copy stands, complete unless a gap was 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import attrs
@@ -25,6 +26,8 @@ from owc.render.items import (
 )
 from owc.render.sentinels import is_silent
 from owc.render.turn import TurnRenderer
+
+log = logging.getLogger("owc.render")
 
 
 @attrs.frozen
@@ -117,7 +120,12 @@ def terminal_error(renderer: TurnRenderer) -> dict[str, str] | None:
 def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
     """The finished message of a run: from the transcript when it holds the run, else from the stream."""
     error = terminal_error(renderer)
-    output = output_from_transcript(history, renderer.run_id) if history is not None else None
+    output = None
+    if history is not None:
+        try:
+            output = output_from_transcript(history, renderer.run_id)
+        except Exception:  # a transcript shape owc cannot render: the streamed copy still finishes the run
+            log.exception("render.transcript_failed run=%s (finishing from the stream)", renderer.run_id)
     if output is not None:
         return FinishedRun(content=output_text(output), output=output, cards=count_cards(output), source="transcript", complete=True, error=error)
     output = renderer.output(done=True)

@@ -83,8 +83,7 @@ class RunWriter:
             # finalize from the stream, shielded (one short transaction), then let the cancel through.
             # A run still going is left to the next connection, whose claim takes the message over.
             if self.claimed and e.ended and not self.finalized:
-                with trio.CancelScope(shield=True):
-                    await self._write_final(None)
+                await self._write_final(None)  # its store write is shielded; telling the tabs is not
             raise
         finally:
             if e.writer is self:
@@ -201,8 +200,7 @@ class RunWriter:
             history = await self._read_history()
         except (GatewayError, ProtocolError) as exc:
             log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)
-        with trio.CancelScope(shield=True):  # a started final write completes even if the connection closes
-            await self._write_final(history)
+        await self._write_final(history)
 
     async def _read_history(self) -> ChatHistory | None:
         """The newest page of the run's transcript, with older pages joined in front until it reaches back to
@@ -226,15 +224,19 @@ class RunWriter:
         finished = finish(e.renderer, history)
         if not finished.complete:
             log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", e.run_id, e.renderer.gaps)
-        result = await self.table.store.write(
-            e.ref.chat_id,
-            e.message_id,
-            content=finished.content,
-            output=finished.output,
-            done=True,
-            error=finished.error["content"] if finished.error else None,
-            unless_done=self.finish_only,
-        )
+        # Shielded: a started final write completes even if the connection closes meanwhile (one short
+        # transaction, bounded by the busy wait). Telling the tabs afterwards is not shielded: an emitter
+        # that blocks must not hold a closing connection open forever.
+        with trio.CancelScope(shield=True):
+            result = await self.table.store.write(
+                e.ref.chat_id,
+                e.message_id,
+                content=finished.content,
+                output=finished.output,
+                done=True,
+                error=finished.error["content"] if finished.error else None,
+                unless_done=self.finish_only,
+            )
         if isinstance(result, AlreadyDone):
             log.info("runs.finished_elsewhere run=%s message=%s", e.run_id, e.message_id)
             return
