@@ -157,6 +157,8 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
             env.sim.start_run("agent:main:subagent:xyz", "child2").text("Child result").end()
         await env.settled()
         messages = await env.messages(chat_id)
+        # Nothing of these runs stays in memory once they end (no renderer kept for the connection's life).
+        assert env.bridges["A"].table.entries == {}
         if expect is None:
             assert set(messages) == {"u1"}
         else:
@@ -208,6 +210,8 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
         await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 2)  # the claim, then the take-over
+        (entry,) = bridge.table.entries.values()
+        assert "joined mid-run (hello)" in entry.renderer.gaps  # its renderer missed the run's start
         assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
         run.release()
         env.sim.active_run(key).text(" After it.").end()
@@ -216,6 +220,11 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         assert set(messages) == {"u1", m}
         assert messages[m]["done"] and messages[m]["meta"]["openclaw_writer"] != first_writer
         assert messages[m]["content"] == "Before the drop. After it."
+        # After the take-over the tabs hold the first writer's items: the new writer's first word is the
+        # whole output (a snapshot), not a diff from nothing that would show the text twice.
+        taken_over = [i for i, e in enumerate(env.emitter.of(m)) if e.type == "chat:messages"][1]
+        after = [e for e in env.emitter.of(m)[taken_over + 1 :] if e.type != "chat:active"]
+        assert after[0].type == "chat:completion" and "output" in after[0].event["data"]
 
 
 async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -> None:
@@ -365,3 +374,66 @@ async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, cloc
         assert count_cards(msg["output"]) == 120
         assert any("runs.finalized run=long" in r.getMessage() and "source=transcript" in r.getMessage() for r in caplog.records)
         assert env.sim.requests["chat.history"] == 2  # the newest page, then the one before it
+
+
+async def _held_run_with_writer(env, key: str, run_id: str):
+    """A run that has shown text and holds (so the Gateway sends no terminal of its own), with its writer
+    streaming on connection A."""
+    bridge = await env.connect()
+    run = env.sim.start_run(key, run_id, steps=[Text("Partial answer."), Hold()])
+    await bridge.until(lambda: bridge.open_writers() == 1)
+    return bridge, run, env.sim.connection("A")
+
+
+async def test_the_chat_terminal_alone_ends_the_run(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge, run, conn = await _held_run_with_writer(env, key, "by-chat")
+        final = {"runId": "by-chat", "sessionKey": key, "state": "final", "seq": 99,
+                 "message": {"role": "assistant", "content": [{"type": "text", "text": "Partial answer."}]}}  # fmt: skip
+        env.sim._emit("chat", final, audience=lambda c: c is conn, drop_if_slow=False)
+        with trio.fail_after(600):  # virtual: ends a hang as a failure
+            await bridge.until(lambda: bridge.totals()[1] == 1)  # no sessions.changed end, no resync: finalized
+        assert (await env.messages(chat_id))[ids.message_id(key, "by-chat")]["done"] is True
+        assert env.sim.requests["sessions.list"] == 0
+        run.release()
+        env.sim.active_run(key).end()  # the real terminal, late: it changes nothing
+        await env.settled()
+        assert bridge.totals() == (1, 1)
+
+
+async def test_the_session_end_push_alone_ends_the_run(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge, run, conn = await _held_run_with_writer(env, key, "by-push")
+        end = {"sessionKey": key, "phase": "end", "runId": "by-push", "ts": 1, "status": "done", "hasActiveRun": False, "activeRunIds": []}
+        env.sim._emit("sessions.changed", end, audience=lambda c: c is conn, drop_if_slow=False)
+        with trio.fail_after(600):  # virtual: ends a hang as a failure
+            await bridge.until(lambda: bridge.totals()[1] == 1)  # no chat terminal, no resync: finalized
+        assert (await env.messages(chat_id))[ids.message_id(key, "by-push")]["done"] is True
+        assert env.sim.requests["sessions.list"] == 0
+        run.release()
+        env.sim.active_run(key).end()  # the real terminal, late: it changes nothing
+        await env.settled()
+        assert bridge.totals() == (1, 1)
+
+
+async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None:
+    """The run's terminal and end push are lost; the gap's resync lists the session without the run."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge, run, conn = await _held_run_with_writer(env, key, "by-resync")
+        conn.muted = True  # everything the run's end sends is lost ...
+        run.release()
+        env.sim.active_run(key).end()
+        await env.sim.wait_for(env.sim.quiescent)
+        conn.muted = False
+        chat_b, key_b = await env.chat()
+        env.sim.drop(1)  # ... and a later dropped event shows owc the gap
+        env.sim.start_run(key_b, "later").text("Another run.").end()
+        with trio.fail_after(600):  # virtual: ends a hang as a failure
+            await bridge.until(lambda: bridge.totals()[1] == 2)
+        assert env.sim.requests["sessions.list"] == 1
+        msg = (await env.messages(chat_id))[ids.message_id(key, "by-resync")]
+        assert msg["done"] is True and msg["content"] == "Partial answer."
+        await env.settled()

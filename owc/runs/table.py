@@ -140,6 +140,7 @@ class RunTable:
             if entry is not None and event.phase in ("end", "error"):
                 entry.end(f"sessions.changed {event.phase}")
                 self._standby_check(entry)
+                self.retire_if_idle(entry)
             return
         if isinstance(event, (ChatEvent, AgentEvent)):
             if event.session_key is None:
@@ -153,6 +154,7 @@ class RunTable:
             self._standby_check(entry)
             self.maybe_start(entry)
             entry.poke()
+            self.retire_if_idle(entry)
 
     def retire(self, entry: RunEntry) -> None:
         """Forget a run whose writer has finished it."""
@@ -160,6 +162,12 @@ class RunTable:
         if self.entries.get(key) is entry:
             del self.entries[key]
             self.finished.add(key)
+
+    def retire_if_idle(self, entry: RunEntry) -> None:
+        """Forget a run that has ended with no writer on it (a heartbeat, a sentinel-only run, one another
+        live connection writes): its renderer would otherwise live as long as the connection."""
+        if entry.ended and entry.writer is None:
+            self.retire(entry)
 
     def _standby_check(self, entry: RunEntry) -> None:
         """At the run's end, a standby connection looks once more: if the writing connection died, it
@@ -179,13 +187,17 @@ class RunTable:
 
     def resync(self, resync: Resync) -> None:
         for key, run_id in resync.started:
+            known = (key, run_id) in self.entries
             entry = self.entry(key, run_id)
             if entry is not None:
+                if not known:  # joined mid-run: the run's earlier events never reached this renderer
+                    entry.renderer.mark_gap(f"joined mid-run ({resync.reason})")
                 self.maybe_start(entry, adopt=True)
         for key, run_id in resync.ended:
             entry = self.entries.get((key, run_id))
             if entry is not None:
                 entry.end(f"resync ({resync.reason}): no longer active")
+                self.retire_if_idle(entry)
         if resync.reason == "gap":
             for entry in self.entries.values():
                 if not entry.ended:

@@ -42,6 +42,9 @@ class RunWriter:
         self.entry = entry
         self.adopt = adopt  # only take over an existing message (a run found active after a reconnect)
         self.shown: list[dict[str, Any]] = []
+        #: The tabs may hold another writer's items (a take-over): the first flush sends the whole output
+        #: as a snapshot instead of a diff from nothing, which would show their text twice.
+        self.snapshot_first = False
         self.claimed = False
         self.finalized = False
         #: The run ended while another process's writer held its message: finish it only if that process
@@ -90,6 +93,7 @@ class RunWriter:
                 e.writer_done = True
                 if e.ended and self.finalized:
                     self.table.retire(e)
+            self.table.retire_if_idle(e)
             self.table.changed()
 
     # ------------------------------------------------------------------ claim
@@ -130,6 +134,7 @@ class RunWriter:
             if isinstance(result, TakenOver):
                 await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}, "currentId": e.message_id}})
                 e.renderer.mark_gap("taken over from a closed connection")
+                self.snapshot_first = True
                 self.claimed = True
                 self.table.stats.claims += 1
                 self.table.changed()
@@ -171,13 +176,17 @@ class RunWriter:
     async def _flush(self) -> None:
         e = self.entry
         now = e.renderer.output()
-        if now == self.shown:
+        if now == self.shown and not self.snapshot_first:
             return
-        d = diff(self.shown, now)
-        for event in d.events:
-            await self._emit(event)
-        if d.needs_snapshot:
+        if self.snapshot_first:
+            self.snapshot_first = False
             await self._emit(snapshot_event(now))
+        else:
+            d = diff(self.shown, now)
+            for event in d.events:
+                await self._emit(event)
+            if d.needs_snapshot:
+                await self._emit(snapshot_event(now))
         self.shown = now
         try:
             await self.table.emitter.save_stream(e.ref.chat_id, e.message_id, now)
