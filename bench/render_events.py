@@ -63,6 +63,18 @@ def main() -> int:
     out = renderer.output()
     d = diff(out[:-5], out)
     print(f"output() + diff at the end: {(time.perf_counter() - t0) * 1e3:.2f} ms for {len(out)} items ({len(d.events)} events)")
+    # What a writer pays when it flushes after every event (the worst case: no coalescing at all).
+    writer, shown, flush_tenths = TurnRenderer("r"), [], []
+    for t in range(10):
+        t0 = time.perf_counter()
+        for event in events[t * tenth : (t + 1) * tenth]:
+            writer.feed(event)
+            now = writer.output()
+            diff(shown, now)
+            shown = now
+        flush_tenths.append((time.perf_counter() - t0) / tenth * 1e6)
+    print("feed + output() + diff, us per event by tenth: " + " ".join(f"{x:.0f}" for x in flush_tenths))
+    print(f"  last tenth / first tenth: {flush_tenths[-1] / flush_tenths[0]:.1f} (grows with the number of items, not the text)")
     return 0
 
 

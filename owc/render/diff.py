@@ -63,7 +63,7 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Diff:
                     events.append(_wrap({"type": "response.output_item.done", "output_index": index, "item": item}))
             continue
         old = before[index]
-        if old == item:
+        if old is item or old == item:  # the renderer hands back the same item object while it is unchanged
             continue
         if item.get("type") == "message":
             old_text, new_text = _message_text(old), _message_text(item)

@@ -45,6 +45,7 @@ class _Call:
     args: Any = None
     result: str | None = None
     is_error: bool = False
+    version: int = 0  # bumped when its args or result change: the key of its cached items
 
 
 @attrs.define
@@ -67,6 +68,10 @@ class TurnRenderer:
     _length: int = 0
     _joined: str | None = ""
     _shows_text: bool = False  # the text is known not to be (a prefix of) a sentinel
+    # Output items already built, by what they depend on: a writer renders after every change, and
+    # rebuilding every card and segment each time made a long run's cost per event grow with its length.
+    _items: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict)
+    _item_keys: dict[tuple[str, Any], tuple[Any, ...]] = attrs.field(factory=dict)  # the live key per element
 
     @property
     def text(self) -> str:
@@ -140,6 +145,8 @@ class TurnRenderer:
         self._chunks, self._length, self._joined = [new], len(new), new
         if not new.startswith(old):
             self._shows_text = False  # replaced: decide again
+            self._items.clear()  # segments' texts changed under their offsets
+            self._item_keys.clear()
         if len(new) < len(old):
             # A replacement shortened the text: the segments that started in the cut-off part are gone
             # (the text they held no longer exists); the rest keep their places among the tool cards.
@@ -170,6 +177,7 @@ class TurnRenderer:
                     if call.result is None:
                         self._order.append(("result", call.call_id))
                     call.result, call.is_error = text, tool.is_error
+                    call.version += 1
                     self.version += 1
         elif event.item is not None and event.item.kind == "tool" and event.item.phase == "start" and event.item.tool_call_id:
             self._start_call(event.item.tool_call_id, event.item.name or "tool", None)
@@ -187,6 +195,7 @@ class TurnRenderer:
             self.version += 1
         elif args is not None and call.args is None:
             call.args = args
+            call.version += 1
             self.version += 1
         return call
 
@@ -212,24 +221,51 @@ class TurnRenderer:
         """The run's output items now. While running, text that may still become a sentinel is held back;
         once ``done``, only an exact sentinel is dropped."""
         items: list[dict[str, Any]] = []
+        # Text segments start at increasing offsets in ``_order``: each ends where the next one starts.
         starts = [v for k, v in self._order if k == "text"]
+        ends = dict(zip(starts, starts[1:]))
+        last = len(self._order) - 1
         for index, (kind, key) in enumerate(self._order):
             if kind == "text":
-                end = next((s for s in starts if s > key), len(self.text))
-                segment = self.text[key:end].strip("\n")
-                hidden = is_silent(segment) if done else may_become_silent(segment)
-                if hidden or not segment.strip():
-                    continue
-                closed = done or index < len(self._order) - 1
-                items.append(message_item(item_id("msg", self.run_id, f"text:{key}"), segment, done=closed))
+                end = ends.get(key, self._length)
+                closed = done or index < last
+                item = self._item(("text", key, end, closed, done), lambda: self._text_item(key, end, closed=closed, done=done))
+                if item:
+                    items.append(item)
             elif kind == "call":
                 call = self._calls[key]
                 status = "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
-                items.append(function_call_item(call.call_id, call.name, call.args, status=status))
+                items.append(self._item(("call", key, call.version, status), lambda: function_call_item(call.call_id, call.name, call.args, status=status)))
             else:
                 call = self._calls[key]
-                items.append(function_call_output_item(item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error))
+                items.append(
+                    self._item(
+                        ("result", key, call.version),
+                        lambda: function_call_output_item(item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error),
+                    )
+                )
         return items
+
+    def _item(self, cache_key: tuple[Any, ...], build: Any) -> dict[str, Any]:
+        """The item for ``cache_key``, built once; the element's previous item is dropped (a growing text
+        segment would otherwise leave one stale copy of itself per change)."""
+        item = self._items.get(cache_key)
+        if item is None:
+            item = self._items[cache_key] = build()
+            element = cache_key[:2]
+            stale = self._item_keys.get(element)
+            if stale is not None and stale != cache_key:
+                self._items.pop(stale, None)
+            self._item_keys[element] = cache_key
+        return item
+
+    def _text_item(self, start: int, end: int, *, closed: bool, done: bool) -> dict[str, Any]:
+        """A text segment's message item, or ``{}`` while it shows nothing (blank, or a sentinel)."""
+        segment = self.text[start:end].strip("\n")
+        hidden = is_silent(segment) if done else may_become_silent(segment)
+        if hidden or not segment.strip():
+            return {}
+        return message_item(item_id("msg", self.run_id, f"text:{start}"), segment, done=closed)
 
     @property
     def complete(self) -> bool:
