@@ -103,7 +103,8 @@ async def _run_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tree_lines(messages: dict) -> list[str]:
+def _tree_lines(messages: dict, names: dict[str, str], cut: set[str]) -> list[str]:
+    """The chat's message tree, one line a message: the scenario's run name, done or not, cards, text."""
     from owc.render import count_cards
 
     children: dict[str | None, list[str]] = {}
@@ -116,33 +117,85 @@ def _tree_lines(messages: dict) -> list[str]:
             m = messages[mid]
             text = (m.get("content") or "").replace("\n", " / ")
             cards = count_cards(m.get("output") or [])
-            flags = "" if m.get("role") != "assistant" else (" done" if m.get("done") else " NOT DONE")
+            run = (m.get("meta") or {}).get("openclaw_run")
+            who = f"run {names.get(mid, run)!r}" if run else "user turn" if m.get("role") == "user" else m.get("role")
+            if m.get("role") != "assistant":
+                flags = ""
+            elif m.get("done"):
+                flags = " done"
+            elif run in cut:
+                flags = " NOT DONE (cut without a terminal: the Gateway's recovery run continues it)"
+            else:
+                flags = " NOT DONE"
             extra = f" [{cards} tool card{'s' if cards != 1 else ''}]" if cards else ""
             error = m.get("error") if isinstance(m.get("error"), dict) else None
             if error and error.get("content"):
                 extra += f" [error: {str(error['content'])[:60]}]"
-            lines.append(f"{'  ' * depth}- {m.get('role')} {mid[:8]}{flags}{extra}: {text[:90]}")
+            lines.append(f"{'  ' * depth}- {who}{flags}{extra}: {text[:90]}")
             walk(mid, depth + 1)
 
     walk(None, 1)
     return lines
 
 
+def _told(events: list) -> str:
+    """What the tabs were told about one message, in words."""
+    kinds = [e.type if e.type != "response:completion" else e.event["data"].get("type", e.type) for e in events]
+    parts = []
+    if "chat:messages" in kinds:
+        parts.append("view moved to it")
+    deltas = kinds.count("response.output_text.delta")
+    cards = sum(1 for e in events if e.type == "response:completion" and e.event["data"].get("type") == "response.output_item.added" and e.event["data"]["item"].get("type") == "function_call")
+    if deltas or cards:
+        parts.append(f"{deltas} text update{'s' if deltas != 1 else ''}, {cards} card{'s' if cards != 1 else ''} live")
+    snapshots = sum(1 for e in events if e.type == "chat:completion" and not e.event["data"].get("done"))
+    if snapshots:
+        parts.append(f"{snapshots} snapshot{'s' if snapshots != 1 else ''}")
+    if any(e.type == "chat:completion" and e.event["data"].get("done") for e in events):
+        parts.append("finished")
+    if "chat:message:error" in kinds:
+        parts.append("told it could not be saved")
+    return "; ".join(parts) or "nothing"
+
+
 def _print_played(played, *, tabs: bool) -> None:
+    from owc import ids
+
+    player = played.player
+    names: dict[str, str] = {}
+    for op_name, run in player.runs.items():
+        mid = ids.message_id(run.run.key, run.run_id)
+        if mid is not None:
+            names[mid] = op_name
+    cut = {run.run_id for run in player.runs.values() if run.run.terminal is None}
     for name, messages in played.chats.items():
-        spec = played.player.chats[name]
+        spec = player.chats[name]
         print(f"\nchat {name!r} ({spec.chat_id}), key {spec.session_key}")
-        for line in _tree_lines(messages):
+        for line in _tree_lines(messages, names, cut):
             print(line)
         if tabs:
-            told: dict[str, dict[str, int]] = {}
+            by_message: dict[str, list] = {}
             for e in played.emitter.events:
                 if e.chat_id == spec.chat_id:
-                    kind = e.type if e.type != "response:completion" else e.event["data"].get("type", e.type)
-                    told.setdefault(e.message_id, {}).setdefault(kind, 0)
-                    told[e.message_id][kind] += 1
-            for mid, kinds in told.items():
-                print(f"    tabs were told about {mid[:8]}: " + ", ".join(f"{k} x{n}" for k, n in kinds.items()))
+                    by_message.setdefault(e.message_id, []).append(e)
+            for mid, events in by_message.items():
+                print(f"    the tabs, about run {names.get(mid, mid[:8])!r}: {_told(events)}")
+    quiet = []
+    shown = {mid for messages in played.chats.values() for mid in messages}
+    for op_name, run in player.runs.items():
+        ref = ids.parse_session_key(run.run.key)
+        mid = ids.message_id(run.run.key, run.run_id)
+        if ref is None:
+            quiet.append(f"run {op_name!r}: its session {run.run.key} is not an Open WebUI chat")
+        elif mid is None:
+            quiet.append(f"run {op_name!r}: an Open WebUI action's own run")
+        elif mid not in shown:
+            why = "a heartbeat (never shown)" if run.run.heartbeat else "it showed nothing (a silent reply)"
+            quiet.append(f"run {op_name!r}: {why}")
+    if quiet:
+        print("\nruns with no message, as designed:")
+        for line in quiet:
+            print(f"  - {line}")
 
 
 async def _run_demo(args: argparse.Namespace) -> int:
@@ -157,7 +210,9 @@ async def _run_demo(args: argparse.Namespace) -> int:
     print(f"owc demo: Gateway simulator on 127.0.0.1 -> owc -> {path} (Open WebUI's schema)")
     played = await play_scenario(text, f"sqlite:///{path}", progress=lambda line: print(f"  {line}", flush=True))
     _print_played(played, tabs=True)
-    print(f"\n{played.claims} messages claimed, {played.finalized} finalized; invariants: {'all hold' if not played.violations else played.violations}")
+    for v in played.violations:
+        print(f"VIOLATION in chat {v.chat!r}: {v.what}")
+    print(f"\n{played.claims} messages claimed, {played.finalized} finalized; invariants: {'all hold' if not played.violations else f'{len(played.violations)} violated'}")
     return 0 if not played.violations else 1
 
 
@@ -213,18 +268,25 @@ async def _until_signal(runner, args: argparse.Namespace) -> int:
     tree (not a KeyboardInterrupt raised inside whichever task happens to run), so every writer's cleanup
     runs: a run that has ended is still finalized on the way out."""
     result = 0
+    stopped_by: int | None = None
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # outlives the watcher task
         async with trio.open_nursery() as nursery:
 
             async def watch() -> None:
+                nonlocal stopped_by
                 async for signum in signals:
                     print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                    stopped_by = signum
                     nursery.cancel_scope.cancel()
                     return
 
             nursery.start_soon(watch)
             result = await runner(args)
             nursery.cancel_scope.cancel()
+    # A command cut short by a signal did not finish: say so the shell's way (128 + the signal's number),
+    # except ``owc run`` and ``owc sim``, whose normal end is a signal.
+    if stopped_by is not None and args.command in ("demo", "scenario"):
+        return 128 + stopped_by
     return result
 
 
@@ -239,6 +301,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command in runners:
         if args.command == "run" and not args.verbose:
             logging.getLogger("owc").setLevel(logging.INFO)
+        if args.command in ("demo", "scenario") and not args.verbose:
+            # The scenarios provoke faults on purpose (a dropped-event gap logs a warning): the printed
+            # result says what happened; -v shows the logs.
+            logging.getLogger("owc").setLevel(logging.ERROR)
         return trio.run(_until_signal, runners[args.command], args)
     parser.error(f"unknown command {args.command}")
     return 2

@@ -122,3 +122,22 @@ async def test_deploys_and_faults_scenario_contents(tmp_path: Path) -> None:
     # Counted over the deploys alive at the end: each run finalized once; the killed deploy's claim of the
     # survivor went with it, the other deploy's take-over of it counts.
     assert played.claims == played.finalized == 4
+
+
+def test_an_interrupted_scenario_run_exits_130(tmp_path: Path) -> None:
+    """Ctrl-C cuts a scenario short: the command says so in its exit code (128 + SIGINT), not success."""
+    scenario = tmp_path / "long.jsonl"
+    scenario.write_text('{"op": "chat", "chat": "c"}\n{"op": "sleep", "seconds": 3600}\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "owc", "scenario", "run", str(scenario), "--db", f"sqlite:///{tmp_path / 'x.db'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if "line 2: sleep" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 128 + signal.SIGINT
+    finally:
+        proc.kill()
