@@ -385,32 +385,21 @@ async def _held_run_with_writer(env, key: str, run_id: str):
     return bridge, run, env.sim.connection("A")
 
 
-async def test_the_chat_terminal_alone_ends_the_run(tmp_path, clock) -> None:
+@pytest.mark.parametrize("signal", ["chat final", "sessions.changed end"])
+async def test_one_end_signal_alone_ends_the_run(tmp_path, clock, signal: str) -> None:
+    """The run's chat terminal alone, or its sessions.changed end push alone (no resync either), ends it."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge, run, conn = await _held_run_with_writer(env, key, "by-chat")
-        final = {"runId": "by-chat", "sessionKey": key, "state": "final", "seq": 99,
-                 "message": {"role": "assistant", "content": [{"type": "text", "text": "Partial answer."}]}}  # fmt: skip
-        env.sim._emit("chat", final, audience=lambda c: c is conn, drop_if_slow=False)
+        bridge, run, conn = await _held_run_with_writer(env, key, "ending")
+        if signal == "chat final":
+            text = {"role": "assistant", "content": [{"type": "text", "text": "Partial answer."}]}
+            event, payload = "chat", {"runId": "ending", "sessionKey": key, "state": "final", "seq": 99, "message": text}
+        else:
+            event, payload = "sessions.changed", {"sessionKey": key, "phase": "end", "runId": "ending", "ts": 1, "status": "done", "hasActiveRun": False, "activeRunIds": []}
+        env.sim._emit(event, payload, audience=lambda c: c is conn, drop_if_slow=False)
         with trio.fail_after(600):  # virtual: ends a hang as a failure
-            await bridge.until(lambda: bridge.totals()[1] == 1)  # no sessions.changed end, no resync: finalized
-        assert (await env.messages(chat_id))[ids.message_id(key, "by-chat")]["done"] is True
-        assert env.sim.requests["sessions.list"] == 0
-        run.release()
-        env.sim.active_run(key).end()  # the real terminal, late: it changes nothing
-        await env.settled()
-        assert bridge.totals() == (1, 1)
-
-
-async def test_the_session_end_push_alone_ends_the_run(tmp_path, clock) -> None:
-    async with open_env(tmp_path) as env:
-        chat_id, key = await env.chat()
-        bridge, run, conn = await _held_run_with_writer(env, key, "by-push")
-        end = {"sessionKey": key, "phase": "end", "runId": "by-push", "ts": 1, "status": "done", "hasActiveRun": False, "activeRunIds": []}
-        env.sim._emit("sessions.changed", end, audience=lambda c: c is conn, drop_if_slow=False)
-        with trio.fail_after(600):  # virtual: ends a hang as a failure
-            await bridge.until(lambda: bridge.totals()[1] == 1)  # no chat terminal, no resync: finalized
-        assert (await env.messages(chat_id))[ids.message_id(key, "by-push")]["done"] is True
+            await bridge.until(lambda: bridge.totals()[1] == 1)
+        assert (await env.messages(chat_id))[ids.message_id(key, "ending")]["done"] is True
         assert env.sim.requests["sessions.list"] == 0
         run.release()
         env.sim.active_run(key).end()  # the real terminal, late: it changes nothing
