@@ -93,7 +93,7 @@ async def owc_phase(args) -> dict:
             emitter = TimedEmitter()
             bridge = TimedBridge(store, emitter, WriterRegistry())
             async with open_gateway_connection(sim.url, TOKEN, bridge) as client:
-                await client.wait_session()
+                await client.wait_connection()
                 events_before = sum(c.seq for c in sim.conns.values())
                 start = time.perf_counter()
                 await drive(sim, keys, args.runs, args.deltas, args.tools)

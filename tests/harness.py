@@ -1,5 +1,6 @@
-"""owc end to end for tests: the simulator on loopback, a real SQLite file with Open WebUI's schema, owc
-connections (``Bridge`` + ``GatewayClient``) and a recording emitter."""
+"""owc end to end for tests: the simulator on loopback, a real database with Open WebUI's schema (a SQLite file,
+or the session's PostgreSQL server), owc runtimes (``open_runtime``: a Gateway client, a bridge, a ledger) and a
+recording emitter. Every runtime is strict: an illegal lifecycle input fails the test."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import trio
 from conftest import TOKEN
 from owc import ids
 from owc.emit import RecordingEmitter
-from owc.gateway import Backoff, GatewayClient, GatewayConfig
+from owc.gateway import GatewayClient, GatewayConfig
 from owc.registry import WriterRegistry
 from owc.runs import Bridge
+from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim import Simulator, open_simulator
 from owc.store import TrioChatStore, open_store
 
@@ -30,18 +32,39 @@ class Env:
         self.nursery = nursery
         self.emitter = RecordingEmitter()
         self.registry = WriterRegistry()
+        self.runtimes: dict[str, Runtime] = {}
         self.bridges: dict[str, Bridge] = {}
         self.clients: dict[str, GatewayClient] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
 
     async def connect(self, name: str = "A", emitter: RecordingEmitter | None = None, registry: WriterRegistry | None = None) -> Bridge:
-        """An owc connection; ``registry`` stands for another process (default: this test's one process)."""
-        bridge = Bridge(self.store, emitter or self.emitter, registry if registry is not None else self.registry)
-        client = GatewayClient(self.sim.url, TOKEN, bridge, GatewayConfig(instance_id=name), backoff=Backoff(jitter=0))
-        self.bridges[name], self.clients[name] = bridge, client
-        await self.nursery.start(client.run)
-        await client.wait_session()
+        """An owc runtime; ``registry`` stands for another process (default: this test's one process)."""
+        config = RuntimeConfig(
+            url=self.sim.url,
+            token=TOKEN,
+            gateway=GatewayConfig(instance_id=name, backoff_jitter=0),
+            registry=registry if registry is not None else self.registry,
+            strict=True,
+        )
+        runtime, scope = await self.nursery.start(self._serve, config, emitter or self.emitter)
+        self.runtimes[name], self._scopes[name] = runtime, scope
+        self.bridges[name], self.clients[name] = runtime.bridge, runtime.client
+        await runtime.connected()
         await self.sim.wait_for(lambda: any(c.instance_id == name and c.subscribed for c in self.sim.conns.values()))
-        return bridge
+        return runtime.bridge
+
+    async def _serve(self, config: RuntimeConfig, emitter: RecordingEmitter, task_status: trio.TaskStatus[Any]) -> None:
+        with trio.CancelScope() as scope:
+            async with open_runtime(config, self.store, emitter) as runtime:
+                task_status.started((runtime, scope))
+                await trio.sleep_forever()
+
+    async def kill(self, name: str) -> None:
+        """The owc process ``name`` dies: its connection and writers stop at once, nothing written on the way out."""
+        self._scopes.pop(name).cancel()
+        self.runtimes.pop(name)
+        self.clients.pop(name)
+        await self.sim.wait_for(lambda: not any(c.instance_id == name and not c.closing for c in self.sim.conns.values()))
 
     async def chat(self, chat_id: str | None = None, *, model: str = "openclaw.main", user_turn: bool = True) -> tuple[str, str]:
         """A chat (with one user turn) and its session key."""
@@ -53,30 +76,26 @@ class Env:
         return chat_id, ids.session_key("main", USER, chat_id)
 
     async def settled(self) -> None:
-        """Wait, without a clock, until the simulator is quiescent, every connection has read all it was sent
-        (a request's reply comes after every event sent before it), and every writer has finished."""
+        """Wait, without a clock, until the simulator is quiescent and every runtime has read all it was sent
+        and has nothing left to do."""
         await self.sim.wait_for(self.sim.quiescent)
-        for _ in range(2):  # a resync or a writer's own requests may follow the first round trip
-            for client in self.clients.values():
-                if client.session is not None and not client.session.closed:
-                    await client.request("sessions.list", {"limit": 1})
-            while True:
-                busy = [b for b in self.bridges.values() if b.open_writers()]
-                if not busy:
-                    break
-                table = next(t for t in busy[0].tables.values() if t.open_writers())
-                await table.wait_changed()
+        for runtime in list(self.runtimes.values()):
+            await runtime.settled()
 
     async def messages(self, chat_id: str) -> dict[str, Any]:
         chat = await self.store.read_chat(chat_id)
         return chat["history"]["messages"]
 
+    def illegal(self) -> list[str]:
+        return [line for bridge in self.bridges.values() for line in bridge.ledger.illegal]
+
 
 @asynccontextmanager
-async def open_env(tmp_path: Path, **sim_kwargs: Any) -> AsyncIterator[Env]:
+async def open_env(tmp_path: Path, *, db_url: str | None = None, **sim_kwargs: Any) -> AsyncIterator[Env]:
     async with open_simulator(token=TOKEN, **sim_kwargs) as sim:
-        async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        async with open_store(db_url or f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
             async with trio.open_nursery() as nursery:
                 env = Env(sim, store, nursery)
                 yield env
                 nursery.cancel_scope.cancel()
+            assert env.illegal() == [], "illegal lifecycle inputs (bugs in the run table or writer)"

@@ -42,7 +42,7 @@ async def test_handshake_subscribe_and_first_resync() -> None:
     async with open_simulator(token=TOKEN) as sim:
         early = sim.start_run(KEY, "early")  # before owc connects: only the list can tell
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             assert session.boot_id == sim.boot_id and session.hello.policy.tick_interval_ms == 30_000
             (hello,) = handler.hellos
@@ -111,7 +111,7 @@ async def test_unavailable_while_starting_is_retried(autojump_clock) -> None:
             nursery.start_soon(lambda: sim.restart("stop", down_seconds=3))
             await sim.wait_for(lambda: sim.starting)
             async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
-                await client.wait_session()
+                await client.wait_connection()
                 assert trio.current_time() >= 3 and client.attempts >= 2
                 assert ("UNAVAILABLE", "") in sim.refusals
 
@@ -120,12 +120,12 @@ async def test_subscribe_and_list_on_every_reconnect(autojump_clock) -> None:
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
-            first = await client.wait_session()
+            first = await client.wait_connection()
             await handler.until(lambda: len(handler.resyncs) == 1)
             sim.start_run(KEY, "while-away", steps=[Text("busy"), Hold()])
             sim.disconnect()
             await handler.until(lambda: len(handler.resyncs) == 2)
-            second = client.session
+            second = client.connection
             assert second is not first and first.closed
             assert sim.requests["sessions.subscribe"] == 2
             assert handler.resyncs[1].started == ((KEY, "while-away"),)
@@ -138,7 +138,7 @@ async def test_gap_triggers_one_resync_per_burst(autojump_clock) -> None:
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             run = sim.start_run(KEY, "r1")
             await handler.until(lambda: handler.of(SessionsChanged))
@@ -183,24 +183,24 @@ async def test_three_missed_ticks_reconnect_and_not_before(autojump_clock) -> No
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
-            first = await client.wait_session()
+            first = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             sim.mute()  # a half-open socket: no close, no frame, no tick
             muted_at = trio.current_time()
             await trio.sleep(89)
-            assert client.session is first and not first.closed and client.sessions_opened == 1
+            assert client.connection is first and not first.closed and client.connections_opened == 1
             await trio.sleep(2)
             assert first.closed and "3 missed ticks" in first.close_reason
-            second = await client.wait_session()
+            second = await client.wait_connection()
             assert second is not first and trio.current_time() - muted_at >= 90
 
 
 async def test_ticks_keep_a_quiet_connection_alive(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN) as client:
-            first = await client.wait_session()
+            first = await client.wait_connection()
             await trio.sleep(600)  # twenty ticks, nothing else
-            assert client.session is first and client.sessions_opened == 1
+            assert client.connection is first and client.connections_opened == 1
 
 
 class RecordingBackoff(Backoff):
@@ -230,10 +230,10 @@ async def test_backoff_sequence_and_reset(autojump_clock) -> None:
         await backoff.reached.wait()
         assert backoff.delays[:8] == [1, 2, 4, 8, 16, 30, 30, 30]
         async with open_simulator(token=TOKEN, port=port) as sim:
-            first = await client.wait_session()
+            first = await client.wait_connection()
             count = len(backoff.delays)
             sim.disconnect()
-            second = await client.wait_session(newer_than=first)
+            second = await client.wait_connection(newer_than=first)
             assert backoff.delays[count] == 1  # reset by the healthy hello
             assert second.hello.boot_id == sim.boot_id
         nursery.cancel_scope.cancel()
@@ -255,7 +255,7 @@ async def test_boot_change_and_shutdown_notice(autojump_clock, mode, restart_exp
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
-            await client.wait_session()
+            await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             old_boot = sim.boot_id
             await sim.restart(mode)
@@ -283,7 +283,7 @@ async def test_hostile_frames_do_not_kill_the_connection(caplog) -> None:
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN, max_payload=4096) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             with caplog.at_level(logging.ERROR, logger="owc.gateway"):
                 for junk in (
@@ -301,7 +301,7 @@ async def test_hostile_frames_do_not_kill_the_connection(caplog) -> None:
                 run = sim.start_run(KEY, "after-junk").text("still here")
                 run.end()
                 await handler.until(lambda: any(e.state == "final" for e in handler.of(ChatEvent)))
-            assert client.session is session and client.sessions_opened == 1 and not session.closed
+            assert client.connection is session and client.connections_opened == 1 and not session.closed
             messages = [r.getMessage() for r in caplog.records]
             assert any("not valid JSON" in m for m in messages)
             assert any("exceeds policy.maxPayload of 4096" in m for m in messages)
@@ -319,7 +319,7 @@ async def test_handler_failure_does_not_kill_the_connection(caplog) -> None:
     handler = Broken()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             sim.start_run(KEY, "bad").text("boom").end()
             sim.start_run(KEY2, "good").text("fine").end()
             await handler.until(lambda: any(e.run_id == "good" and e.state == "final" for e in handler.of(ChatEvent)))
@@ -335,7 +335,7 @@ async def test_request_errors_are_typed(autojump_clock) -> None:
         assert nc.value.retryable
         async with trio.open_nursery() as nursery:
             await nursery.start(client.run)
-            await client.wait_session()
+            await client.wait_connection()
             with pytest.raises(RequestError) as bad:
                 await client.request("chat.send", {"sessionKey": KEY, "message": "x"})
             assert bad.value.code == "INVALID_REQUEST" and not bad.value.retryable
@@ -350,7 +350,7 @@ async def test_request_errors_are_typed(autojump_clock) -> None:
 async def test_chat_send_while_the_gateway_closes_is_retryable(autojump_clock) -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
-            await client.wait_session()
+            await client.wait_connection()
             sim.stall_replies()  # the Gateway is shutting down: it reads the send and never answers
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sim.restart, "stop")
@@ -359,7 +359,7 @@ async def test_chat_send_while_the_gateway_closes_is_retryable(autojump_clock) -
             assert closed.value.retryable
             with pytest.raises(NotConnected):
                 await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
-            await client.wait_session()
+            await client.wait_connection()
             result = await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
             assert result == {"runId": "r-1", "status": "started"}
 
@@ -389,7 +389,7 @@ async def test_closing_leaves_no_task_running(autojump_clock) -> None:
         handler = RecordingHandler()
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
             gateway_nursery = trio.lowlevel.current_task().child_nurseries[-1]
-            session = await client.wait_session()
+            session = await client.wait_connection()
             session.nursery.start_soon(trio.sleep_forever)  # stands for a run writer
             sim.start_run(KEY, "r").text("x")
             await handler.until(lambda: handler.of(ChatEvent))
@@ -399,7 +399,7 @@ async def test_closing_leaves_no_task_running(autojump_clock) -> None:
         # Promptly: no wait for a close reply that the cancelled reader could never read (the clock would
         # have jumped by the close timeout).
         assert trio.current_time() == closing_at
-        assert session.closed and client.session is None
+        assert session.closed and client.connection is None
         assert owned & _all_tasks() == set()
         # Nothing else was left behind either (a system task, a task in another nursery); the simulator's
         # own tasks (the server side of the socket) are the Gateway's, not owc's.
@@ -419,19 +419,19 @@ async def test_wss_verifies_certificates(autojump_clock, caplog) -> None:
                 nursery.start_soon(untrusting.run)
                 await trio.sleep(5)
                 nursery.cancel_scope.cancel()
-        assert untrusting.sessions_opened == 0 and untrusting.attempts >= 2
+        assert untrusting.connections_opened == 0 and untrusting.attempts >= 2
         assert any("CERTIFICATE_VERIFY_FAILED" in r.getMessage() for r in caplog.records)
         client_ctx = ssl.create_default_context()
         ca.configure_trust(client_ctx)
         async with open_gateway_connection(sim.url, TOKEN, config=GatewayConfig(ssl_context=client_ctx)) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             assert session.boot_id == sim.boot_id
 
 
 async def test_instance_id_names_the_deploy() -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, config=GatewayConfig(instance_id="deploy-A")) as client:
-            await client.wait_session()
+            await client.wait_connection()
             assert sim.connection("deploy-A").client_id == "gateway-client"
             assert "deploy-A" in repr(client) and TOKEN not in repr(client)
 
@@ -463,7 +463,7 @@ async def test_a_gap_during_the_resync_lists_once_more(autojump_clock) -> None:
     handler = SlowResync()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             run = sim.start_run(KEY, "r1")
             await handler.until(lambda: handler.of(SessionsChanged))
@@ -486,7 +486,7 @@ async def test_a_failed_resync_closes_the_session_and_the_next_one_resyncs(autoj
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()) as client:
-            first = await client.wait_session()
+            first = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             run = sim.start_run(KEY, "r1", steps=[Text("x"), Hold()])
             await handler.until(lambda: handler.of(SessionsChanged))
@@ -508,7 +508,7 @@ async def test_a_malformed_event_counts_as_lost(autojump_clock) -> None:
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN) as sim:
         async with open_gateway_connection(sim.url, TOKEN, handler) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             await handler.until(lambda: handler.resyncs)
             sim.inject('{"type": "event", "event": "chat", "payload": {"state": "delta"}, "seq": 999}')
             run = sim.start_run(KEY, "r1").text("hello")
@@ -557,7 +557,7 @@ async def test_backoff_waits_between_attempts(autojump_clock) -> None:
             seventh.set()
         raise OSError("connection refused")
 
-    client._session_once = failing_attempt
+    client._connection_once = failing_attempt
     async with trio.open_nursery() as nursery:
         nursery.start_soon(client.run)
         await seventh.wait()
@@ -569,7 +569,7 @@ async def test_backoff_waits_between_attempts(autojump_clock) -> None:
 async def test_a_request_over_max_payload_is_refused_before_sending(autojump_clock) -> None:
     async with open_simulator(token=TOKEN, max_payload=4096) as sim:
         async with open_gateway_connection(sim.url, TOKEN) as client:
-            session = await client.wait_session()
+            session = await client.wait_connection()
             sent_before = sum(sim.requests.values())
             with pytest.raises(PayloadTooLarge) as too_large:
                 await client.request("chat.send", {"sessionKey": KEY, "message": "x" * 5000, "idempotencyKey": "big"})
@@ -599,5 +599,5 @@ async def test_a_server_that_never_challenges_times_out_the_handshake_and_is_ret
             await retried.wait()
         nursery.cancel_scope.cancel()
     assert accepted[1] - accepted[0] == pytest.approx(GatewayConfig().connect_timeout + 1, abs=0.01)
-    assert client.sessions_opened == 0
+    assert client.connections_opened == 0
     assert any("handshake not finished within 10 s" in r.getMessage() for r in caplog.records)

@@ -33,7 +33,7 @@ async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path, ca
         bridge = Bridge(store, emitter, WriterRegistry())
         with trio.fail_after(180):
             async with open_gateway_connection(real_gateway.url, real_gateway.token, bridge, GatewayConfig(instance_id="owc-real")) as client:
-                await client.wait_session()
+                await client.wait_connection()
                 async with raw_client(real_gateway.url, real_gateway.token, caps=(), instance_id="other-ui") as other:
                     sent = await other.request("chat.send", {"sessionKey": key, "message": "USE_TOOL please check", "idempotencyKey": run_id})
                     assert sent.ok, sent.error

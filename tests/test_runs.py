@@ -14,6 +14,7 @@ from owc import ids
 from owc.emit import RecordingEmitter
 from owc.registry import WriterRegistry
 from owc.render import count_cards
+from owc.rules.lifecycle import State
 from owc.sim import Hold, Text
 from owc.store import NotWritten
 
@@ -112,8 +113,6 @@ async def test_run_active_before_subscribe_without_ids(tmp_path, clock) -> None:
         run = env.sim.start_run(key, "before-owc")
         run.text("Early words, unseen.")
         bridge = await env.connect()
-        resync = env.bridges["A"].table
-        assert resync is not None
         run.text(" And more.").end()
         await env.settled()
         msg = (await env.messages(chat_id))[ids.message_id(key, "before-owc")]
@@ -158,7 +157,7 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
         await env.settled()
         messages = await env.messages(chat_id)
         # Nothing of these runs stays in memory once they end (no renderer kept for the connection's life).
-        assert env.bridges["A"].table.entries == {}
+        assert len(env.bridges["A"].ledger) == 0
         if expect is None:
             assert set(messages) == {"u1"}
         else:
@@ -205,13 +204,13 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         m = ids.message_id(key, "survivor")
         first_writer = (await env.messages(chat_id))[m]["meta"]["openclaw_writer"]
         env.sim.disconnect()
-        await bridge.until(lambda: not bridge.tables)  # owc saw the close and its session ended
+        await bridge.until(lambda: bridge.table is None)  # owc saw the close and its connection ended
         await trio.testing.wait_all_tasks_blocked()  # ... and is asleep in its reconnect backoff
         clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
         await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 2)  # the claim, then the take-over
-        (entry,) = bridge.table.entries.values()
-        assert "joined mid-run (hello)" in entry.renderer.gaps  # its renderer missed the run's start
+        (entry,) = bridge.ledger.unsettled()
+        assert "reconnect" in entry.renderer.gaps  # its stream missed what the run did while no connection was up
         assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
         run.release()
         env.sim.active_run(key).text(" After it.").end()
@@ -233,7 +232,7 @@ async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -
         chat_a, key_a = await env.chat()
         chat_b, key_b = await env.chat()
         bridge = await env.connect()
-        session = env.clients["A"].session
+        session = env.clients["A"].connection
         real_claim = env.store.claim
 
         async def flaky_claim(chat_id, message_id, **kwargs):
@@ -245,7 +244,7 @@ async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -
         env.sim.start_run(key_a, "doomed").text("This one fails.").end()
         env.sim.start_run(key_b, "fine").text("This one is written.").end()
         await env.settled()
-        assert not session.closed and env.clients["A"].sessions_opened == 1
+        assert not session.closed and env.clients["A"].connections_opened == 1
         assert (await env.messages(chat_b))[ids.message_id(key_b, "fine")]["done"] is True
         assert set(await env.messages(chat_a)) == {"u1"}
         assert bridge.totals() == (1, 1)
@@ -259,11 +258,11 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         b = await env.connect("B")
         run = env.sim.start_run(key, "failover", steps=[Text("Begun by one deploy."), Hold()])
         await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
-        await b.until(lambda: all(e.owner != "writer" or e.writer is not None for t in (a.table, b.table) for e in t.entries.values()))
+        await b.until(lambda: all(r.life.state in (State.STREAMING, State.STANDBY) for x in (a, b) for r in x.ledger.unsettled()))
         winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
         env.clients[winner].stop()
         await env.sim.wait_for(lambda: not any(c.instance_id == winner and not c.closing for c in env.sim.conns.values()))
-        await env.bridges[winner].until(lambda: not env.bridges[winner].tables)
+        await env.bridges[winner].until(lambda: env.bridges[winner].table is None)
         run.release()
         env.sim.active_run(key).text(" Finished by the other.").end()
         del env.clients[winner]
@@ -314,9 +313,9 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         run = env.sim.start_run(key, "orphan", steps=[Text("Begun by the first process."), Hold()])
         await a.until(lambda: a.totals()[0] == 1)
         b = await env.connect("B", registry=WriterRegistry())
-        await b.until(lambda: b.table is not None and any(e.owner == "standby" for e in b.table.entries.values()))
+        await b.until(lambda: any(r.life.state is State.STANDBY for r in b.ledger.unsettled()))
         env.clients["A"].stop()
-        await a.until(lambda: not a.tables)
+        await a.until(lambda: a.table is None)
         del env.clients["A"]
         run.release()
         env.sim.active_run(key).text(" Finished by the second.").end()
@@ -325,7 +324,7 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         msg = (await env.messages(chat_id))[m]
         assert msg["done"] and msg["content"] == "Begun by the first process. Finished by the second."
         # Finished, not taken over: the second process never claimed it, so it never streamed it either.
-        assert msg["meta"]["openclaw_writer"] != b.table.writer_id
+        assert not b.registry.is_local(msg["meta"]["openclaw_writer"])
         assert b.totals() == (0, 1)
         assert [e.type for e in env.emitter.of(m) if e.type == "chat:messages"] == ["chat:messages"] * 2  # A's claim, B's finish
 

@@ -85,5 +85,11 @@ class ActiveRuns:
             self.known[key] = position or 0
         return Resync(reason=reason, started=started, ended=tuple(ended), active_unknown=tuple(unknown), rows=rows)
 
+    def carry(self, keys: Iterable[RunKey]) -> None:
+        """Runs an earlier connection knew active: the hello's list says whether they still are (a carried run
+        the list no longer shows is reported ended)."""
+        for key in keys:
+            self.known.setdefault(key, 0)
+
     def forget_all(self) -> None:
         self.known.clear()

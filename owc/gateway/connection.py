@@ -1,7 +1,7 @@
-"""The Trio Gateway connection: one nursery per WebSocket session, no timer deciding anything but transport.
+"""The Trio Gateway connection: one nursery per WebSocket connection, no timer deciding anything but transport.
 
-``GatewayClient.run`` is the supervisor: it opens a session, runs it until it closes, waits its backoff and
-opens the next, forever (or until a refusal that cannot succeed). Each ``GatewaySession`` is one WebSocket
+``GatewayClient.run`` is the supervisor: it opens a connection, runs it until it closes, waits its backoff and
+opens the next, forever (or until a refusal that cannot succeed). Each ``Connection`` is one WebSocket
 from challenge to close, and owns one nursery: its reader, its resync task and (later) every run writer of
 the runs it shows are children of that nursery, so a closing socket cancels them all and nothing outlives it.
 
@@ -21,7 +21,7 @@ import ssl
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 import attrs
@@ -92,8 +92,8 @@ class GatewayConfig:
 
 @attrs.frozen
 class HelloInfo:
-    """What a new session tells the handler. ``boot_changed``: the Gateway restarted since the previous
-    session (its boot id differs); ``notice``: the ``shutdown`` notice that preceded the previous close,
+    """What a new connection tells the handler. ``boot_changed``: the Gateway restarted since the previous
+    connection (its boot id differs); ``notice``: the ``shutdown`` notice that preceded the previous close,
     if one did (with ``restart_expected_ms`` in restart mode, without it on a plain stop)."""
 
     hello: HelloOk
@@ -111,33 +111,41 @@ class CloseInfo:
     boot_id: str | None
 
 
+class ConnectionRuns(Protocol):
+    """What a handler attaches to one connection for exactly its lifetime. ``on_event`` is called by the reader
+    for every consumed event in arrival order and must not block (it may start tasks of its own)."""
+
+    def on_event(self, event: Event) -> None: ...
+
+    async def on_hello(self, info: HelloInfo, resync: Resync) -> None: ...
+
+    async def on_resync(self, resync: Resync) -> None: ...
+
+
 class ConnectionHandler(Protocol):
-    """Where the connection delivers what it reads. ``on_event`` is called by the reader for every consumed
-    event in arrival order and must not block (it may start tasks in ``session.nursery``)."""
+    """Where the connection delivers what it reads: ``attach(conn)`` is entered before the connection reads its
+    first frame and left when it closes (its exit sees ``conn.close_code`` / ``conn.notice``)."""
 
-    def on_event(self, session: GatewaySession, event: Event) -> None: ...
+    def attach(self, conn: Connection) -> AbstractAsyncContextManager[ConnectionRuns]: ...
 
-    async def on_hello(self, session: GatewaySession, info: HelloInfo) -> None: ...
 
-    async def on_resync(self, session: GatewaySession, resync: Resync) -> None: ...
+class _NullRuns:
+    def on_event(self, event: Event) -> None:
+        pass
 
-    async def on_closed(self, info: CloseInfo) -> None: ...
+    async def on_hello(self, info: HelloInfo, resync: Resync) -> None:
+        pass
+
+    async def on_resync(self, resync: Resync) -> None:
+        pass
 
 
 class NullHandler:
     """A handler that does nothing (for tools that only make requests)."""
 
-    def on_event(self, session: GatewaySession, event: Event) -> None:
-        pass
-
-    async def on_hello(self, session: GatewaySession, info: HelloInfo) -> None:
-        pass
-
-    async def on_resync(self, session: GatewaySession, resync: Resync) -> None:
-        pass
-
-    async def on_closed(self, info: CloseInfo) -> None:
-        pass
+    @asynccontextmanager
+    async def attach(self, conn: Connection) -> AsyncIterator[ConnectionRuns]:
+        yield _NullRuns()
 
 
 class _Pending:
@@ -147,12 +155,13 @@ class _Pending:
         self.method = method
         self.done = trio.Event()
         self.response: Response | None = None
-        self.position = 0  # how many frames the session had received when the response arrived
+        self.position = 0  # how many frames the connection had received when the response arrived
 
 
-class GatewaySession:
-    """One WebSocket session, from hello-ok to close. ``nursery`` is the connection's nursery: tasks that
-    must not outlive this socket (run writers) are started there."""
+class Connection:
+    """One WebSocket connection to the Gateway, from hello-ok to close (a *connection*, never a "session": that
+    word is the Gateway's agent session, named by a session key). ``nursery`` is the connection's nursery:
+    everything that must not outlive this socket (its reader, its resync, its run table and writers) is in it."""
 
     def __init__(self, ws: WebSocketConnection, hello: HelloOk, config: GatewayConfig, nursery: trio.Nursery) -> None:
         self.ws = ws
@@ -168,11 +177,14 @@ class GatewaySession:
         self.close_code: int | None = None
         self.close_reason = ""
         self.gaps = 0
+        self.last_ts = 0  # the newest Gateway timestamp (ms) any event on this connection carried
+        self.runs: ConnectionRuns = _NullRuns()  # the handler's view of this connection, once attached
         self.resyncs = 0
         self.frames = 0  # frames received so far: a position in the stream
         self.last_gap_at = 0  # the position of the latest gap
         self._pending: dict[str, _Pending] = {}
         self._resync_running = False
+        self._closed = trio.Event()
 
     @property
     def boot_id(self) -> str | None:
@@ -216,7 +228,7 @@ class GatewaySession:
         return response.payload, pending.position
 
     def close(self, code: int | None, reason: str) -> None:
-        """End the session: pending requests fail with ``SessionClosed`` and every task in the session's
+        """End the connection: pending requests fail with ``SessionClosed`` and every task in the connection's
         nursery (reader, resync, run writers) is cancelled."""
         if not self.closed:
             self.close_code, self.close_reason = code, reason
@@ -225,8 +237,17 @@ class GatewaySession:
 
     def _fail_pending(self) -> None:
         self.closed = True
+        self._closed.set()
         for pending in self._pending.values():
             pending.done.set()
+
+    async def wait_closed(self) -> None:
+        """Until the connection ends (an event, not a clock)."""
+        await self._closed.wait()
+
+    @property
+    def close_info(self) -> CloseInfo:
+        return CloseInfo(self.close_code, self.close_reason, self.notice, self.boot_id)
 
     def _resolve(self, response: Response) -> None:
         pending = self._pending.get(response.id)
@@ -265,11 +286,11 @@ class GatewayClient:
     ) -> None:
         self.url = url
         self._token = token
-        self.handler = handler or NullHandler()
+        self.handler: ConnectionHandler = handler or NullHandler()
         self.config = config or GatewayConfig()
         self.backoff = backoff or Backoff(self.config.backoff_initial, self.config.backoff_cap, self.config.backoff_jitter)
-        self.session: GatewaySession | None = None
-        self.sessions_opened = 0
+        self.connection: Connection | None = None
+        self.connections_opened = 0
         self.attempts = 0
         self._boot_id: str | None = None
         self._last_notice: Shutdown | None = None
@@ -282,17 +303,17 @@ class GatewayClient:
     # ------------------------------------------------------------------ public
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        session = self.session
-        if session is None or session.closed:
+        conn = self.connection
+        if conn is None or conn.closed:
             raise NotConnected(method)
-        return await session.request(method, params, timeout=timeout)
+        return await conn.request(method, params, timeout=timeout)
 
-    async def wait_session(self, newer_than: GatewaySession | None = None) -> GatewaySession:
-        """The current session, waiting (without a clock) for the next hello-ok if there is none, or if
-        the current one is ``newer_than`` (a caller that saw a session end waits for its successor)."""
-        while self.session is None or self.session.closed or self.session is newer_than:
+    async def wait_connection(self, newer_than: Connection | None = None) -> Connection:
+        """The current connection, waiting (without a clock) for the next hello-ok if there is none, or if
+        the current one is ``newer_than`` (a caller that saw a connection end waits for its successor)."""
+        while self.connection is None or self.connection.closed or self.connection is newer_than:
             await self._changed.wait()
-        return self.session
+        return self.connection
 
     def stop(self) -> None:
         self._cancel.cancel()
@@ -302,35 +323,50 @@ class GatewayClient:
         with self._cancel:
             while True:
                 self.attempts += 1
-                floor = 0.0
-                try:
-                    await self._session_once()
-                except MissingScopes as exc:
-                    log.error("gateway.refused url=%s error=%s", self.url, exc)
-                    raise
-                except Refused as exc:
-                    if not exc.retryable:
-                        log.error("gateway.refused url=%s error=%s", self.url, exc)
-                        raise
-                    log.warning("gateway.refused_retryable url=%s error=%s", self.url, exc)
-                    floor = (exc.error.retry_after_ms or 0) / 1000
-                except (OSError, HandshakeError, ConnectionClosed, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, GatewayError) as exc:
-                    log.warning("gateway.connect_failed url=%s error=%s", self.url, _describe(exc))
-                except Exception:
-                    # A bug anywhere in a session must cost that session, never owc's connection for good.
-                    log.exception("gateway.session_failed url=%s (reconnecting)", self.url)
+                floor = await self._connect_once()
                 delay = max(self.backoff.next_delay(), floor)
                 log.info("gateway.reconnecting url=%s in=%.2f", self.url, delay)
                 await trio.sleep(delay)
 
-    # ------------------------------------------------------------------ one session
+    async def _connect_once(self) -> float:
+        """One connection, from TCP to close. Returns the least wait before the next attempt; raises what
+        retrying cannot fix. The nurseries below may raise exception groups: they are taken apart here, at the
+        boundary, leaf by leaf (a cancel passes through untouched)."""
+        fatal: BaseException | None = None
+        floor = 0.0
+        try:
+            await self._connection_once()
+        except* MissingScopes as group:
+            fatal = group.exceptions[0]
+            log.error("gateway.refused url=%s error=%s", self.url, fatal)
+        except* Refused as group:
+            for exc in _leaves(group):
+                assert isinstance(exc, Refused)
+                if not exc.retryable:
+                    fatal = fatal or exc
+                    log.error("gateway.refused url=%s error=%s", self.url, exc)
+                else:
+                    log.warning("gateway.refused_retryable url=%s error=%s", self.url, exc)
+                    floor = max(floor, (exc.error.retry_after_ms or 0) / 1000)
+        except* (OSError, HandshakeError, ConnectionClosed, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, GatewayError) as group:
+            for exc in _leaves(group):
+                log.warning("gateway.connect_failed url=%s error=%s", self.url, _describe(exc))
+        except* Exception as group:
+            # A bug anywhere in a connection must cost that connection, never owc's link to the Gateway for good.
+            for exc in _leaves(group):
+                log.error("gateway.connection_failed url=%s (reconnecting)", self.url, exc_info=exc)
+        if fatal is not None:
+            raise fatal
+        return floor
+
+    # ------------------------------------------------------------------ one connection
 
     def _ssl(self) -> ssl.SSLContext | None:
         if not self.url.startswith("wss://"):
             return None
         return self.config.ssl_context or ssl.create_default_context()  # verifies certificates and host names
 
-    async def _session_once(self) -> None:
+    async def _connection_once(self) -> None:
         cfg = self.config
         async with _open_websocket(self.url, self._ssl(), cfg.connect_timeout) as ws:
             try:
@@ -372,60 +408,57 @@ class GatewayClient:
         return hello
 
     async def _serve(self, ws: WebSocketConnection, hello: HelloOk) -> None:
-        session: GatewaySession | None = None
+        conn: Connection | None = None
         healthy = False
         try:
             async with trio.open_nursery() as nursery:
-                session = GatewaySession(ws, hello, self.config, nursery)
-                log.info("gateway.hello url=%s boot=%s conn=%s", self.url, hello.boot_id, session.id)
-                nursery.start_soon(self._reader, session)
-                try:
-                    payload, position = await session.request_at("sessions.subscribe", dict(self.config.list_params))
-                    listed = parse_subscribe(payload)
-                except (GatewayError, ProtocolError) as exc:
-                    log.warning("gateway.subscribe_failed url=%s error=%s", self.url, exc)
-                    session.close(None, f"subscribe failed: {exc}")
-                    return
-                info = HelloInfo(
-                    hello=hello,
-                    first=self.sessions_opened == 0,
-                    boot_changed=self._boot_id is not None and hello.boot_id != self._boot_id,
-                    previous_boot_id=self._boot_id,
-                    notice=self._last_notice,
-                )
-                self._boot_id, self._last_notice = hello.boot_id, None
-                self.sessions_opened += 1
-                self.session = session
-                healthy = True
-                self._wake()
-                self.backoff.reset()  # a healthy hello: handshake done and the subscription answered
-                await self._call(self.handler.on_hello(session, info), "on_hello")
-                rows = listed.list.sessions if listed.list is not None else ()
-                complete = listed.list is None or not listed.list.has_more
-                resync = session.active.resync(rows, "hello", complete=complete, position=position)
-                await self._call(self.handler.on_resync(session, resync), "on_resync")
-                # The session lives until its reader ends it (a close, silence) or a cancel from outside.
+                conn = Connection(ws, hello, self.config, nursery)
+                log.info("gateway.hello url=%s boot=%s conn=%s", self.url, hello.boot_id, conn.id)
+                # The handler's view of this connection lives exactly as long as it: entered before the first
+                # frame is read (events may precede the subscribe's reply), left when the connection closes.
+                async with self.handler.attach(conn) as runs:
+                    conn.runs = runs
+                    nursery.start_soon(self._reader, conn)
+                    try:
+                        payload, position = await conn.request_at("sessions.subscribe", dict(self.config.list_params))
+                        listed = parse_subscribe(payload)
+                    except (GatewayError, ProtocolError) as exc:
+                        log.warning("gateway.subscribe_failed url=%s error=%s", self.url, exc)
+                        conn.close(None, f"subscribe failed: {exc}")
+                        return
+                    info = HelloInfo(
+                        hello=hello,
+                        first=self.connections_opened == 0,
+                        boot_changed=self._boot_id is not None and hello.boot_id != self._boot_id,
+                        previous_boot_id=self._boot_id,
+                        notice=self._last_notice,
+                    )
+                    self._boot_id, self._last_notice = hello.boot_id, None
+                    self.connections_opened += 1
+                    self.connection = conn
+                    healthy = True
+                    self._wake()
+                    self.backoff.reset()  # a healthy hello: handshake done and the subscription answered
+                    rows = listed.list.sessions if listed.list is not None else ()
+                    complete = listed.list is None or not listed.list.has_more
+                    resync = conn.active.resync(rows, "hello", complete=complete, position=position)
+                    await self._call(runs.on_hello(info, resync), "on_hello")
+                    await conn.wait_closed()  # until the reader ends it (a close, silence) or a cancel from outside
         finally:
-            if session is not None:
-                if not session.closed:
-                    session.close_reason = session.close_reason or "closed by owc"
-                session._fail_pending()
-                if self.session is session:
-                    self.session = None
+            if conn is not None:
+                if not conn.closed:
+                    conn.close_reason = conn.close_reason or "closed by owc"
+                conn._fail_pending()
+                if self.connection is conn:
+                    self.connection = None
                     self._wake()
                 if healthy:
-                    self._last_notice = session.notice
-                with trio.CancelScope(shield=True):
-                    await self._closed(session)
-
-    async def _closed(self, session: GatewaySession) -> None:
-        notice = session.notice
-        log.info(
-            "gateway.closed url=%s code=%s reason=%s notice=%s",
-            self.url, session.close_code, session.close_reason[:120], notice.reason if notice else None,
-        )  # fmt: skip
-        info = CloseInfo(session.close_code, session.close_reason, notice, session.boot_id)
-        await self._call(self.handler.on_closed(info), "on_closed")
+                    self._last_notice = conn.notice
+                notice = conn.notice
+                log.info(
+                    "gateway.closed url=%s code=%s reason=%s notice=%s",
+                    self.url, conn.close_code, conn.close_reason[:120], notice.reason if notice else None,
+                )  # fmt: skip
 
     async def _call(self, call: Awaitable[None], name: str) -> None:
         """Run a handler callback; its failure is logged and the connection goes on."""
@@ -434,84 +467,87 @@ class GatewayClient:
         except Exception:
             log.exception("gateway.handler_failed url=%s callback=%s", self.url, name)
 
-    async def _reader(self, session: GatewaySession) -> None:
+    async def _reader(self, conn: Connection) -> None:
         """Read frames until the socket closes or goes silent for ``missed_ticks`` tick intervals, then end
-        the session (which cancels everything in its nursery)."""
-        policy = session.hello.policy
+        the connection (which cancels everything in its nursery)."""
+        policy = conn.hello.policy
         silence = self.config.missed_ticks * policy.tick_interval_ms / 1000
-        ws = session.ws
+        ws = conn.ws
         while True:
             with trio.move_on_after(silence) as liveness:
                 try:
                     message = await ws.get_message()
                 except ConnectionClosed as exc:
-                    session.close(*_close_of(exc))
+                    conn.close(*_close_of(exc))
                     return
             if liveness.cancelled_caught:
                 log.warning("gateway.dead_socket url=%s silent_for=%.0f", self.url, silence)
-                session.close(None, f"no frame for {silence:g} s ({self.config.missed_ticks} missed ticks)")
+                conn.close(None, f"no frame for {silence:g} s ({self.config.missed_ticks} missed ticks)")
                 return
-            self._on_message(session, message, policy.max_payload)
+            self._on_message(conn, message, policy.max_payload)
 
-    def _on_message(self, session: GatewaySession, message: str | bytes, max_payload: int) -> None:
-        session.frames += 1
+    def _on_message(self, conn: Connection, message: str | bytes, max_payload: int) -> None:
+        conn.frames += 1
         try:
             frame = decode_frame(message, max_payload=max_payload)
         except ProtocolError as exc:
             log.error("gateway.bad_frame url=%s error=%s", self.url, exc)
             return
         if isinstance(frame, Response):
-            session._resolve(frame)
+            conn._resolve(frame)
             return
         if not isinstance(frame, EventFrame):
             log.error("gateway.bad_frame url=%s error=a request frame from the gateway", self.url)
             return
         try:
-            event = session.decoder.decode(frame)
+            event = conn.decoder.decode(frame)
         except ProtocolError as exc:
             # Not fed to the seq tracker: the event is lost to owc, so the next good one reports a gap and
             # the resync recovers what it said (and a bogus seq cannot blind gap detection).
             log.error("gateway.bad_event url=%s seq=%s error=%s", self.url, frame.seq, exc)
             return
-        result = session.seq.feed(frame.seq)
+        ts = getattr(event, "ts", None)
+        if isinstance(ts, int) and ts > conn.last_ts:
+            conn.last_ts = ts  # the Gateway's clock, from ticks too: how far this connection's view reaches
+        result = conn.seq.feed(frame.seq)
         if result.is_gap:
-            session.gaps += 1
+            conn.gaps += 1
             log.warning("gateway.seq_gap url=%s expected=%s received=%s missed=%s", self.url, result.expected, result.received, result.missed)
-            if session.want_resync():
-                session.nursery.start_soon(self._resync, session)
+            if conn.want_resync():
+                conn.nursery.start_soon(self._resync, conn)
         if isinstance(event, (Tick, ConnectChallenge)):
             return
         if isinstance(event, Shutdown):
-            session.notice = event
+            conn.notice = event
             log.info("gateway.shutdown_notice url=%s reason=%s restart_expected_ms=%s", self.url, event.reason, event.restart_expected_ms)
-        session.active.observe(event, session.frames)
+        conn.active.observe(event, conn.frames)
         try:
-            self.handler.on_event(session, event)
+            conn.runs.on_event(event)
         except Exception:  # a handler bug for one event must not kill the connection or other runs
             log.exception("gateway.handler_failed url=%s event=%s", self.url, frame.event)
 
-    async def _resync(self, session: GatewaySession) -> None:
+    async def _resync(self, conn: Connection) -> None:
         """Re-read ``sessions.list`` after a gap, once per burst: gaps found meanwhile cause one more list."""
         try:
             while True:
-                session.resyncs += 1
+                conn.resyncs += 1
                 try:
-                    payload, position = await session.request_at("sessions.list", dict(self.config.list_params))
+                    payload, position = await conn.request_at("sessions.list", dict(self.config.list_params))
                     listed = parse_sessions_list(payload)
                 except SessionClosed:
-                    return  # the next session's subscribe-and-list resyncs
+                    return  # the next connection's subscribe-and-list resyncs
                 except (GatewayError, ProtocolError) as exc:
-                    # Events were lost and the list that would recover them failed: a new session's
+                    # Events were lost and the list that would recover them failed: a new connection's
                     # subscribe-and-list is the only way left to learn what happened.
                     log.warning("gateway.resync_failed url=%s error=%s", self.url, exc)
-                    session.close(None, f"resync failed: {exc}")
+                    conn.close(None, f"resync failed: {exc}")
                     return
-                resync = session.active.resync(listed.sessions, "gap", complete=not listed.has_more, position=position)
-                await self._call(self.handler.on_resync(session, resync), "on_resync")
-                if session.last_gap_at <= position:
+                resync = conn.active.resync(listed.sessions, "gap", complete=not listed.has_more, position=position)
+                await self._call(conn.runs.on_resync(resync), "on_resync")
+                if conn.last_gap_at <= position:
                     return
         finally:
-            session._resync_running = False
+            conn._resync_running = False
 
     def _wake(self) -> None:
         self._changed.set()
@@ -529,7 +565,7 @@ async def _open_websocket(url: str, ssl_context: ssl.SSLContext | None, timeout:
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
     with trio.fail_after(timeout):
-        stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] = await _single(trio.open_tcp_stream(parts.hostname, port))
+        stream: trio.SocketStream | trio.SSLStream[trio.SocketStream] = await trio.open_tcp_stream(parts.hostname, port)
         try:
             if ssl_context is not None:
                 stream = trio.SSLStream(stream, ssl_context, server_hostname=parts.hostname, https_compatible=True)
@@ -538,54 +574,36 @@ async def _open_websocket(url: str, ssl_context: ssl.SSLContext | None, timeout:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             raise
-    with _collapse_groups():
-        async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
-            try:
-                with trio.fail_after(timeout):
-                    ws = await wrap_client_stream(nursery, stream, host, resource, max_message_size=DEFAULT_MAX_PAYLOAD)
-            except BaseException:
-                with trio.CancelScope(shield=True):
+    async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
+        try:
+            with trio.fail_after(timeout):
+                ws = await wrap_client_stream(nursery, stream, host, resource, max_message_size=DEFAULT_MAX_PAYLOAD)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            nursery.cancel_scope.cancel()
+            raise
+        try:
+            yield ws
+        finally:
+            # Cancelled (owc is shutting down): trio-websocket's reader is cancelled with us and could
+            # never read the close reply, so drop the TCP stream. Otherwise close politely, bounded.
+            cancelled = trio.current_effective_deadline() == -math.inf
+            with trio.CancelScope(shield=True):
+                if cancelled:
                     await trio.aclose_forcefully(stream)
-                nursery.cancel_scope.cancel()
-                raise
-            try:
-                yield ws
-            finally:
-                # Cancelled (owc is shutting down): trio-websocket's reader is cancelled with us and could
-                # never read the close reply, so drop the TCP stream. Otherwise close politely, bounded.
-                cancelled = trio.current_effective_deadline() == -math.inf
-                with trio.CancelScope(shield=True):
-                    if cancelled:
-                        await trio.aclose_forcefully(stream)
-                    else:
-                        with trio.move_on_after(timeout):
-                            await ws.aclose()
-                nursery.cancel_scope.cancel()
+                else:
+                    with trio.move_on_after(timeout):
+                        await ws.aclose()
+            nursery.cancel_scope.cancel()
 
 
-class _collapse_groups:  # noqa: N801 - used like a function: ``with _collapse_groups(), ...``
-    """Re-raise a nursery's exception group of exactly one as that exception, so callers can catch
-    ``Refused``, ``OSError`` ... as themselves (the body of a nursery is one task: its error is alone)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
-        if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-            raise exc.exceptions[0]
-        return False
-
-
-async def _single(call: Awaitable[Any]) -> Any:
-    """Await ``call``; an exception group of one (``open_tcp_stream`` tries each address) is unwrapped so
-    the log says what failed."""
-    try:
-        return await call
-    except BaseExceptionGroup as group:
-        leaves = group.exceptions
-        if len(leaves) == 1 and isinstance(leaves[0], Exception):
-            raise leaves[0] from None
-        raise OSError(str(group)) from group
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    """The exceptions of a (nested) group, in order."""
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
 
 
 def _refusal(frame: Response, close_code: int | None) -> Refused:
@@ -625,12 +643,12 @@ async def open_gateway_connection(
     *,
     backoff: Backoff | None = None,
 ) -> AsyncIterator[GatewayClient]:
-    """Run a ``GatewayClient`` for the block's lifetime; leaving the block closes it and every task it owns."""
-    with _collapse_groups():
-        async with trio.open_nursery() as nursery:
-            client = GatewayClient(url, token, handler, config, backoff=backoff)
-            await nursery.start(client.run)
-            try:
-                yield client
-            finally:
-                nursery.cancel_scope.cancel()
+    """Run a ``GatewayClient`` for the block's lifetime; leaving the block closes it and every task it owns.
+    A refusal that retrying cannot fix ends the block with it, inside an exception group (``except*``)."""
+    async with trio.open_nursery() as nursery:
+        client = GatewayClient(url, token, handler, config, backoff=backoff)
+        await nursery.start(client.run)
+        try:
+            yield client
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,285 +1,306 @@
-"""The run table of one connection session, and the bridge that gives every session its table.
+"""The run table of one Gateway connection, and the bridge that gives every connection its table.
 
-``RunTable`` is keyed by (session key, run id). An entry is opened for a run on an Open WebUI chat's key on
-the Gateway's start signal (``sessions.changed`` phase start), on a resync that lists it, or on the first
-event that names it (a run whose start push was lost or reordered by the Gateway's debounce, and runs of
-sessions the list reports active without ids). Runs on other keys, heartbeat runs and ``owui-action-`` runs
-never get a message. Each entry holds its renderer and who writes its message: ``writer`` (a task of this
-connection), ``inline`` (a live Pipe request, later issues), or ``none``.
+``Bridge.attach(conn)`` is an async context manager the connection enters for exactly its own lifetime
+(``owc/gateway/connection.py``); inside it the connection's writer id is registered alive, and the table's
+nursery holds one writer task per run this connection writes. Leaving it cancels those writers and tells every
+run it touched that its connection closed; the runs themselves stay in the ``Ledger``, which outlives the
+connection, so the next connection's hello accounts for each of them.
 
-A run's writer starts on its first showable item and its streaming phase ends only on the run's own end:
-its chat terminal, ``sessions.changed`` end/error, or its absence from the list after a resync.
+Runs are opened for an Open WebUI chat's session key on the Gateway's start signal (``sessions.changed``
+phase start), on a list that shows them active, or on **any first event that names them** (a run whose start
+push was lost or reordered by the Gateway's debounce). Runs on other keys, heartbeat runs and ``owui-action-``
+runs never get a message. A run ends only on its own end: its chat terminal, ``sessions.changed`` end/error,
+or its absence from a list after a gap or a reconnect. Reason pushes and rows never end a run.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
-from owc import ids
 from owc.emit import Emitter
-from owc.gateway import CloseInfo, GatewaySession, HelloInfo, Resync
-from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged
+from owc.gateway import GatewayError, HelloInfo, Resync
+from owc.protocol import AgentEvent, ChatEvent, Event, ProtocolError, SessionsChanged
 from owc.registry import WRITERS, WriterRegistry
-from owc.render import TurnRenderer
-from owc.runs.writer import RunWriter
+from owc.rules.lifecycle import (
+    Action,
+    ConnectionClosed,
+    Handover,
+    Hello,
+    IllegalTransition,
+    Input,
+    Listed,
+    Showable,
+    State,
+    Stop,
+    Terminal,
+)
+from owc.runs.ledger import Ledger
+from owc.runs.reconcile import reconcile
+from owc.runs.run import Run, RunKey
+from owc.runs.writer import Stats, WriterContext, write_run
 from owc.store import TrioChatStore
+
+if TYPE_CHECKING:
+    from owc.gateway import Connection
 
 log = logging.getLogger("owc.runs")
 
-
-@attrs.define(eq=False)
-class RunEntry:
-    session_key: str
-    run_id: str
-    ref: ids.SessionRef
-    message_id: str
-    renderer: TurnRenderer
-    owner: str = "writer"  # writer | standby (another connection writes; look again at the end) | inline | none
-    ended: bool = False
-    end_reason: str = ""
-    stop_requested: bool = False
-    writer_done: bool = False
-    writer: Any = None  # the RunWriter writing this message, if any
-    stream_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    _changed: trio.Event = attrs.field(factory=trio.Event)
-
-    @property
-    def writer_started(self) -> bool:
-        return self.writer is not None
-
-    def poke(self) -> None:
-        self._changed.set()
-
-    async def wait_changed(self) -> None:
-        await self._changed.wait()
-        self._changed = trio.Event()
-
-    def end(self, reason: str) -> None:
-        """The run is over (or its writer must stop streaming): the writer goes on to finalize."""
-        if not self.ended:
-            self.ended, self.end_reason = True, reason
-            self.stream_scope.cancel()
-            self.poke()
-
-    def request_stop(self) -> None:
-        """The user pressed Stop: abort the run at the Gateway, then finalize with what there is."""
-        self.stop_requested = True
-        self.end("stop")
-
-
-@attrs.define
-class Stats:
-    """Counts kept across a bridge's sessions."""
-
-    claims: int = 0
-    finalized: int = 0
+#: How many sessions one hello's reconcile pass reads at most (newest first); the rest wait for a later hello.
+RECONCILE_LIMIT = 50
 
 
 class RunTable:
-    """One per connection session (its writers live in that session's nursery)."""
+    """One per connection; its writers live in its nursery, inside the connection's."""
 
-    def __init__(
-        self,
-        session: GatewaySession,
-        store: TrioChatStore,
-        emitter: Emitter,
-        registry: WriterRegistry,
-        on_change: Callable[[], None] | None = None,
-        stats: Stats | None = None,
-    ) -> None:
-        self.session = session
-        self._on_change = on_change
-        self.stats = stats or Stats()
-        self.store = store
-        self.emitter = emitter
-        self.registry = registry
-        self.writer_id = registry.writer_id(session.id)
-        self.entries: dict[tuple[str, str], RunEntry] = {}
-        #: Runs whose message is finished: their renderer is dropped (its text and tool results can be large);
-        #: the key stays so a late event of the run does not open it again.
-        self.finished: set[tuple[str, str]] = set()
-        self._changed = trio.Event()
+    def __init__(self, bridge: Bridge, conn: Connection, nursery: trio.Nursery) -> None:
+        self.bridge = bridge
+        self.conn = conn
+        self.ledger = bridge.ledger
+        self._nursery = nursery
+        self.writer_id = bridge.registry.writer_id(conn.id)
+        self.ctx = WriterContext(
+            store=bridge.store,
+            emitter=bridge.emitter,
+            request=conn.request,
+            writer_id=self.writer_id,
+            registry=bridge.registry,
+            apply=self.apply,
+            stats=bridge.stats,
+        )
+        #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
+        self._unknown: set[str] = set()
+        self.reconciling = 0
+        self.hello: HelloInfo | None = None
+        #: Runs carried from earlier connections (unsettled in the ledger when this one began).
+        self.carried: set[RunKey] = {run.key for run in self.ledger.unsettled()}
 
-    def changed(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-        if self._on_change is not None:
-            self._on_change()
+    # ------------------------------------------------------------------ the lifecycle's actions
 
-    async def wait_changed(self) -> None:
-        await self._changed.wait()
+    def apply(self, run: Run, event: Input) -> None:
+        """Feed one input to a run's lifecycle and do what it answers. An illegal input is a bug: logged and
+        recorded (tests fail on it, ``strict`` raises), never a crash of the connection."""
+        try:
+            actions = run.life.apply(event)
+        except IllegalTransition as exc:
+            self.ledger.illegal.append(f"{run.run_id}: {exc}")
+            log.error("runs.illegal_input run=%s %s", run.run_id, exc)
+            if self.ledger.strict:
+                raise
+            return
+        for action in actions:
+            if action is Action.START_WRITER:
+                self._start_writer(run)
+            elif action is Action.END_STREAM:
+                if run.writer is not None and isinstance(event, (Terminal, Stop, Handover)):
+                    run.writer.end(event)
+            elif action is Action.ABORT_RUN:
+                self._nursery.start_soon(self._abort, run)
+            elif action is Action.RETIRE:
+                self.ledger.retire(run)
+        run.poke()
+        self.bridge.wake()
 
-    # ------------------------------------------------------------------ entries
+    def _start_writer(self, run: Run) -> None:
+        if run.writer_live:
+            return  # the run's writer reads the new state when it looks next (it was poked)
+        run.starting = True
+        self._nursery.start_soon(self._spawn, run, name=f"owc.writer:{run.run_id}")
 
-    def entry(self, session_key: str, run_id: str) -> RunEntry | None:
-        """The entry of a run, opened if the run belongs to an Open WebUI chat and may have a message."""
-        key = (session_key, run_id)
-        existing = self.entries.get(key)
-        if existing is not None:
-            return existing
-        if key in self.finished:
-            return None
-        ref = ids.parse_session_key(session_key)
-        message_id = ids.message_id(session_key, run_id) if ref is not None else None
-        if ref is None or message_id is None:
-            return None
-        entry = self.entries[key] = RunEntry(session_key, run_id, ref, message_id, TurnRenderer(run_id, session_key))
-        log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
-        return entry
+    async def _spawn(self, run: Run) -> None:
+        try:
+            run.writer = await self._nursery.start(write_run, self.ctx, run, name=f"owc.writer:{run.run_id}")
+        finally:
+            run.starting = False
+            self.bridge.wake()
 
-    def dispatch(self, event: Event) -> None:
+    async def _abort(self, run: Run) -> None:
+        try:
+            await self.conn.request("chat.abort", {"sessionKey": run.session_key, "runId": run.run_id})
+        except (GatewayError, ProtocolError) as exc:
+            log.warning("runs.abort_failed run=%s error=%s", run.run_id, exc)
+
+    # ------------------------------------------------------------------ events
+
+    def _open(self, session_key: str, run_id: str, *, start: bool) -> Run | None:
+        known = self.ledger.get(session_key, run_id) is not None
+        run = self.ledger.open(session_key, run_id)
+        if run is not None and not known and not start and session_key in self._unknown:
+            # The list said this session was active without naming its run: this is that run, and its first
+            # events may have come before this connection did.
+            run.mark_missed("joined mid-run (its session was active at the list, run ids unknown)")
+        return run
+
+    def on_event(self, event: Event) -> None:
+        """Called by the connection's reader for every consumed event, in order; never blocks."""
         if isinstance(event, SessionsChanged):
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
-            entry = self.entry(event.session_key, event.effective_run_id or event.run_id)
-            if entry is not None and event.phase in ("end", "error"):
-                entry.end(f"sessions.changed {event.phase}")
-                self._standby_check(entry)
-                self.retire_if_idle(entry)
+            run = self._open(event.session_key, event.effective_run_id or event.run_id, start=event.phase == "start")
+            if run is not None and event.phase in ("end", "error"):
+                self.apply(run, Terminal(f"sessions.changed {event.phase}"))
             return
-        if isinstance(event, (ChatEvent, AgentEvent)):
-            if event.session_key is None:
-                return
-            entry = self.entry(event.session_key, event.run_id)
-            if entry is None or entry.writer_done:
-                return
-            entry.renderer.feed(event)
-            if isinstance(event, ChatEvent) and event.is_terminal:
-                entry.end(f"chat {event.state}")
-            self._standby_check(entry)
-            self.maybe_start(entry)
-            entry.poke()
-            self.retire_if_idle(entry)
-
-    def retire(self, entry: RunEntry) -> None:
-        """Forget a run whose writer has finished it."""
-        key = (entry.session_key, entry.run_id)
-        if self.entries.get(key) is entry:
-            del self.entries[key]
-            self.finished.add(key)
-
-    def retire_if_idle(self, entry: RunEntry) -> None:
-        """Forget a run that has ended with no writer on it (a heartbeat, a sentinel-only run, one another
-        live connection writes): its renderer would otherwise live as long as the connection."""
-        if entry.ended and entry.writer is None:
-            self.retire(entry)
-
-    def _standby_check(self, entry: RunEntry) -> None:
-        """At the run's end, a standby connection looks once more: if the writing connection died, it
-        adopts the message and finalizes it; if that one is alive, it leaves the message to it."""
-        if entry.ended and entry.owner == "standby" and entry.writer is None:
-            entry.owner = "writer"
-            self.maybe_start(entry, adopt=True)
-
-    def maybe_start(self, entry: RunEntry, *, adopt: bool = False) -> None:
-        """Start the run's writer on its first showable item, or (``adopt``) at once to take over a message
-        an earlier connection was writing."""
-        if entry.writer_started or entry.owner != "writer" or not (adopt or entry.renderer.showable):
+        if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
-        entry.writer = RunWriter(self, entry, adopt=adopt and not entry.renderer.showable)
-        self.session.nursery.start_soon(entry.writer.run, name=f"owc.writer:{entry.run_id}")
-        self.changed()
+        start = isinstance(event, AgentEvent) and event.lifecycle is not None and event.lifecycle.phase == "start"
+        run = self._open(event.session_key, event.run_id, start=start)
+        if run is None:
+            return
+        if run.renderer.feed(event):
+            run.poke()
+        if not run.life.showable and run.renderer.showable:
+            self.apply(run, Showable())
+        if isinstance(event, ChatEvent) and event.is_terminal:
+            self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
 
-    def resync(self, resync: Resync) -> None:
+    # ------------------------------------------------------------------ hello and resync
+
+    async def on_hello(self, info: HelloInfo, resync: Resync) -> None:
+        """After the subscribe-and-list: account for every run the ledger carried from earlier connections,
+        then act on the list, then (in the background) give runs that ended while owc was away their message."""
+        self.hello = info
+        listed = {(row.key, run_id) for row in resync.rows for run_id in row.active_run_ids or ()}
+        unknown = set(resync.active_unknown)
+        ended = set(resync.ended)
+        for run in self.ledger.unsettled():
+            if run.key not in self.carried:
+                continue
+            self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
+            if run.life.settled or run.life.ended:
+                continue
+            if run.key in listed or run.session_key in unknown:
+                self.apply(run, Listed())
+            elif run.key in ended:
+                self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
+        self._resync(resync, carried=True)
+        watermark = self.bridge.watermark_ms if not info.first else None
+        if resync.rows:
+            self.reconciling += 1
+            self._nursery.start_soon(self._reconcile, resync, watermark)
+
+    async def on_resync(self, resync: Resync) -> None:
+        self._resync(resync)
+
+    def _resync(self, resync: Resync, *, carried: bool = False) -> None:
+        """A list after a gap (or the hello's): runs it shows that this connection did not know were joined
+        mid-run; runs it no longer shows have ended."""
+        self._unknown |= set(resync.active_unknown)
         for key, run_id in resync.started:
-            known = (key, run_id) in self.entries
-            entry = self.entry(key, run_id)
-            if entry is not None:
-                if not known:  # joined mid-run: the run's earlier events never reached this renderer
-                    entry.renderer.mark_gap(f"joined mid-run ({resync.reason})")
-                self.maybe_start(entry, adopt=True)
+            if carried and (key, run_id) in self.carried:
+                continue  # a carried run was handled with its ledger entry
+            run = self._open(key, run_id, start=False)
+            if run is None or run.life.settled:
+                continue
+            run.mark_missed(f"joined mid-run ({resync.reason})")
+            self.apply(run, Listed())
         for key, run_id in resync.ended:
-            entry = self.entries.get((key, run_id))
-            if entry is not None:
-                entry.end(f"resync ({resync.reason}): no longer active")
-                self.retire_if_idle(entry)
+            run = self.ledger.get(key, run_id)
+            if run is not None and not (carried and run.key in self.carried):
+                self.apply(run, Terminal(f"absent from the list ({resync.reason})"))
         if resync.reason == "gap":
-            for entry in self.entries.values():
-                if not entry.ended:
-                    entry.renderer.mark_gap("seq gap")
+            for run in self.ledger.unsettled():
+                if not run.life.ended:
+                    run.mark_missed("seq gap")
+
+    async def _reconcile(self, resync: Resync, watermark: int | None) -> None:
+        try:
+            await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit)
+        finally:
+            self.reconciling -= 1
+            self.bridge.wake()
+
+    # ------------------------------------------------------------------ commands
 
     def stop(self, chat_id: str) -> int:
-        """Stop every run this connection writes into ``chat_id``; returns how many."""
+        """The user pressed Stop in ``chat_id``: every run this process has there and has not settled is aborted,
+        and the message of each it writes is finalized with what it has. Returns how many."""
         stopped = 0
-        for entry in self.entries.values():
-            if entry.ref.chat_id == chat_id and entry.writer_started and not entry.ended:
-                entry.request_stop()
+        for run in self.ledger.unsettled():
+            if run.ref.chat_id == chat_id and run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING) and not run.life.ended:
+                self.apply(run, Stop())
                 stopped += 1
         return stopped
 
-    def open_writers(self) -> int:
-        return sum(1 for e in self.entries.values() if e.writer_started and not e.writer_done)
+    def closed(self) -> None:
+        """The connection is gone and its writers have ended: every unsettled run hears so."""
+        for run in self.ledger.unsettled():
+            self.apply(run, ConnectionClosed())
+        if self.conn.last_ts:
+            self.bridge.watermark_ms = self.conn.last_ts  # the next connection's reconcile looks past it
 
 
 class Bridge:
-    """The ``ConnectionHandler`` that runs owc: a ``RunTable`` per session, writers in the session nursery."""
+    """The ``ConnectionHandler`` that runs owc: a ``RunTable`` per connection, one ``Ledger`` across them."""
 
-    def __init__(self, store: TrioChatStore, emitter: Emitter, registry: WriterRegistry = WRITERS) -> None:
+    def __init__(
+        self,
+        store: TrioChatStore,
+        emitter: Emitter,
+        registry: WriterRegistry = WRITERS,
+        *,
+        ledger: Ledger | None = None,
+        strict: bool = False,
+        reconcile_limit: int = RECONCILE_LIMIT,
+    ) -> None:
         self.store = store
         self.emitter = emitter
         self.registry = registry
-        self.tables: dict[str, RunTable] = {}
+        self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()
-        self._registrations: dict[str, Any] = {}
+        self.reconcile_limit = reconcile_limit
+        self.table: RunTable | None = None
+        #: The Gateway time of the last event the previous connection saw: runs that ended after it ended
+        #: while owc was away from the Gateway (None before the first connection: the chats' own times serve).
+        self.watermark_ms: int | None = None
         self._changed = trio.Event()
 
-    @property
-    def table(self) -> RunTable | None:
-        """The live session's table (the newest)."""
-        return next(reversed(self.tables.values()), None) if self.tables else None
+    @asynccontextmanager
+    async def attach(self, conn: Connection) -> AsyncIterator[RunTable]:
+        """The connection's table for exactly the connection's lifetime (entered by the connection)."""
+        carried = self.ledger.unsettled()
+        for run in carried:
+            run.mark_missed("reconnect")  # its events while no connection was up are lost to the stream
+        conn.active.carry(run.key for run in carried if not run.life.ended)
+        with self.registry.registered(self.registry.writer_id(conn.id)):
+            table: RunTable | None = None
+            try:
+                async with trio.open_nursery() as nursery:
+                    table = self.table = RunTable(self, conn, nursery)
+                    self.wake()
+                    try:
+                        yield table
+                    finally:
+                        nursery.cancel_scope.cancel()  # the connection is over: so are its writers
+            finally:
+                if table is not None:
+                    table.closed()
+                    if self.table is table:
+                        self.table = None
+                self.wake()
 
-    def _table_of(self, session: GatewaySession) -> RunTable:
-        table = self.tables.get(session.id)
-        if table is None:
-            table = self.tables[session.id] = RunTable(session, self.store, self.emitter, self.registry, self._wake, self.stats)
-        return table
-
-    def _register(self, session: GatewaySession) -> None:
-        """The session's writer id is alive while the session is: its messages are not taken over."""
-        if session.id not in self._registrations:
-            registration = self.registry.registered(self.registry.writer_id(session.id))
-            registration.__enter__()
-            self._registrations[session.id] = registration
-
-    def on_event(self, session: GatewaySession, event: Event) -> None:
-        self._register(session)  # events may precede on_hello (the reader runs before the subscribe returns)
-        self._table_of(session).dispatch(event)
-
-    async def on_hello(self, session: GatewaySession, info: HelloInfo) -> None:
-        self._register(session)
-        self._table_of(session)
-        self._wake()
-
-    async def on_resync(self, session: GatewaySession, resync: Resync) -> None:
-        self._table_of(session).resync(resync)
-        self._wake()
-
-    async def on_closed(self, info: CloseInfo) -> None:
-        """Forget every closed session (also one that closed before its hello completed)."""
-        for session_id, table in list(self.tables.items()):
-            if table.session.closed:
-                del self.tables[session_id]
-        for session_id in [s for s in self._registrations if s not in self.tables]:
-            self._registrations.pop(session_id).__exit__(None, None, None)
-        self._wake()
-
-    def _wake(self) -> None:
+    def wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
 
     async def until(self, predicate: Callable[[], bool]) -> None:
-        """Wait, without a clock, until ``predicate`` holds; re-checked whenever a table or session changes."""
+        """Wait, without a clock, until ``predicate`` holds; re-checked whenever a run or a connection moves."""
         while not predicate():
             await self._changed.wait()
 
     def open_writers(self) -> int:
-        return sum(t.open_writers() for t in self.tables.values())
+        return sum(1 for run in self.ledger.unsettled() if run.writer_live)
+
+    def quiet(self) -> bool:
+        """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no
+        run that has ended without being settled (such a run waits for a connection to finish it)."""
+        if self.table is not None and self.table.reconciling:
+            return False
+        return not any(run.writer_live or (run.life.ended and not run.life.settled) for run in self.ledger.unsettled())
 
     def totals(self) -> tuple[int, int]:
-        """(messages claimed or taken over, messages finalized) over every session so far."""
+        """(messages claimed or taken over, messages finalized) over every connection so far."""
         return self.stats.claims, self.stats.finalized

@@ -1,26 +1,47 @@
-"""The run writer: one Trio task per shown run, in its connection's nursery.
+"""The run writer: one Trio task per run this connection writes, started with ``nursery.start``.
 
-It claims the run's message at the chat's tail, tells the open tabs, streams the renderer's changes, and waits
-for the end **with no timeout**: its streaming phase is a cancel scope that only the run's own terminal, a Stop
-or a handover cancels. Then it reads the run's transcript once, writes the finished message in one
-transaction, tells the tabs, and ends. A connection that closes cancels its writers; the next connection's
-claim takes their messages over (their recorded writer is no longer alive).
+The task hands back a ``WriterHandle`` made inside it (its streaming phase's cancel scope) and then does what
+the run's lifecycle state says, one step at a time, until the state needs no writer:
+
+* ``CHECKING``: the run ended showing nothing but its stream may have missed content: read its transcript;
+* ``CLAIMING``: claim the message at the chat's true tail (or adopt one: a dead writer's, Open WebUI's orphan
+  stub) under the row lock, and tell the tabs;
+* ``STREAMING``: flush the renderer's changes to the tabs and wait for the next, **with no timeout**: only an
+  intent (the run's terminal, a Stop, a handover) ends it;
+* ``FINALIZING`` / ``FINISHING``: read the transcript once, write the finished message in one transaction
+  (conditional, for a message another process held), tell the tabs.
+
+The writer knows only a narrow ``WriterContext`` (store, emitter, the connection's request function, its
+writer id, and how to report an input to the run's lifecycle), never the run table.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import attrs
 import trio
 
-from owc.gateway import GatewayError
+from owc.emit import Emitter
+from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
-from owc.render import diff, finish, output_text, reaches_run_start, snapshot_event
-from owc.store import Absent, AlreadyDone, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, Written
-
-if TYPE_CHECKING:
-    from owc.runs.table import RunEntry, RunTable
+from owc.registry import WriterRegistry
+from owc.render import diff, finish, output_from_transcript, output_text, reaches_run_start, snapshot_event
+from owc.rules.lifecycle import (
+    ClaimOutcome,
+    ClaimResult,
+    Input,
+    State,
+    Stop,
+    TranscriptChecked,
+    WriteOutcome,
+    WriteResult,
+    WriterFailed,
+)
+from owc.runs.run import Run, WriterHandle
+from owc.store import Absent, AlreadyDone, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, TrioChatStore, Written
 
 log = logging.getLogger("owc.runs")
 
@@ -36,146 +57,174 @@ HISTORY_MAX_CHARS = 500_000
 CLAIM_ATTEMPTS_AFTER_END = 6
 
 
-class RunWriter:
-    def __init__(self, table: RunTable, entry: RunEntry, *, adopt: bool = False) -> None:
-        self.table = table
-        self.entry = entry
-        self.adopt = adopt  # only take over an existing message (a run found active after a reconnect)
+@attrs.define
+class Stats:
+    """Counts kept across a runtime's connections."""
+
+    claims: int = 0
+    finalized: int = 0
+
+
+@attrs.frozen
+class WriterContext:
+    """What a writer may touch."""
+
+    store: TrioChatStore
+    emitter: Emitter
+    request: Callable[..., Awaitable[Any]]  # the connection's RPC: request(method, params)
+    writer_id: str
+    registry: WriterRegistry
+    apply: Callable[[Run, Input], None]  # report an input to the run's lifecycle (the table performs its actions)
+    stats: Stats
+
+
+class _Gone(Exception):
+    """The connection closed under the writer: stop here; the next connection carries the run on."""
+
+
+async def write_run(ctx: WriterContext, run: Run, *, task_status: trio.TaskStatus[WriterHandle] = trio.TASK_STATUS_IGNORED) -> None:
+    handle = WriterHandle()  # its cancel scope is made here, inside the task that owns the streaming phase
+    task_status.started(handle)
+    try:
+        await _Writer(ctx, run, handle).run()
+    except _Gone:
+        pass
+    except Exception:
+        # A failure of this run's writer (an unexpected database error, a bug) is this run's alone: it must not
+        # close the connection, which would cancel every other run's writer with it.
+        log.exception("runs.writer_failed run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)
+        ctx.apply(run, WriterFailed())
+    finally:
+        handle.finished.set()
+
+
+class _Writer:
+    def __init__(self, ctx: WriterContext, run: Run, handle: WriterHandle) -> None:
+        self.ctx = ctx
+        self.run_ = run
+        self.handle = handle
         self.shown: list[dict[str, Any]] = []
         #: The tabs may hold another writer's items (a take-over): the first flush sends the whole output
         #: as a snapshot instead of a diff from nothing, which would show their text twice.
         self.snapshot_first = False
-        self.claimed = False
-        self.finalized = False
-        #: The run ended while another process's writer held its message: finish it only if that process
-        #: has not (it may have died mid-run), without streaming or claiming it (owc/registry.py).
-        self.finish_only = False
-
-    async def _emit(self, event: dict[str, Any]) -> None:
-        e = self.entry
-        try:
-            await self.table.emitter.emit(e.ref.chat_id, e.message_id, e.ref.user_id, event)
-        except Exception:  # a tab that cannot be told must not stop the message being written
-            log.exception("runs.emit_failed run=%s event=%s", e.run_id, event.get("type"))
+        self.claim_attempts_after_end = 0
+        self.aborted = False
 
     async def run(self) -> None:
-        e = self.entry
+        life = self.run_.life
+        while True:
+            state = life.state
+            if state is State.CHECKING:
+                await self._check()
+            elif state is State.CLAIMING:
+                await self._claim()
+            elif state is State.STREAMING:
+                await self._stream()
+            elif state in (State.FINALIZING, State.FINISHING):
+                await self._finalize(unless_done=state is State.FINISHING)
+            else:
+                return  # OPEN, STANDBY, DETACHED, INLINE, DONE, ABANDONED: nothing for a writer to do now
+
+    async def _emit(self, event: dict[str, Any]) -> None:
+        r = self.run_
         try:
-            if not await self._claim():
-                if not e.writer_started:  # adoption found nothing; the entry may still show later
-                    self.table.maybe_start(e)
-                return
-            if self.finish_only:
-                await self._finalize()
-                return
-            await self._emit({"type": "chat:active", "data": {"active": True}})
-            with e.stream_scope:
-                while True:
-                    await self._flush()
-                    await e.wait_changed()
-            if e.stop_requested:
-                await self._abort()
-            await self._finalize()
-        except Exception:
-            # A failure of this run's writer (an unexpected database error, a bug) is this run's alone: it
-            # must not close the connection, which would cancel every other run's writer with it.
-            log.exception("runs.writer_failed run=%s chat=%s message=%s", e.run_id, e.ref.chat_id, e.message_id)
-            e.owner = "none"
-        except trio.Cancelled:
-            # The connection is closing. A run that has ended must not stay unfinished because of that:
-            # finalize from the stream, shielded (one short transaction), then let the cancel through.
-            # A run still going is left to the next connection, whose claim takes the message over.
-            if self.claimed and e.ended and not self.finalized:
-                await self._write_final(None)  # its store write is shielded; telling the tabs is not
-            raise
-        finally:
-            if e.writer is self:
-                e.writer_done = True
-                if e.ended and self.finalized:
-                    self.table.retire(e)
-            self.table.retire_if_idle(e)
-            self.table.changed()
+            await self.ctx.emitter.emit(r.ref.chat_id, r.message_id, r.ref.user_id, event)
+        except Exception:  # a tab that cannot be told must not stop the message being written
+            log.exception("runs.emit_failed run=%s event=%s", r.run_id, event.get("type"))
+
+    # ------------------------------------------------------------------ check
+
+    async def _check(self) -> None:
+        """The run ended showing nothing here, but its stream may have missed what it showed: its transcript
+        decides (a heartbeat run never shows anything)."""
+        r = self.run_
+        history = await self._history()
+        shows = False
+        if history is not None and not r.renderer.heartbeat:
+            try:
+                shows = bool(output_from_transcript(history, r.run_id))
+            except Exception:
+                log.exception("runs.transcript_unreadable run=%s", r.run_id)
+        log.info("runs.checked run=%s shows=%s", r.run_id, shows)
+        self.ctx.apply(r, TranscriptChecked(shows))
 
     # ------------------------------------------------------------------ claim
 
-    async def _claim(self) -> bool:
-        e = self.entry
-        store = self.table.store
-        attempts_after_end = 0
-        while True:
-            try:
-                result = await store.claim(
-                    e.ref.chat_id,
-                    e.message_id,
-                    run_id=e.run_id,
-                    writer=self.table.writer_id,
-                    # Another process's writer may be alive: never taken over (owc/registry.py).
-                    alive=self.table.registry.may_be_alive,
-                    user_id=e.ref.user_id,
-                    create=not self.adopt,
-                )
-            except StoreError as exc:
-                log.error("runs.claim_failed run=%s chat=%s error=%s", e.run_id, e.ref.chat_id, exc)
-                e.owner = "none"
-                return False
-            if isinstance(result, (Claimed, TakenOver)):
-                self.claimed = True  # before any await: a cancel from here on must still finalize an ended run
+    async def _claim(self) -> None:
+        r, ctx = self.run_, self.ctx
+        create = r.life.may_create
+        try:
+            result = await ctx.store.claim(
+                r.ref.chat_id,
+                r.message_id,
+                run_id=r.run_id,
+                writer=ctx.writer_id,
+                # Another process's writer may be alive: never taken over (owc/registry.py).
+                alive=ctx.registry.may_be_alive,
+                user_id=r.ref.user_id,
+                create=create,
+                adopt_writerless=True,
+            )
+        except StoreError as exc:
+            log.error("runs.claim_failed run=%s chat=%s error=%s", r.run_id, r.ref.chat_id, exc)
+            ctx.apply(r, ClaimResult(ClaimOutcome.FAILED))
+            return
+        # Reported before any await: a cancel from here on must find the claim recorded.
+        if isinstance(result, (Claimed, TakenOver)):
+            ctx.stats.claims += 1
+            ctx.apply(r, ClaimResult(ClaimOutcome.WON))
             if isinstance(result, Claimed):
                 parent = {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
-                messages = {e.message_id: result.message}
+                messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
+                log.info("runs.claimed run=%s chat=%s message=%s", r.run_id, r.ref.chat_id, r.message_id)
                 await self._emit({"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}})
-                self.claimed = True
-                self.table.stats.claims += 1
-                self.table.changed()
-                log.info("runs.claimed run=%s chat=%s message=%s", e.run_id, e.ref.chat_id, e.message_id)
-                return True
-            if isinstance(result, TakenOver):
-                await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}, "currentId": e.message_id}})
-                e.renderer.mark_gap("taken over from a closed connection")
+            else:
+                r.mark_missed("taken over from a closed connection")
                 self.snapshot_first = True
-                self.claimed = True
-                self.table.stats.claims += 1
-                self.table.changed()
-                log.info("runs.taken_over run=%s from=%s", e.run_id, result.previous_writer)
-                return True
-            if isinstance(result, Absent):
-                e.writer = None  # nothing to adopt: a showable event starts a writer
-                return False
-            if isinstance(result, AlreadyThere):
-                if result.writer == self.table.writer_id:
-                    self.claimed = True
-                    return True
-                log.info("runs.backing_off run=%s writer=%s done=%s", e.run_id, result.writer, result.done)
-                other_process = result.writer is not None and not self.table.registry.is_local(result.writer)
-                if not result.done and e.ended and other_process:
-                    # The run is over and this process cannot see whether that one lives: finish the
-                    # message unless it is finished by then (one conditional write, same transcript).
-                    self.finish_only = self.claimed = True
-                    return True
-                if not result.done and not e.ended and result.writer is not None:
-                    # Another live connection writes it. Stand by: keep rendering, and at the run's end
-                    # look again, in case that connection died meanwhile (a deploy killed mid-run).
-                    e.owner, e.writer = "standby", None
-                else:
-                    e.owner = "none"
-                return False
-            assert isinstance(result, Locked)
-            if e.ended:
-                attempts_after_end += 1
-                if attempts_after_end >= CLAIM_ATTEMPTS_AFTER_END:
-                    log.error("runs.NOT_WRITTEN run=%s chat=%s: the database stayed locked", e.run_id, e.ref.chat_id)
-                    e.owner = "none"
-                    return False
-                continue  # each attempt already waited the busy timeout
-            await e.wait_changed()  # try again on the run's next event
+                log.info("runs.taken_over run=%s from=%s", r.run_id, result.previous_writer)
+                await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}, "currentId": r.message_id}})
+            return
+        if isinstance(result, AlreadyThere):
+            if result.writer == ctx.writer_id and not result.done:
+                ctx.apply(r, ClaimResult(ClaimOutcome.WON))
+                return
+            log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
+            if result.done:
+                outcome = ClaimOutcome.FINISHED
+            elif result.writer is not None and not ctx.registry.is_local(result.writer):
+                outcome = ClaimOutcome.HELD_ELSEWHERE  # this process cannot see whether that one lives
+            else:
+                outcome = ClaimOutcome.HELD
+            ctx.apply(r, ClaimResult(outcome))
+            return
+        if isinstance(result, Absent):
+            ctx.apply(r, ClaimResult(ClaimOutcome.ABSENT))
+            return
+        assert isinstance(result, Locked)
+        if r.life.ended:
+            self.claim_attempts_after_end += 1  # each attempt already waited the busy timeout
+            if self.claim_attempts_after_end >= CLAIM_ATTEMPTS_AFTER_END:
+                log.error("runs.NOT_WRITTEN run=%s chat=%s: the database stayed locked", r.run_id, r.ref.chat_id)
+                ctx.apply(r, ClaimResult(ClaimOutcome.FAILED))
+            return
+        ctx.apply(r, ClaimResult(ClaimOutcome.LOCKED))
+        await r.wait_changed()  # try again on the run's next event
 
     # ------------------------------------------------------------------ streaming
 
+    async def _stream(self) -> None:
+        r = self.run_
+        await self._emit({"type": "chat:active", "data": {"active": True}})
+        with self.handle.scope:  # only an intent cancels it: the run's terminal, a Stop, a handover
+            while True:
+                await self._flush()
+                await r.wait_changed()
+
     async def _flush(self) -> None:
-        e = self.entry
-        now = e.renderer.output()
+        r = self.run_
+        now = r.renderer.output()
         if now == self.shown and not self.snapshot_first:
             return
         if self.snapshot_first:
@@ -189,81 +238,94 @@ class RunWriter:
                 await self._emit(snapshot_event(now))
         self.shown = now
         try:
-            await self.table.emitter.save_stream(e.ref.chat_id, e.message_id, now)
+            await self.ctx.emitter.save_stream(r.ref.chat_id, r.message_id, now)
         except Exception:
-            log.exception("runs.save_stream_failed run=%s", e.run_id)
+            log.exception("runs.save_stream_failed run=%s", r.run_id)
 
     async def _abort(self) -> None:
-        e = self.entry
+        """A Stop: the run is aborted at the Gateway before its message is finalized (the abort's terminal
+        then reaches the transcript the finalize reads)."""
+        r = self.run_
+        self.aborted = True
         try:
-            await self.table.session.request("chat.abort", {"sessionKey": e.session_key, "runId": e.run_id})
+            await self.ctx.request("chat.abort", {"sessionKey": r.session_key, "runId": r.run_id})
         except (GatewayError, ProtocolError) as exc:
-            log.warning("runs.abort_failed run=%s error=%s", e.run_id, exc)
+            log.warning("runs.abort_failed run=%s error=%s", r.run_id, exc)
 
     # ------------------------------------------------------------------ finalize
 
-    async def _finalize(self) -> None:
-        e = self.entry
-        history = None
+    async def _history(self) -> ChatHistory | None:
+        """The run's transcript, read once after its end (kept on the run for the finalize). None when the
+        Gateway did not answer; ``_Gone`` when the connection closed (the next one reads it)."""
+        r = self.run_
+        if r.history is not None and reaches_run_start(r.history, r.run_id):
+            return r.history
         try:
-            history = await self._read_history()
+            r.history = await self._read_history()
+        except (SessionClosed, NotConnected):
+            raise _Gone from None
         except (GatewayError, ProtocolError) as exc:
-            log.warning("runs.history_failed run=%s error=%s (finalizing from the stream)", e.run_id, exc)
-        await self._write_final(history)
+            log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
+            return None
+        return r.history
 
     async def _read_history(self) -> ChatHistory | None:
         """The newest page of the run's transcript, with older pages joined in front until it reaches back to
         the run's start (a long run can outgrow one page). None if it never does within the page bound: a
         window without the run's beginning would finalize it without its opening text and cards."""
-        e = self.entry
-        params = {"sessionKey": e.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
-        window = parse_chat_history(await self.table.session.request("chat.history", params))
+        r = self.run_
+        params = {"sessionKey": r.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
+        window = parse_chat_history(await self.ctx.request("chat.history", params))
         pages = 1
-        while not reaches_run_start(window, e.run_id):
+        while not reaches_run_start(window, r.run_id):
             if window.next_offset is None or pages >= HISTORY_MAX_PAGES:
-                log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", e.run_id, pages)
+                log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", r.run_id, pages)
                 return None
-            older = parse_chat_history(await self.table.session.request("chat.history", {**params, "offset": window.next_offset}))
+            older = parse_chat_history(await self.ctx.request("chat.history", {**params, "offset": window.next_offset}))
             window, pages = older_page(older, window), pages + 1
         return window
 
-    async def _write_final(self, history: Any) -> None:
-        e = self.entry
-        self.finalized = True
-        finished = finish(e.renderer, history)
+    async def _finalize(self, *, unless_done: bool) -> None:
+        r, ctx = self.run_, self.ctx
+        if (r.life.stop or isinstance(self.handle.intent, Stop)) and r.life.terminal is None and not self.aborted:
+            await self._abort()
+        history = await self._history()
+        finished = finish(r.renderer, history)
         if not finished.complete:
-            log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", e.run_id, e.renderer.gaps)
+            log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", r.run_id, r.renderer.gaps)
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
-        # transaction, bounded by the busy wait). Telling the tabs afterwards is not shielded: an emitter
-        # that blocks must not hold a closing connection open forever.
+        # transaction, bounded by the busy wait), and its result is reported before anything can cancel.
         with trio.CancelScope(shield=True):
-            result = await self.table.store.write(
-                e.ref.chat_id,
-                e.message_id,
+            result = await ctx.store.write(
+                r.ref.chat_id,
+                r.message_id,
                 content=finished.content,
                 output=finished.output,
                 done=True,
                 error=finished.error["content"] if finished.error else None,
-                unless_done=self.finish_only,
+                unless_done=unless_done,
             )
         if isinstance(result, AlreadyDone):
-            log.info("runs.finished_elsewhere run=%s message=%s", e.run_id, e.message_id)
+            log.info("runs.finished_elsewhere run=%s message=%s", r.run_id, r.message_id)
+            ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
         if isinstance(result, NotWritten):
-            log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", e.run_id, e.ref.chat_id, result.attempts, result.detail)
+            log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", r.run_id, r.ref.chat_id, result.attempts, result.detail)
+            ctx.apply(r, WriteResult(WriteOutcome.NOT_WRITTEN))
             await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked (another writer held it). The text above is only in this tab."}}})
             return
         assert isinstance(result, Written)
-        self.table.stats.finalized += 1
-        if self.finish_only:  # this process's tabs never heard of the message: give them all of it
-            await self._emit({"type": "chat:messages", "data": {"messages": {e.message_id: result.message}}})
+        ctx.stats.finalized += 1
+        ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
+        log.info("runs.finalized run=%s message=%s source=%s cards=%d", r.run_id, r.message_id, finished.source, finished.cards)
+        if unless_done:  # this process's tabs never heard of the message: give them all of it
+            await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if finished.error:
             data["error"] = finished.error
         await self._emit({"type": "chat:completion", "data": data})
         await self._emit({"type": "chat:active", "data": {"active": False}})
         try:
-            await self.table.emitter.clear_stream(e.ref.chat_id, e.message_id)
+            await ctx.emitter.clear_stream(r.ref.chat_id, r.message_id)
         except Exception:
-            log.exception("runs.clear_stream_failed run=%s", e.run_id)
-        log.info("runs.finalized run=%s message=%s source=%s cards=%d", e.run_id, e.message_id, finished.source, finished.cards)
+            log.exception("runs.clear_stream_failed run=%s", r.run_id)

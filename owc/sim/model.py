@@ -1,4 +1,4 @@
-"""The simulated Gateway's state: sessions, runs and transcripts, and the payloads built from them. No I/O.
+"""The simulated Gateway's state: agent sessions, runs and transcripts, and the payloads built from them. No I/O.
 
 Shapes follow the real Gateway 2026.9.6 (``shared/reference/openclaw``): session rows (``sessions.list``),
 ``sessions.changed`` snapshots (row fields flattened plus a nested ``session`` row), ``chat`` / ``agent``
@@ -57,7 +57,10 @@ class Run:
 
 
 @attrs.define
-class Session:
+class AgentSession:
+    """An agent session (a conversation under a session key such as ``agent:main:main``): its row, its
+    active run and queue, its transcript. Not a WebSocket connection: that is ``delivery.SimConn``."""
+
     key: str
     session_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
     status: str | None = None
@@ -195,7 +198,9 @@ def agent_payload(run: Run, stream: str, data: dict[str, Any], now_ms: int, sess
     return payload
 
 
-def sessions_changed_payload(session: Session, now_ms: int, *, phase: str | None = None, run_id: str | None = None, reason: str | None = None) -> dict[str, Any]:
+def sessions_changed_payload(
+    session: AgentSession, now_ms: int, *, phase: str | None = None, run_id: str | None = None, reason: str | None = None
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"sessionKey": session.key, "agentId": session.agent_id}
     if phase is not None:
         payload["phase"] = phase

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import attrs
 import orjson
 import trio
-from sqlalchemy import Connection, Engine, Text, insert, select, type_coerce, update
+from sqlalchemy import Connection, Engine, Text, false, insert, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import OperationalError
@@ -130,6 +130,14 @@ class AlreadyDone:
 
 
 WriteResult = Written | NotWritten | AlreadyDone
+
+
+@attrs.frozen
+class ChatFacts:
+    """What the reconcile pass needs to know about a chat before it reads any transcript."""
+
+    updated_at: int  # seconds, as Open WebUI records it
+    unfinished: frozenset[str]  # ids of its assistant messages with ``done: false`` (from ``chat_message``)
 T = TypeVar("T")
 
 
@@ -251,11 +259,15 @@ class ChatStore:
         user_id: str | None = None,
         task_id: str | None = None,
         create: bool = True,
+        adopt_writerless: bool = False,
     ) -> ClaimResult:
         """Make M at the chat's true tail, or report who has it. One transaction.
 
         ``create=False`` only adopts: an existing M whose writer is dead is taken over, a missing M is
         reported ``Absent`` (a run found active after a reconnect may never have shown anything).
+
+        ``adopt_writerless``: an unfinished M with no recorded writer (Open WebUI's own placeholder, left by a
+        request that died: seed P20) is taken over too.
 
         ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
         whether a recorded writer is still a live connection (the process-wide registry).
@@ -271,7 +283,8 @@ class ChatStore:
                     meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
                     holder = meta.get("openclaw_writer")
                     done = existing.get("done") is True
-                    if done or holder is None or holder == writer or alive(holder):
+                    orphan = holder is None and adopt_writerless
+                    if done or (holder is None and not orphan) or holder == writer or (holder is not None and alive(holder)):
                         return AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done)
                     existing["meta"] = {**meta, "openclaw_writer": writer, "openclaw_run": meta.get("openclaw_run") or run_id}
                     self._save(conn, chat_id, chat, now)
@@ -339,6 +352,26 @@ class ChatStore:
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
 
+    def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
+        """For each existing chat: when it was last written, and its unfinished assistant messages. Two indexed
+        queries, no lock (``chat_message_chat_role_done_idx`` serves the second)."""
+        out: dict[str, ChatFacts] = {}
+        if not chat_ids:
+            return out
+        with self.engine.connect() as conn:
+            updated = dict(conn.execute(select(chat_t.c.id, chat_t.c.updated_at).where(chat_t.c.id.in_(chat_ids))).all())
+            unfinished: dict[str, set[str]] = {}
+            query = select(msg_t.c.chat_id, msg_t.c.id).where(
+                msg_t.c.chat_id.in_(chat_ids), msg_t.c.role == "assistant", msg_t.c.done == false()
+            )
+            for chat_id, row_id in conn.execute(query):
+                prefix = f"{chat_id}-"
+                if row_id.startswith(prefix):
+                    unfinished.setdefault(chat_id, set()).add(row_id[len(prefix) :])
+        for chat_id, updated_at in updated.items():
+            out[chat_id] = ChatFacts(int(updated_at or 0), frozenset(unfinished.get(chat_id, ())))
+        return out
+
     def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(type_coerce(chat_t.c.chat, Text)).where(chat_t.c.id == chat_id)).first()
@@ -383,6 +416,9 @@ class TrioChatStore:
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
+
+    async def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
+        return await self._run(self.sync.chat_facts, chat_ids)
 
     async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
         await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)

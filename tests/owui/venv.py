@@ -5,8 +5,12 @@ Open WebUI's full dependency set is ~3 GB (torch, CUDA wheels, chromadb, ...), s
 ``shared/reference/open-webui/open-webui-0.12.4.md`` section 3) and ``psycopg[binary]`` for PostgreSQL.
 
 * The venv lives outside the checkout: ``$OWC_OWUI_CACHE`` (default ``~/.cache/owc/owui-0.12.4/venv``). A marker
-  file written after a successful install (holding the install spec) makes later calls reuse it; a venv without
-  the marker, or with a marker for another spec, is rebuilt. A lock file beside it serialises concurrent builders.
+  file written atomically after a successful install (holding the install spec) makes later calls reuse it, as long
+  as the venv's python and open-webui's ``dist-info/METADATA`` (version 0.12.4) are still there; any other venv
+  (no marker: a crashed build; a marker for another spec; missing files) is moved aside and deleted whole, then
+  rebuilt. An exclusive ``flock`` on a lock file beside it is held across check + build, so concurrent test runs
+  build once. A venv cannot be built elsewhere and renamed into place (``pyvenv.cfg`` and the scripts' shebangs
+  hold its absolute path), hence the marker rather than a rename marks completion.
 * Transitive dependencies are constrained to the versions open-webui's own wheel METADATA pins, so whatever gets
   installed matches what a full ``pip install open-webui==0.12.4`` would have.
 * ``run_owui`` / ``start_owui`` run ``owui_side.py`` in it (isolated mode: ``-I``, so neither this folder nor our own
@@ -70,6 +74,7 @@ VENV_TIMEOUT_S = 180
 PIP_TIMEOUT_S = 900
 CHECK_TIMEOUT_S = 120
 LOCK_TIMEOUT_S = VENV_TIMEOUT_S + 2 * PIP_TIMEOUT_S + CHECK_TIMEOUT_S + 60
+LOCK_POLL_S = 1.0
 DEFAULT_RUN_TIMEOUT_S = 300.0
 MARKER = ".owc-owui-installed.json"
 #: open_webui/env.py parses its 1.5 MB CHANGELOG.md (markdown + BeautifulSoup, ~3.5 s of a ~6 s import) on every
@@ -115,12 +120,34 @@ def _spec() -> dict[str, Any]:
     }
 
 
+def _dist_version(venv: Path, dist: str = "open_webui") -> str | None:
+    """The ``Version:`` of ``dist`` from its ``dist-info/METADATA`` in the venv (``None``: not installed).
+
+    A file read instead of ``import open_webui`` (~6 s): enough to notice a venv whose package is gone or another
+    version, which is all a completeness check needs once the build's own import check has passed.
+    """
+    for metadata in sorted(venv.glob(f"lib/python3.*/site-packages/{dist}-*.dist-info/METADATA")):
+        try:
+            with metadata.open(encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break  # end of the headers
+        except OSError:
+            continue
+    return None
+
+
 def _marker_ok(venv: Path) -> bool:
+    """A complete build: the marker holds this spec, the venv's python exists, open-webui 0.12.4's METADATA too."""
     try:
         marker = json.loads((venv / MARKER).read_text())
     except (OSError, ValueError):
         return False
-    return marker.get("spec") == _spec() and _venv_python(venv).exists()
+    if not isinstance(marker, dict) or marker.get("spec") != _spec() or not _venv_python(venv).exists():
+        return False
+    return _dist_version(venv) == OWUI_VERSION
 
 
 def _base_python() -> str:
@@ -169,10 +196,31 @@ def _metadata_constraints(python: Path) -> list[str]:
     return pins
 
 
+def _discard(venv: Path) -> None:
+    """Remove a partial or stale venv entirely: renamed aside first (so ``venv`` never names a half-deleted tree,
+    even if this process dies mid-delete), then deleted."""
+    if not venv.exists() and not venv.is_symlink():
+        return
+    trash = venv.with_name(f".{venv.name}.trash-{os.getpid()}-{time.monotonic_ns()}")
+    os.rename(venv, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _sweep(venv: Path) -> None:
+    """Delete trash left beside the venv by a holder that died mid-delete (callers hold the lock)."""
+    for leftover in venv.parent.glob(f".{venv.name}.trash-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def _install(venv: Path) -> dict[str, float]:
+    """Build the venv from nothing (whatever was at ``venv`` is discarded first); returns the step timings."""
+    _discard(venv)
+    return _build(venv)
+
+
+def _build(venv: Path) -> dict[str, float]:
+    """Create the venv at ``venv`` (absent) and install the packages; the seam tests replace (no pip, no network)."""
     timings: dict[str, float] = {}
-    if venv.exists():
-        shutil.rmtree(venv)
     python = _venv_python(venv)
 
     t = time.monotonic()
@@ -180,13 +228,17 @@ def _install(venv: Path) -> dict[str, float]:
     timings["venv_s"] = round(time.monotonic() - t, 2)
 
     t = time.monotonic()
-    _run([str(python), "-m", "pip", "install", *PIP_OPTS, "--no-deps", OWUI_REQUIREMENT], PIP_TIMEOUT_S, f"pip install --no-deps {OWUI_REQUIREMENT}")
+    _run(
+        [str(python), "-m", "pip", "install", *PIP_OPTS, "--no-deps", OWUI_REQUIREMENT], PIP_TIMEOUT_S, f"pip install --no-deps {OWUI_REQUIREMENT}"
+    )
     timings["pip_open_webui_s"] = round(time.monotonic() - t, 2)
 
     constraints = venv / "owui-constraints.txt"
     constraints.write_text("\n".join(_metadata_constraints(python)) + "\n")
     t = time.monotonic()
-    _run([str(python), "-m", "pip", "install", *PIP_OPTS, "-c", str(constraints), *PACKAGES], PIP_TIMEOUT_S, "pip install of the minimal set")
+    _run(
+        [str(python), "-m", "pip", "install", *PIP_OPTS, "-c", str(constraints), *PACKAGES], PIP_TIMEOUT_S, "pip install of the minimal set"
+    )
     timings["pip_minimal_set_s"] = round(time.monotonic() - t, 2)
 
     (site_packages(python).parent / "CHANGELOG.md").write_text(CHANGELOG_STUB)
@@ -198,13 +250,26 @@ def _install(venv: Path) -> dict[str, float]:
     return timings
 
 
+def _wait_for_lock(seconds: float) -> None:
+    """Pause between two attempts to take the build lock (``flock`` has no timeout; a seam tests replace)."""
+    time.sleep(seconds)
+
+
+def lock_path(venv: Path) -> Path:
+    return venv.parent / f"{venv.name}.lock"
+
+
 def ensure_owui_python() -> Path:
-    """The venv's python, building the venv first unless a completed install is already there."""
-    venv = venv_dir()
+    """The venv's python, building the venv first unless a completed install is already there.
+
+    The unlocked first check is safe because a complete venv is never modified in place: the marker is written
+    last and atomically, and a rebuild first renames the old venv away. Everything else happens under the lock.
+    """
+    venv = venv_dir().absolute()
     if _marker_ok(venv):
         return _venv_python(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+    with open(lock_path(venv), "a") as lock:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
             try:
@@ -213,16 +278,19 @@ def ensure_owui_python() -> Path:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise OwuiUnavailable(f"another process has been building {venv} for over {LOCK_TIMEOUT_S} s") from None
-                time.sleep(1.0)
+                _wait_for_lock(LOCK_POLL_S)
         try:
+            _sweep(venv)
             if _marker_ok(venv):  # built by whoever held the lock
                 return _venv_python(venv)
             t = time.monotonic()
-            timings = _install(venv)
+            timings = _install(venv)  # discards the partial / stale venv first
             timings["total_s"] = round(time.monotonic() - t, 2)
+            if _dist_version(venv) != OWUI_VERSION:
+                raise OwuiUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
             tmp = venv / f"{MARKER}.tmp"
             tmp.write_text(json.dumps({"spec": _spec(), "timings": timings, "installed_at": int(time.time())}, indent=2))
-            tmp.replace(venv / MARKER)
+            tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
     return _venv_python(venv)

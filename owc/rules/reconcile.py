@@ -1,0 +1,80 @@
+"""Which closed runs of a session are owed a message: the ended-while-away rule (seed 000 section 2.1.3, case 4)
+and Open WebUI's orphan stubs (P20). Pure: a transcript and what the chat holds in, run ids out.
+
+A run is owed a message when it is closed (not the session's active run) and either
+
+* its message exists unfinished (``done: false``: Open WebUI's own stub of a request that died, or a message
+  whose writer died), whatever its transcript holds: it is finished from the transcript; or
+* its message does not exist and the run's newest transcript message is not older than the watermark: the time the
+  chat was last written (a process's first hello) or the last Gateway event the previous connection saw (a
+  reconnect). Older runs are the chat's history from before owc (or runs that rightly have no message): never
+  given one now. Whether the run showed anything is the transcript's to say (a run that said only a sentinel
+  gets no message); the writer checks that.
+
+Two recorded timestamps are compared; nothing waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from owc.protocol import ChatHistory
+
+
+@attrs.frozen
+class Owed:
+    run_id: str
+    message_id: str
+    #: The message exists unfinished: finish it even if the transcript shows nothing of the run.
+    unfinished: bool
+
+
+def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
+    """The runs a transcript window holds, in order of first appearance, with each one's newest timestamp."""
+    newest: dict[str, int] = {}
+    for message in history.messages:
+        run_id = message.user_run_id or message.assistant_run_id
+        if run_id is None and message.role == "toolResult":
+            run_id = (message.raw.get("__openclaw") or {}).get("runId") if isinstance(message.raw.get("__openclaw"), Mapping) else None
+        if not isinstance(run_id, str) or not run_id:
+            continue
+        ts = message.timestamp or 0
+        newest[run_id] = max(newest.get(run_id, 0), ts)
+    return list(newest.items())
+
+
+def runs_owed(
+    history: ChatHistory,
+    *,
+    messages: Mapping[str, Any],
+    active: frozenset[str],
+    active_unknown: bool,
+    watermark_ms: int,
+    message_id_of: Callable[[str], str | None],
+) -> list[Owed]:
+    """The closed runs of ``history`` owed a message, in transcript order (so they chain in run order).
+
+    ``messages``: the chat's ``history.messages``; ``active``: the session's listed active run ids;
+    ``active_unknown``: the session is active but the list gave no ids (the newest run is then taken as the
+    active one); ``message_id_of``: the identity rule for this session key.
+    """
+    runs = transcript_runs(history)
+    if active_unknown and runs:
+        active = active | {runs[-1][0]}
+    owed: list[Owed] = []
+    for run_id, newest in runs:
+        if run_id in active:
+            continue
+        message_id = message_id_of(run_id)
+        if message_id is None:
+            continue
+        existing = messages.get(message_id)
+        if isinstance(existing, Mapping):
+            if existing.get("done") is not True and existing.get("role", "assistant") == "assistant":
+                owed.append(Owed(run_id, message_id, unfinished=True))
+        elif newest >= watermark_ms:  # a run at the watermark itself may have ended unseen: look
+            owed.append(Owed(run_id, message_id, unfinished=False))
+    return owed

@@ -1,0 +1,79 @@
+"""The run ledger: every run this process has heard of on one Gateway and not yet settled, across connections.
+
+A connection's run table dies with its socket; the ledger does not. It holds each unsettled run (lifecycle,
+renderer, message id) by (session key, run id), so on the next connection's hello every run is accounted for
+(NOTES.md, "Ledger"):
+
+* a run the hello's list still shows active is adopted: its writer takes its message back and streams on;
+* a run the list no longer shows ended during the drop: it is finalized from the transcript (seed case 6), or,
+  if it never showed anything here, its transcript is read to see whether it showed something meanwhile;
+* a run that had ended but was not finished when the connection closed is finished now, from the transcript.
+
+Settled runs leave the ledger; their keys are remembered (bounded) so a late event does not open them again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from owc import ids
+from owc.render import TurnRenderer
+from owc.runs.run import Run, RunKey
+
+log = logging.getLogger("owc.runs")
+
+#: How many settled runs' keys are remembered (a late event of a forgotten one reopens it: its claim then finds
+#: the message finished and backs off, so forgetting costs a read, never a second message).
+SETTLED_MEMORY = 10_000
+
+
+class Ledger:
+    def __init__(self, *, strict: bool = False) -> None:
+        self.runs: dict[RunKey, Run] = {}
+        self._settled: OrderedDict[RunKey, None] = OrderedDict()
+        #: Raise an illegal lifecycle input instead of logging it (tests).
+        self.strict = strict
+        #: Illegal lifecycle inputs seen (bugs): logged, and kept here so a test can fail on them.
+        self.illegal: list[str] = []
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(list(self.runs.values()))
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def get(self, session_key: str, run_id: str) -> Run | None:
+        return self.runs.get((session_key, run_id))
+
+    def is_settled(self, session_key: str, run_id: str) -> bool:
+        return (session_key, run_id) in self._settled
+
+    def open(self, session_key: str, run_id: str) -> Run | None:
+        """The run, opened if it belongs to an Open WebUI chat and may have a message (not an action's run,
+        not settled already)."""
+        key = (session_key, run_id)
+        run = self.runs.get(key)
+        if run is not None:
+            return run
+        if key in self._settled:
+            return None
+        ref = ids.parse_session_key(session_key)
+        message_id = ids.message_id(session_key, run_id) if ref is not None else None
+        if ref is None or message_id is None:
+            return None
+        run = self.runs[key] = Run(session_key, run_id, ref, message_id, TurnRenderer(run_id, session_key))
+        log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
+        return run
+
+    def retire(self, run: Run) -> None:
+        """The run is settled: drop its renderer (its text and tool results can be large), keep its key."""
+        if self.runs.get(run.key) is run:
+            del self.runs[run.key]
+        self._settled[run.key] = None
+        while len(self._settled) > SETTLED_MEMORY:
+            self._settled.popitem(last=False)
+
+    def unsettled(self) -> list[Run]:
+        return list(self.runs.values())

@@ -1,0 +1,91 @@
+"""The reconcile pass at a hello: runs that ended while owc was away get their message (seed 000 case 4), and
+Open WebUI's orphan stubs and dead writers' messages are finished (P20).
+
+Bounded: one query for the listed chats' facts, then for at most ``limit`` sessions (newest first) one
+``chat.history`` page and one chat read each; every owed run is then handed to an ordinary writer (a claim at
+the tail, a finalize from the transcript already read), one after another so a chat's runs chain in run order.
+What it did is logged (``runs.reconciled``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from owc import ids
+from owc.gateway import GatewayError, NotConnected, Resync, SessionClosed
+from owc.protocol import ChatHistory, ProtocolError, SessionRow, parse_chat_history
+from owc.rules.lifecycle import State, Terminal
+from owc.rules.reconcile import runs_owed
+from owc.runs.writer import HISTORY_LIMIT, HISTORY_MAX_CHARS
+from owc.store import StoreError
+
+if TYPE_CHECKING:
+    from owc.runs.table import RunTable
+
+log = logging.getLogger("owc.runs")
+
+
+async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int) -> None:
+    store = table.bridge.store
+    rows: list[tuple[SessionRow, ids.SessionRef]] = []
+    for row in resync.rows:
+        ref = ids.parse_session_key(row.key)
+        if ref is not None:
+            rows.append((row, ref))
+    if not rows:
+        return
+    try:
+        facts = await store.chat_facts(sorted({ref.chat_id for _, ref in rows}))
+    except Exception:
+        log.exception("runs.reconcile_failed (reading the chats' facts)")
+        return
+    candidates = []
+    for row, ref in rows:
+        chat = facts.get(ref.chat_id)
+        if chat is None:
+            continue  # not (or no longer) an Open WebUI chat of this database
+        watermark = watermark_ms if watermark_ms is not None else chat.updated_at * 1000
+        changed = row.updated_at is not None and row.updated_at >= watermark
+        if changed or chat.unfinished:
+            candidates.append((row, ref, watermark))
+    candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
+    if len(candidates) > limit:
+        log.warning("runs.reconcile_bounded sessions=%d limit=%d (the rest at a later hello)", len(candidates), limit)
+    done = 0
+    for row, ref, watermark in candidates[:limit]:
+        try:
+            done += await _session(table, row, ref, watermark)
+        except (SessionClosed, NotConnected):
+            return  # the next connection's hello reconciles again
+        except (GatewayError, ProtocolError, StoreError) as exc:
+            log.warning("runs.reconcile_skipped session=%s error=%s", row.key, exc)
+    log.info("runs.reconciled sessions=%d runs=%d", min(len(candidates), limit), done)
+
+
+async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int) -> int:
+    params = {"sessionKey": row.key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
+    history: ChatHistory = parse_chat_history(await table.conn.request("chat.history", params))
+    chat = await table.bridge.store.read_chat(ref.chat_id)
+    messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
+    owed = runs_owed(
+        history,
+        messages=messages if isinstance(messages, dict) else {},
+        active=frozenset(row.active_run_ids or ()),
+        active_unknown=bool(row.has_active_run) and row.active_run_ids is None,
+        watermark_ms=watermark,
+        message_id_of=lambda run_id: ids.message_id(row.key, run_id),
+    )
+    count = 0
+    for item in owed:
+        run = table.ledger.open(row.key, item.run_id)
+        if run is None or run.life.state is not State.OPEN or run.life.ended or run.writer_live:
+            continue  # settled, or the live path has it
+        run.history = history
+        run.life.owed = item.unfinished
+        run.mark_missed("ended while owc was away")
+        log.info("runs.reconciling run=%s chat=%s message=%s unfinished=%s", item.run_id, ref.chat_id, item.message_id, item.unfinished)
+        table.apply(run, Terminal("ended while owc was away"))
+        await table.bridge.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
+        count += 1
+    return count

@@ -1,0 +1,73 @@
+"""One run as this process knows it: its lifecycle, its renderer, its message, and its writer's handle.
+
+A ``Run`` lives in the ledger (``owc/runs/ledger.py``) from the moment a connection first hears of it until it
+is settled, across the connections in between: a drop does not lose what the run showed, who holds its
+message, or that it ended.
+"""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+from owc import ids
+from owc.protocol import ChatHistory
+from owc.render import TurnRenderer
+from owc.rules.lifecycle import Handover, Lifecycle, Stop, Terminal
+
+RunKey = tuple[str, str]  # (session key, run id)
+#: Why a writer's streaming ended: the run's own terminal, the user's Stop, or a handover.
+Intent = Terminal | Stop | Handover
+
+
+class WriterHandle:
+    """What a writer task hands back when it has started (``nursery.start``): the cancel scope of its
+    streaming phase, made inside the task, and the way to end it with a typed intent."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.intent: Intent | None = None
+        self.finished = trio.Event()
+
+    def end(self, intent: Intent) -> None:
+        """End the streaming phase (the first intent wins); the writer goes on to finalize."""
+        if self.intent is None:
+            self.intent = intent
+        self.scope.cancel()
+
+
+@attrs.define(eq=False)
+class Run:
+    session_key: str
+    run_id: str
+    ref: ids.SessionRef
+    message_id: str
+    renderer: TurnRenderer
+    life: Lifecycle = attrs.field(factory=Lifecycle)
+    #: The transcript once read after the run's end (a check, a reconcile): the finalize reuses it.
+    history: ChatHistory | None = None
+    writer: WriterHandle | None = None
+    #: A writer is being started for it (``nursery.start`` has not returned yet).
+    starting: bool = False
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def key(self) -> RunKey:
+        return (self.session_key, self.run_id)
+
+    @property
+    def writer_live(self) -> bool:
+        return self.starting or (self.writer is not None and not self.writer.finished.is_set())
+
+    def poke(self) -> None:
+        """Something about the run changed (an event, a state): wake its writer."""
+        self._changed.set()
+
+    async def wait_changed(self) -> None:
+        await self._changed.wait()
+        self._changed = trio.Event()
+
+    def mark_missed(self, reason: str) -> None:
+        """The stream may lack some of the run's events (joined mid-run, a gap, a reconnect)."""
+        self.renderer.mark_gap(reason)
+        self.life.missed = True

@@ -1,0 +1,89 @@
+"""owc's one assembly: a connection to one Gateway, the bridge that turns its runs into messages, and the
+ledger that carries runs across its connections. ``owc run``, the scenario player, the tests' harness, the
+benches and the Open WebUI host all open it the same way::
+
+    async with open_store(url) as store, open_runtime(config, store, emitter) as runtime:
+        ...
+
+Leaving the block closes the connection and cancels every writer. Nothing is written on the way out: a run that
+has ended but is not finished is finished from its transcript by the next process's reconcile (its message is
+``done: false`` in the database, which is what that pass looks for), never from a stream that may lack part of
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+
+from owc.emit import Emitter
+from owc.gateway import GatewayClient, GatewayConfig, GatewayError
+from owc.registry import WRITERS, WriterRegistry
+from owc.runs import Bridge, Ledger
+from owc.runs.table import RECONCILE_LIMIT
+from owc.store import TrioChatStore
+
+
+@attrs.frozen
+class RuntimeConfig:
+    """Where the Gateway is and how to talk to it. ``registry``: the process-wide writer registry unless a test
+    stands for another process with its own. ``strict``: an illegal lifecycle input raises (tests)."""
+
+    url: str
+    token: str = attrs.field(repr=False)
+    gateway: GatewayConfig = attrs.field(factory=GatewayConfig)
+    registry: WriterRegistry = WRITERS
+    strict: bool = False
+    reconcile_limit: int = RECONCILE_LIMIT
+
+
+class Runtime:
+    def __init__(self, client: GatewayClient, bridge: Bridge) -> None:
+        self.client = client
+        self.bridge = bridge
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.bridge.ledger
+
+    async def connected(self) -> None:
+        """Until a connection has said hello-ok (an event, not a clock)."""
+        await self.client.wait_connection()
+
+    def stop_chat(self, chat_id: str) -> int:
+        """The user's Stop for ``chat_id``: the runs this process streams there are aborted and finalized."""
+        table = self.bridge.table
+        return table.stop(chat_id) if table is not None else 0
+
+    async def drain(self) -> None:
+        """Until every run whose end has arrived is settled or has no writer left (its connection closed): a
+        graceful stop lets them finish over the open connection. Bounded by the transport's timers and the
+        database's busy wait, never by a clock of its own."""
+        await self.bridge.until(lambda: not any(run.writer_live and run.life.ended for run in self.ledger.unsettled()))
+
+    async def settled(self) -> None:
+        """Until the connection has read everything sent before this call (a request's reply comes after every
+        event sent before it) and nothing is left to do: no writer at work, no ended run unfinished."""
+        for _ in range(2):  # a resync or a writer's own requests may follow the first round trip
+            conn = self.client.connection
+            if conn is not None and not conn.closed:
+                try:
+                    await conn.request("sessions.list", {"limit": 1})
+                except GatewayError:
+                    pass  # closing: the next connection's hello takes over, and ``quiet`` waits for it
+            await self.bridge.until(self.bridge.quiet)
+
+
+@asynccontextmanager
+async def open_runtime(config: RuntimeConfig, store: TrioChatStore, emitter: Emitter) -> AsyncIterator[Runtime]:
+    async with trio.open_nursery() as nursery:
+        bridge = Bridge(store, emitter, config.registry, strict=config.strict, reconcile_limit=config.reconcile_limit)
+        client = GatewayClient(config.url, config.token, bridge, config.gateway)
+        await nursery.start(client.run)
+        try:
+            yield Runtime(client, bridge)
+        finally:
+            nursery.cancel_scope.cancel()

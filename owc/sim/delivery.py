@@ -1,0 +1,192 @@
+"""Fan-out: which connection gets which event, numbered per connection, and what a faulty connection loses.
+
+A ``SimConn`` is one client's WebSocket connection (never an agent session: those are ``model.AgentSession``).
+Every connection has an unbounded outbound channel drained by its own writer task (``write_frames``), so
+emitting is synchronous: when ``Fanout.emit`` returns, the event is queued for every reader in the order the
+Gateway decided, and a slow socket never blocks another connection (NOTES.md, "Simulator").
+
+What the real Gateway does and this models:
+
+* the envelope ``seq`` is per connection; a ``dropIfSlow`` event a connection loses still spends its number,
+  so the client sees a gap;
+* a slow consumer loses its drop-if-slow events and is closed with 1008 on the first one that may not drop;
+* who gets what: ``chat`` / ``agent`` to every reader, ``agent`` tool events only to the run's sender if it
+  declared ``tool-events``, ``session.tool`` to the other subscribers, ``sessions.changed`` and
+  ``session.message`` to subscribers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import orjson
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from owc.sim import model as m
+
+READ, WRITE = "operator.read", "operator.write"
+
+#: Who among the live connections receives an event.
+Audience = Callable[["SimConn"], bool]
+
+
+@attrs.frozen
+class Close:
+    """Close the WebSocket with a close frame, after everything queued before it."""
+
+    code: int
+    reason: str
+
+
+@attrs.frozen
+class Abort:
+    """Drop the TCP connection without a close frame: the client sees 1006, as after a crash."""
+
+
+@attrs.define(eq=False)
+class SimConn:
+    """One client's WebSocket connection to the simulated Gateway, with its delivery state and faults."""
+
+    conn_id: str
+    ws: WebSocketConnection
+    client_id: str = ""
+    mode: str = ""
+    instance_id: str | None = None
+    caps: frozenset[str] = frozenset()
+    scopes: frozenset[str] = frozenset()
+    subscribed: bool = False
+    message_keys: set[str] = attrs.field(factory=set)  # agent session keys of sessions.messages.subscribe
+    seq: int = 0
+    drop_next: int = 0
+    slow: bool = False
+    closing: bool = False
+    stalled: bool = False  # requests are read and never answered (a hung server)
+    muted: bool = False  # nothing is sent any more (a half-open socket)
+    dropped: int = 0
+    send: trio.MemorySendChannel[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.instance_id or self.conn_id
+
+    def can_read(self) -> bool:
+        return READ in self.scopes
+
+
+def dumps(obj: Any) -> str:
+    return orjson.dumps(obj).decode()
+
+
+async def write_frames(conn: SimConn, recv: trio.MemoryReceiveChannel[Any]) -> None:
+    """The connection's writer task: sends what was queued, in order, until a close or an abort."""
+    async for item in recv:
+        try:
+            if isinstance(item, Close):
+                await conn.ws.aclose(item.code, item.reason)
+                return
+            if isinstance(item, Abort):
+                await conn.ws._close_stream()  # no public abort in trio-websocket: drop the TCP stream
+                return
+            await conn.ws.send_message(item)
+        except ConnectionClosed:
+            return
+
+
+def everyone(conn: SimConn) -> bool:
+    return True
+
+
+def subscribers(conn: SimConn) -> bool:
+    return conn.subscribed
+
+
+def tool_recipient(run: m.Run) -> Audience:
+    """The run's sender, if it declared ``tool-events``: it alone gets ``agent`` tool events."""
+    return lambda c: c.conn_id == run.owner and "tool-events" in c.caps
+
+
+def tool_observers(run: m.Run) -> Audience:
+    """Every other subscriber: it gets the same tool events as ``session.tool``."""
+    return lambda c: c.subscribed and not (c.conn_id == run.owner and "tool-events" in c.caps)
+
+
+class Fanout:
+    """Delivers frames to the live connections in ``conns`` (shared with the Simulator, which registers them)."""
+
+    def __init__(self, conns: dict[str, SimConn], now_ms: Callable[[], int]) -> None:
+        self.conns = conns
+        self._now_ms = now_ms
+
+    def emit(self, event: str, payload: dict[str, Any], *, audience: Audience, drop_if_slow: bool) -> None:
+        """Send one event to every connection in ``audience``, numbering it per connection."""
+        for conn in list(self.conns.values()):
+            if conn.closing or not audience(conn):
+                continue
+            if event != "tick" and not conn.can_read():
+                continue
+            conn.seq += 1
+            if drop_if_slow and conn.drop_next > 0:
+                conn.drop_next -= 1
+                conn.dropped += 1
+                continue
+            if conn.slow:
+                if drop_if_slow:
+                    conn.dropped += 1
+                    continue
+                self.close(conn, 1008, "slow consumer")
+                continue
+            self.enqueue(conn, {"type": "event", "event": event, "payload": payload, "seq": conn.seq})
+
+    def enqueue(self, conn: SimConn, frame: dict[str, Any]) -> None:
+        """Queue one frame (an event or a reply) unless the connection is muted."""
+        assert conn.send is not None
+        if not conn.muted:
+            conn.send.send_nowait(dumps(frame))
+
+    def close(self, conn: SimConn, code: int, reason: str) -> None:
+        if conn.closing:
+            return
+        conn.closing = True
+        assert conn.send is not None
+        conn.send.send_nowait(Close(code, reason))
+
+    def abort(self, conn: SimConn) -> None:
+        if conn.closing:
+            return
+        conn.closing = True
+        assert conn.send is not None
+        conn.send.send_nowait(Abort())
+
+    # ------------------------------------------------------------------ the Gateway's pushes
+
+    def sessions_changed(
+        self, session: m.AgentSession, *, phase: str | None = None, run_id: str | None = None, reason: str | None = None
+    ) -> None:
+        payload = m.sessions_changed_payload(session, self._now_ms(), phase=phase, run_id=run_id, reason=reason)
+        self.emit("sessions.changed", payload, audience=subscribers, drop_if_slow=True)
+
+    def session_message(self, session: m.AgentSession, message: dict[str, Any], run_id: str | None) -> None:
+        payload: dict[str, Any] = {
+            "sessionKey": session.key, "agentId": session.agent_id, "message": message, "messageId": message["__openclaw"]["id"]
+        }  # fmt: skip
+        if run_id is not None:
+            payload["runId"] = run_id
+        self.emit("session.message", payload, audience=subscribers, drop_if_slow=False)
+
+    def chat(self, run: m.Run, state: str, *, drop_if_slow: bool, **fields: Any) -> None:
+        if run.heartbeat:
+            return  # the Gateway hides heartbeat chat output (shouldHideHeartbeatChatOutput)
+        self.emit("chat", m.chat_payload(run, state, **fields), audience=everyone, drop_if_slow=drop_if_slow)
+
+    def agent(self, run: m.Run, stream: str, data: dict[str, Any], *, session_id: str | None = None) -> None:
+        self.emit("agent", m.agent_payload(run, stream, data, self._now_ms(), session_id), audience=everyone, drop_if_slow=False)
+
+    def tool_event(self, run: m.Run, data: dict[str, Any]) -> None:
+        """One tool event: ``agent`` to the run's sender, ``session.tool`` to the other subscribers."""
+        payload = m.agent_payload(run, "tool", data, self._now_ms())
+        self.emit("agent", payload, audience=tool_recipient(run), drop_if_slow=False)
+        if not run.heartbeat:  # suppressHeartbeatToolEvents
+            self.emit("session.tool", payload, audience=tool_observers(run), drop_if_slow=True)

@@ -1,0 +1,160 @@
+"""Playing a scenario through owc: the simulator on loopback, owc runtimes ("deploys") on it, a database with
+Open WebUI's schema, and a recording emitter standing for the tabs. ``owc demo`` and ``owc scenario run`` use
+it; owc's run path never imports it (it sits beside the simulator, not in the runtime).
+
+A deploy is an owc process: its own runtime, writer registry and ledger. ``kill`` is that process dying (its
+connection cut, nothing written on the way out); ``start`` after a kill is a new process on the same database,
+which must finish what the dead one left (the reconcile pass, the claims' take-over rules).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import attrs
+import trio
+
+from owc import ids
+from owc.emit import RecordingEmitter
+from owc.gateway import GatewayConfig
+from owc.registry import WriterRegistry
+from owc.runs import Bridge
+from owc.runtime import Runtime, RuntimeConfig, open_runtime
+from owc.sim.scenario import ChatSpec, ScenarioPlayer, parse_scenario
+from owc.sim.server import Simulator, open_simulator
+from owc.store import TrioChatStore, open_store
+
+log = logging.getLogger("owc.sim.play")
+
+DEFAULT_DEPLOY = "owc"
+
+
+class Deployments:
+    """owc's side of a scenario (the scenario ``Host``): its deploys by name, the store, the tabs."""
+
+    def __init__(self, sim: Simulator, store: TrioChatStore, emitter: RecordingEmitter, nursery: trio.Nursery, token: str) -> None:
+        self.sim = sim
+        self.store = store
+        self.emitter = emitter
+        self.nursery = nursery
+        self.token = token
+        self.runtimes: dict[str, Runtime] = {}
+        #: Every deploy's bridge ever started (a killed process's counts still happened).
+        self.bridges: list[Bridge] = []
+        self._scopes: dict[str, trio.CancelScope] = {}
+
+    async def create_chat(self, chat: ChatSpec) -> None:
+        await self.store.create_chat(
+            chat.chat_id,
+            chat.user_id,
+            title=chat.title,
+            chat={"id": chat.chat_id, "title": chat.title, "models": ["openclaw"], "history": {"messages": {}, "currentId": None}, "messages": []},
+        )
+
+    async def connect(self, deploy: str) -> None:
+        await self.start(deploy)
+
+    async def start(self, deploy: str) -> None:
+        if deploy in self._scopes:
+            raise ValueError(f"deploy {deploy!r} is already running")
+        config = RuntimeConfig(url=self.sim.url, token=self.token, gateway=GatewayConfig(instance_id=deploy), registry=WriterRegistry())
+        runtime, scope = await self.nursery.start(self._serve, config)
+        self.runtimes[deploy], self._scopes[deploy] = runtime, scope
+        self.bridges.append(runtime.bridge)
+        await runtime.connected()
+        await self.sim.wait_for(lambda: any(c.instance_id == deploy and c.subscribed and not c.closing for c in self.sim.conns.values()))
+
+    async def _serve(self, config: RuntimeConfig, task_status: trio.TaskStatus[Any]) -> None:
+        with trio.CancelScope() as scope:
+            async with open_runtime(config, self.store, self.emitter) as runtime:
+                task_status.started((runtime, scope))
+                await trio.sleep_forever()  # timer-ok: no deadline; the deploy runs until it is killed
+
+    async def kill(self, deploy: str) -> None:
+        """A deploy's process dying: its connection and every writer it had stop at once."""
+        scope = self._scopes.pop(deploy, None)
+        if scope is None:
+            raise ValueError(f"deploy {deploy!r} is not running")
+        scope.cancel()
+        self.runtimes.pop(deploy)
+        await self.sim.wait_for(lambda: not any(c.instance_id == deploy and not c.closing for c in self.sim.conns.values()))
+
+    async def settled(self) -> None:
+        """Every live deploy has read all it was sent and has nothing left to do."""
+        for runtime in list(self.runtimes.values()):
+            await runtime.settled()
+
+    def live(self) -> list[str]:
+        return sorted(self._scopes)
+
+
+@attrs.frozen
+class Played:
+    player: ScenarioPlayer
+    chats: dict[str, dict[str, Any]]  # chat name -> history.messages
+    emitter: RecordingEmitter
+    claims: int
+    finalized: int
+    #: Messages of runs that have ended and are still ``done: false`` (owc's own report, not the tests' oracle).
+    unfinished: list[tuple[str, str]]  # (chat name, run name or id)
+
+
+@asynccontextmanager
+async def open_owc_with_simulator(db_url: str, token: str = "owc-local-sim-token") -> AsyncIterator[tuple[Simulator, Deployments]]:
+    async with open_simulator(token=token) as sim, open_store(db_url, create=True) as store:
+        async with trio.open_nursery() as nursery:
+            deployments = Deployments(sim, store, RecordingEmitter(), nursery, token)
+            yield sim, deployments
+            nursery.cancel_scope.cancel()
+
+
+async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], None] | None = None) -> Played:
+    """Play a scenario through owc (simulator on loopback -> owc -> the database). A scenario with no
+    ``connect`` op gets one deploy named ``owc`` before it starts."""
+    ops = parse_scenario(text)
+    async with open_owc_with_simulator(db_url) as (sim, deployments):
+        if not any(op.op == "connect" for op in ops):
+            await deployments.start(DEFAULT_DEPLOY)
+        player = ScenarioPlayer(sim, deployments)
+        for op in ops:
+            if progress is not None:
+                progress(f"line {op.line}: {op.op} {' '.join(f'{k}={v}' for k, v in op.args.items() if k != 'steps')}")
+            await player.play([op])
+        await sim.wait_for(sim.quiescent)
+        await deployments.settled()
+        chats = {}
+        for name, spec in player.chats.items():
+            chat = await deployments.store.read_chat(spec.chat_id)
+            chats[name] = chat["history"]["messages"] if chat else {}
+        claims = sum(b.totals()[0] for b in deployments.bridges)
+        finalized = sum(b.totals()[1] for b in deployments.bridges)
+        return Played(player, chats, deployments.emitter, claims, finalized, _unfinished(chats, player))
+
+
+def _unfinished(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[tuple[str, str]]:
+    names = {run_id: name for name, run_id in player.run_ids.items()}
+    ended = {run.run_id for run in player.sim.runs.values() if run.state == "ended"}
+    out = []
+    for chat, messages in chats.items():
+        for message in messages.values():
+            run_id = (message.get("meta") or {}).get("openclaw_run")
+            if run_id in ended and message.get("done") is not True:
+                out.append((chat, names.get(run_id, run_id)))
+    return out
+
+
+def message_names(player: ScenarioPlayer) -> dict[str, str]:
+    """Message id -> the scenario's name of the run it belongs to (recovery runs: by their id)."""
+    names: dict[str, str] = {}
+    for run in player.sim.runs.values():
+        mid = ids.message_id(run.key, run.run_id)
+        if mid is not None:
+            names[mid] = run.run_id[:8]
+    for op_name, run in player.runs.items():
+        mid = ids.message_id(run.run.key, run.run_id)
+        if mid is not None:
+            names[mid] = op_name
+    return names

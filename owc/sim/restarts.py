@@ -1,0 +1,117 @@
+"""Gateway restarts: the four modes of seed 000 section 2.7 F3, and restart recovery at boot (F1, F2).
+
+A restart is the one operation that touches everything: it ends or cuts the active runs, closes every
+connection, forgets the in-memory queues and the playing scripts, and boots with a new boot id; the rows it
+left ``running`` are then recovered by new runs whose user turn carries the restart-recovery provenance.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from owc.sim import model as m
+from owc.sim.delivery import Fanout, everyone
+from owc.sim.runs import RunDriver
+from owc.sim.script import End, RecoveryScript
+
+RESTART_MODES = ("restart", "stop", "container", "crash")
+RECOVERY_PROMPT = "The gateway restarted while this turn was running. Continue the interrupted turn."
+
+
+@attrs.define
+class Boot:
+    """The running process's identity: ``boot_id`` changes on every boot (owc reads it from hello-ok);
+    while ``starting`` a ``connect`` is refused with UNAVAILABLE / 1013."""
+
+    boot_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    boots: int = 1
+    starting: bool = False
+
+
+class Restarts:
+    def __init__(
+        self,
+        fanout: Fanout,
+        driver: RunDriver,
+        boot: Boot,
+        *,
+        recovery: RecoveryScript,
+        notify: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._fanout = fanout
+        self._driver = driver
+        self._boot = boot
+        self.recovery = recovery
+        self._notify = notify
+
+    async def restart(self, mode: str, *, down_seconds: float = 0.0) -> None:
+        """Stop and boot the Gateway again in one of the four modes of seed 000 section 2.7 F3.
+
+        * ``restart``: ``shutdown`` with ``restartExpectedMs``; active runs are cancelled with stopReason
+          ``restart`` and their rows stay ``running`` + ``abortedLastRun``; recovery runs at boot.
+        * ``stop``: ``shutdown`` without ``restartExpectedMs``; active runs aborted (rows ``killed``); no recovery.
+        * ``container``: the CLI child exits 143 first: rows ``failed`` with ``Claude Code process exited with
+          code 143``; then the shutdown notice and the close; no recovery.
+        * ``crash``: no terminal, no notice, connections cut (1006); rows stay ``running``; recovery at boot.
+
+        Every mode closes every connection (1012 after a notice) and boots with a new boot id. While
+        ``down_seconds`` run (Trio's clock) a ``connect`` is refused with UNAVAILABLE / 1013.
+        """
+        if mode not in RESTART_MODES:
+            raise ValueError(f"unknown restart mode {mode!r}; one of {RESTART_MODES}")
+        fanout, driver, boot = self._fanout, self._driver, self._boot
+        if mode == "container":
+            for run in [s.active for s in driver.sessions.values() if s.active is not None]:
+                driver.end(run, End("error", error=m.CONTAINER_STOP_ERROR))
+        if mode != "crash":
+            notice: dict[str, Any] = {"reason": "gateway restarting" if mode == "restart" else "gateway stopping"}
+            if mode == "restart":
+                notice["restartExpectedMs"] = 1500
+            fanout.emit("shutdown", notice, audience=everyone, drop_if_slow=False)
+        for run in [s.active for s in driver.sessions.values() if s.active is not None]:
+            if mode == "restart":
+                driver.end(run, End("aborted", stop_reason="restart"))
+            elif mode == "stop":
+                driver.end(run, End("aborted", stop_reason="rpc"))
+            else:  # crash (or a container stop's run begun from a queue): the process dies under it
+                driver.cut(run)
+        for conn in list(fanout.conns.values()):
+            if mode == "crash":
+                fanout.abort(conn)
+            else:
+                fanout.close(conn, 1012, "service restart")
+        for scope in list(driver.plays.values()):
+            scope.cancel()
+        for session in driver.sessions.values():
+            driver.cancel_queued(session)  # in-memory queues die with the process
+        boot.boot_id = str(uuid.uuid4())
+        boot.boots += 1
+        if down_seconds > 0:
+            boot.starting = True
+            await self._notify()
+            await trio.sleep(down_seconds)
+            boot.starting = False
+        self._boot_recovery()
+        await self._notify()
+
+    def _boot_recovery(self) -> None:
+        """At boot the Gateway recovers rows still ``running`` (F1): a new run per session whose user turn
+        carries the restart-recovery provenance."""
+        for session in list(self._driver.sessions.values()):
+            if session.status != "running" or session.active is not None:
+                continue
+            session.aborted_last_run = True  # markStartupOrphanedMainSessionsForRecovery
+            source = session.last_run_id if session.last_run_id else None
+            steps = self.recovery(session.key, source)
+            self._driver.start_run(
+                session.key,
+                origin="recovery",
+                user_text=RECOVERY_PROMPT,
+                provenance=dict(m.RECOVERY_PROVENANCE),
+                steps=steps,
+            )

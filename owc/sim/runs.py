@@ -1,0 +1,342 @@
+"""Driving runs: start, queue, play steps, and emit each step's events in the order the real Gateway does.
+
+A run is driven either by a script the simulator plays (``chat.send`` and recovery runs: ``RunDriver``
+plays their steps in a task) or step by step through a ``SimRun`` handle (runs "other clients" start: cron,
+sessions_send, sub-agent announces, heartbeats). Both go through the same ``text`` / ``tool_*`` / ``end``,
+so a scripted run and a hand-driven one put the same frames on the wire.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from owc.sim import model as m
+from owc.sim.delivery import Fanout
+from owc.sim.script import Delay, End, Hold, Step, Text, Tool
+
+
+def _tool_item(call_id: str, name: str, phase: str, status: str, **at: int) -> dict[str, Any]:
+    """A tool call on the ``agent`` ``item`` stream (``startedAt`` at its start, ``endedAt`` at its end)."""
+    return {
+        "itemId": f"tool:{call_id}", "toolCallId": call_id, "name": name, "kind": "tool", "phase": phase,
+        "title": name.title(), "status": status, **at,
+    }  # fmt: skip
+
+
+@attrs.frozen
+class Pending:
+    """What a started run still has to do when it begins (at once, or when it leaves its session's queue)."""
+
+    user_text: str | None
+    provenance: dict[str, Any] | None
+    steps: Sequence[Step] | None
+    from_send: bool = False
+
+
+class SimRun:
+    """A test's handle on one run: every method emits the run's events at once, in order."""
+
+    def __init__(self, driver: RunDriver, run: m.Run) -> None:
+        self._driver = driver
+        self.run = run
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def active(self) -> bool:
+        return self.run.state == "active"
+
+    def text(self, text: str, chunks: Sequence[str] | None = None) -> SimRun:
+        self._driver.text(self.run, Text(text, tuple(chunks) if chunks is not None else None))
+        return self
+
+    def tool(self, name: str, args: Any = None, result: Any = "", *, is_error: bool = False, call_id: str | None = None) -> SimRun:
+        call_id = self.tool_start(name, args, call_id=call_id)
+        self.tool_result(call_id, result, is_error=is_error)
+        return self
+
+    def tool_start(self, name: str, args: Any = None, *, call_id: str | None = None) -> str:
+        return self._driver.tool_start(self.run, name, {} if args is None else args, call_id)
+
+    def tool_result(self, call_id: str, result: Any = "", *, is_error: bool = False) -> SimRun:
+        self._driver.tool_result(self.run, call_id, result, is_error)
+        return self
+
+    def end(self, state: str = "final", *, yielded: bool = False, error: str | None = None, stop_reason: str | None = None) -> SimRun:
+        self._driver.end(self.run, End(state, yielded, error, stop_reason))
+        return self
+
+    def release(self) -> None:
+        """Let a run holding on a ``Hold`` step play its remaining steps."""
+        self._driver.release(self.run)
+
+
+class RunDriver:
+    """Owns the runs' life: the agent sessions and runs (dicts shared with the Simulator), the queue of
+    runs waiting to begin, the tasks playing scripts and the holds they wait on."""
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        fanout: Fanout,
+        sessions: dict[str, m.AgentSession],
+        runs: dict[str, m.Run],
+        *,
+        now_ms: Callable[[], int],
+        poke: Callable[[], None],
+        cli_runtime: bool,
+    ) -> None:
+        self._nursery = nursery
+        self._fanout = fanout
+        self.sessions = sessions
+        self.runs = runs
+        self._now_ms = now_ms
+        self._poke = poke
+        self.cli_runtime = cli_runtime
+        self.plays: dict[str, trio.CancelScope] = {}  # run id -> the task playing its steps
+        self.pending: dict[str, Pending] = {}  # started runs that have not begun (queued, or within start_run)
+        self._holds: dict[str, trio.Event] = {}
+
+    def session(self, key: str) -> m.AgentSession:
+        """The agent session ``key``, created on first use."""
+        session = self.sessions.get(key)
+        if session is None:
+            now = self._now_ms()
+            session = self.sessions[key] = m.AgentSession(key=key, created_at=now, updated_at=now)
+        return session
+
+    def active_run(self, key: str) -> SimRun | None:
+        session = self.sessions.get(key)
+        return SimRun(self, session.active) if session is not None and session.active is not None else None
+
+    def handle(self, run_id: str) -> SimRun:
+        return SimRun(self, self.runs[run_id])
+
+    def start_run(
+        self,
+        key: str,
+        run_id: str | None = None,
+        *,
+        origin: str = "cron",
+        heartbeat: bool = False,
+        user_text: str | None = None,
+        provenance: dict[str, Any] | None = None,
+        hide_ids: bool = False,
+        steps: Sequence[Step] | None = None,
+        owner: str | None = None,
+    ) -> SimRun:
+        """Start a run on ``key`` as another client would (cron, sessions_send, a sub-agent announce, a
+        heartbeat): no connection of ours owns it. With ``steps`` the simulator plays them; without, the
+        caller drives the run through the returned handle. A run on a busy session waits in its queue."""
+        run = m.Run(
+            run_id=run_id or str(uuid.uuid4()),
+            key=key,
+            owner=owner,
+            heartbeat=heartbeat,
+            origin=origin,
+            hide_ids=hide_ids or self.cli_runtime,
+            cli_runtime=self.cli_runtime,
+        )
+        if run.run_id in self.runs:
+            raise ValueError(f"run {run.run_id} already exists")
+        self.runs[run.run_id] = run
+        session = self.session(key)
+        pending = Pending(user_text, provenance, steps, from_send=origin == "chat.send")
+        self.pending[run.run_id] = pending
+        if session.active is not None:
+            session.queued.append(run)
+        else:
+            self._begin(session, run)
+        return SimRun(self, run)
+
+    def cancel_queued(self, session: m.AgentSession, run_id: str | None = None) -> list[str]:
+        """Take runs that have not begun out of the session's queue (all, or the one ``run_id``); they end
+        without any event, as the Gateway's in-memory queue forgets them."""
+        cancelled: list[str] = []
+        for queued in list(session.queued):
+            if run_id is None or queued.run_id == run_id:
+                session.queued.remove(queued)
+                self.pending.pop(queued.run_id, None)
+                queued.state = "ended"
+                cancelled.append(queued.run_id)
+        return cancelled
+
+    def _begin(self, session: m.AgentSession, run: m.Run) -> None:
+        fanout = self._fanout
+        pending = self.pending.pop(run.run_id)
+        now = self._now_ms()
+        session.active = run
+        session.status = "running"
+        session.started_at, session.ended_at, session.updated_at = now, None, now
+        if pending.from_send:
+            fanout.sessions_changed(session, reason="send")
+            fanout.sessions_changed(session, reason="participants")
+        if pending.user_text is not None:
+            message = session.append(m.user_message(run.run_id, pending.user_text, now, pending.provenance), now)
+            fanout.session_message(session, message, run.run_id)
+        for phase in ("preparing_workspace", "preparing_context"):
+            fanout.chat(run, "status", drop_if_slow=True, phase=phase)
+            fanout.agent(run, "run_status", {"phase": phase})
+        fanout.agent(run, "lifecycle", {"phase": "start", "startedAt": now}, session_id=session.session_id)
+        fanout.sessions_changed(session, reason="agent.run.started")
+        fanout.sessions_changed(session, phase="start", run_id=run.run_id)
+        fanout.agent(run, "lifecycle", {"phase": "model", "provider": m.PROVIDER, "model": m.MODEL}, session_id=session.session_id)
+        fanout.sessions_changed(session, phase="model", run_id=run.run_id)
+        if pending.steps is not None:
+            self._nursery.start_soon(self._play, run, list(pending.steps))
+        self._poke()
+
+    async def _play(self, run: m.Run, steps: list[Step]) -> None:
+        with trio.CancelScope() as scope:
+            self.plays[run.run_id] = scope
+            try:
+                for step in steps:
+                    await trio.sleep(0)
+                    if run.state != "active":
+                        return
+                    if isinstance(step, Text):
+                        self.text(run, step)
+                    elif isinstance(step, Tool):
+                        call_id = self.tool_start(run, step.name, step.args, step.call_id)
+                        await trio.sleep(0)
+                        if run.state != "active":
+                            return
+                        self.tool_result(run, call_id, step.result, step.is_error)
+                    elif isinstance(step, Delay):
+                        await trio.sleep(step.seconds)
+                    elif isinstance(step, Hold):
+                        hold = self._holds.setdefault(run.run_id, trio.Event())
+                        await hold.wait()
+                    elif isinstance(step, End):
+                        self.end(run, step)
+                        return
+            finally:
+                self.plays.pop(run.run_id, None)
+
+    def release(self, run: m.Run) -> None:
+        self._holds.setdefault(run.run_id, trio.Event()).set()
+
+    def _active(self, run: m.Run) -> m.AgentSession:
+        if run.state != "active" or self.sessions[run.key].active is not run:
+            raise RuntimeError(f"run {run.run_id} is not active")
+        return self.sessions[run.key]
+
+    def text(self, run: m.Run, step: Text) -> None:
+        self._active(run)
+        for delta in step.deltas():
+            if not (run.parts and run.parts[-1].get("type") == "text"):
+                # A new assistant item. The Gateway's run-wide chat buffer joins items with a blank line
+                # (mergeAssistantText's boundary newlines), and the first delta carries that separator.
+                run.segment += 1
+                run.parts.append({"type": "text", "text": ""})
+                if run.text and not run.text.endswith("\n\n"):
+                    sep = "\n" if run.text.endswith("\n") else "\n\n"
+                    run.text += sep
+                    chat_delta = sep + delta
+                else:
+                    chat_delta = delta
+            else:
+                chat_delta = delta
+            run.text += delta
+            run.parts[-1]["text"] += delta
+            now = self._now_ms()
+            self._fanout.agent(run, "assistant", {"text": run.parts[-1]["text"], "delta": delta, "itemId": f"{run.run_id}:{run.segment}"})
+            self._fanout.chat(run, "delta", drop_if_slow=True, deltaText=chat_delta, message=m.text_message(run.text, now))
+
+    def tool_start(self, run: m.Run, name: str, args: Any, call_id: str | None) -> str:
+        session = self._active(run)
+        call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
+        run.parts.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
+        run.open_tools[call_id] = name
+        # The model turn that asked for the tool is persisted (and pushed as session.message) before the
+        # tool runs; its result is persisted without a session.message (live probe, NOTES.md).
+        self._flush(session, run, "toolUse")
+        now = self._now_ms()
+        self._fanout.agent(run, "item", _tool_item(call_id, name, "start", "running", startedAt=now))
+        self._fanout.tool_event(run, {"phase": "start", "name": name, "toolCallId": call_id, "args": args})
+        return call_id
+
+    def tool_result(self, run: m.Run, call_id: str, result: Any, is_error: bool) -> None:
+        session = self._active(run)
+        name = run.open_tools.pop(call_id, None)
+        if name is None:
+            raise ValueError(f"tool call {call_id} was not started on run {run.run_id}")
+        now = self._now_ms()
+        session.append(m.tool_result_message(run, call_id, name, result, is_error, now), now)
+        content = {"content": [{"type": "text", "text": result if isinstance(result, str) else str(result)}], "details": {}}
+        self._fanout.tool_event(run, {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content})
+        self._fanout.agent(run, "item", _tool_item(call_id, name, "end", "blocked" if is_error else "done", endedAt=now))
+
+    def _flush(self, session: m.AgentSession, run: m.Run, stop_reason: str) -> None:
+        """Persist the assistant message being built, as the Gateway does when a model turn completes."""
+        if not run.parts:
+            return
+        now = self._now_ms()
+        message = session.append(m.assistant_message(run, run.parts, now, stop_reason), now)
+        run.parts = []
+        self._fanout.session_message(session, message, run.run_id)
+
+    def end(self, run: m.Run, step: End) -> None:
+        """End the active run with its terminal, settle the row, then begin the next queued run."""
+        fanout = self._fanout
+        session = self._active(run)
+        now = self._now_ms()
+        state = step.state
+        sid = session.session_id
+        if state == "final":
+            self._flush(session, run, "stop")
+            fanout.agent(run, "lifecycle", {"phase": "finishing", "stopReason": "stop", "aborted": False}, session_id=sid)
+            fanout.agent(run, "lifecycle", {"phase": "end", "stopReason": "stop", "aborted": False, "endedAt": now}, session_id=sid)
+            message = m.text_message(run.text, now) if run.text else None
+            yielded = True if step.yielded else None
+            fanout.chat(run, "final", drop_if_slow=False, stopReason=step.stop_reason or "stop", yielded=yielded, message=message)
+            session.status, session.last_run_error = "done", None
+        elif state == "aborted":
+            stop_reason = step.stop_reason or "rpc"
+            if run.parts:
+                partial = session.append(m.aborted_partial(run, run.parts, now, stop_reason), now)
+                run.parts = []
+                fanout.session_message(session, partial, run.run_id)
+            fanout.agent(run, "lifecycle", {"phase": "end", "stopReason": stop_reason, "aborted": True, "endedAt": now}, session_id=sid)
+            message = m.text_message(run.text, now) if run.text else None
+            fanout.chat(run, "aborted", drop_if_slow=False, stopReason=stop_reason, message=message)
+            fanout.agent(run, "lifecycle", {"phase": "error", "error": "aborted", "aborted": True}, session_id=sid)
+            # A cancel for a restart keeps the row running so the Gateway recovers it at boot (F2).
+            session.status = "running" if stop_reason == "restart" else "killed"
+            session.aborted_last_run = True
+        elif state == "error":
+            error = step.error or "run failed"
+            self._flush(session, run, "error")
+            fanout.agent(run, "lifecycle", {"phase": "error", "error": error}, session_id=sid)
+            fanout.chat(run, "error", drop_if_slow=False, errorMessage=error, stopReason=step.stop_reason)
+            session.status, session.last_run_error = "failed", error
+        else:
+            raise ValueError(f"unknown end state {state!r}")
+        if state != "aborted":
+            session.aborted_last_run = False
+        run.state = "ended"
+        run.terminal = state
+        run.open_tools.clear()
+        session.active = None
+        session.last_run_id = run.run_id
+        session.ended_at = session.updated_at = now
+        self.release(run)
+        fanout.sessions_changed(session, reason="agent.input.settled")
+        fanout.sessions_changed(session, phase="end", run_id=run.run_id)
+        if state != "final":
+            fanout.sessions_changed(session, phase="error", run_id=run.run_id)
+        if session.queued:
+            self._begin(session, session.queued.pop(0))
+        self._poke()
+
+    def cut(self, run: m.Run) -> None:
+        """The process died under the run: it ends without a terminal and nothing of it is persisted."""
+        run.state = "ended"
+        self.sessions[run.key].active = None
