@@ -68,6 +68,7 @@ class Runtime:
         """Until the connection has read everything sent before this call (a request's reply comes after every
         event sent before it) and nothing is left to do: no writer at work, no ended run unfinished."""
         for _ in range(2):  # a resync or a writer's own requests may follow the first round trip
+            await self.client.wait_connection()
             conn = self.client.connection
             if conn is not None and not conn.closed:
                 try:

@@ -112,20 +112,61 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
+        if item.get_closest_marker("realgateway") or item.get_closest_marker("owui"):
+            # The per-test limit (pyproject: a hung resync or Stop fails instead of hanging CI) counts fixture
+            # set-up, and these tiers install Node, openclaw or Open WebUI on first use.
+            item.add_marker(pytest.mark.timeout(1800))
+
+
+@pytest.fixture
+def clock(mock_clock, request):
+    """Trio's clock for run tests: it never moves by itself (after 5 s of real idleness it jumps, so a test
+    that waited on a timer fails on this check instead of hanging), and when the test is over it must have
+    spent exactly the virtual seconds it declares with ``@pytest.mark.virtual_seconds(n)`` (default 0): a
+    whole agent turn takes no time, and only the transport's own timers (a reconnect's backoff) may add any.
+    (A sync fixture, so pytest-trio sees the clock; a ``MockClock`` starts at 0 and can be read after the run.)"""
+    mock_clock.autojump_threshold = 5
+    marker = request.node.get_closest_marker("virtual_seconds")
+    allowed = marker.args[0] if marker else 0
+    yield mock_clock
+    elapsed = mock_clock.current_time()
+    assert elapsed == allowed, f"the test spent {elapsed:g} virtual seconds, not {allowed:g}: something waited on a clock"
+
+
+_POSTGRES: dict[str, object] = {}
+
+
+def _postgres() -> str:
+    """The session's PostgreSQL server (``tests/pgserver.py``), started on first use and stopped when the
+    session ends; skipped without one, except in CI."""
+    import pgserver
+
+    if "error" in _POSTGRES:
+        pytest.skip(str(_POSTGRES["error"]))
+    if "server" not in _POSTGRES:
+        try:
+            _POSTGRES["server"] = pgserver.start_postgres()
+        except pgserver.PostgresUnavailable as exc:
+            if os.environ.get("CI"):
+                pytest.fail(f"PostgreSQL is not installed in CI: {exc}")
+            _POSTGRES["error"] = exc
+            pytest.skip(str(exc))
+    return _POSTGRES["server"].url  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    server = _POSTGRES.pop("server", None)
+    if server is not None:
+        server.stop()  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
-def postgres_url():
-    """A real PostgreSQL server for the session (``tests/pgserver.py``); skipped without one, except in CI."""
-    import pgserver
+def postgres_url() -> str:
+    """A real PostgreSQL server for the session; skipped without one, except in CI."""
+    return _postgres()
 
-    try:
-        server = pgserver.start_postgres()
-    except pgserver.PostgresUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not installed in CI: {exc}")
-        pytest.skip(str(exc))
-    try:
-        yield server.url
-    finally:
-        server.stop()
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request) -> str | None:
+    """Both databases owc supports: ``None`` (the test's own SQLite file) or the PostgreSQL server's URL."""
+    return _postgres() if request.param == "postgres" else None

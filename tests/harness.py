@@ -66,13 +66,13 @@ class Env:
         self.clients.pop(name)
         await self.sim.wait_for(lambda: not any(c.instance_id == name and not c.closing for c in self.sim.conns.values()))
 
-    async def chat(self, chat_id: str | None = None, *, model: str = "openclaw.main", user_turn: bool = True) -> tuple[str, str]:
-        """A chat (with one user turn) and its session key."""
+    async def chat(self, chat_id: str | None = None, *, model: str = "openclaw.main", user_turn: bool = True, now: int | None = None) -> tuple[str, str]:
+        """A chat (with one user turn) and its session key; ``now``: when it was last written (seconds)."""
         chat_id = chat_id or str(uuid.uuid4())
         body: dict[str, Any] = {"id": chat_id, "title": "t", "models": [model], "history": {"messages": {}, "currentId": None}, "messages": []}
         if user_turn:
             body["history"] = {"currentId": "u1", "messages": {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi", "models": [model], "timestamp": 1}}}
-        await self.store.create_chat(chat_id, USER, chat=body)
+        await self.store.create_chat(chat_id, USER, chat=body, now=now)
         return chat_id, ids.session_key("main", USER, chat_id)
 
     async def settled(self) -> None:

@@ -22,6 +22,9 @@ class _Recorded:
     def on_event(self, event: Event) -> None:
         self.handler.on_event(self.conn, event)
 
+    def on_gap(self) -> None:
+        self.handler.gaps += 1
+
     async def on_hello(self, info: HelloInfo, resync: Resync) -> None:
         await self.handler.on_hello(self.conn, info, resync)
 
@@ -35,6 +38,7 @@ class RecordingHandler:
         self.hellos: list[HelloInfo] = []
         self.resyncs: list[Resync] = []
         self.closes: list[CloseInfo] = []
+        self.gaps = 0
         self._changed = trio.Event()
 
     def _note(self) -> None:

@@ -126,9 +126,10 @@ async def test_deploys_and_faults_scenario_contents(tmp_path: Path) -> None:
     order = ["outlives-a-deploy", "tool-fails", "yields", "after-slow"]
     for before, after in zip(order, order[1:]):
         assert message(after)["parentId"] == message(before)["id"]
-    # Counted over the deploys alive at the end: each run finalized once; the killed deploy's claim of the
-    # survivor went with it, the other deploy's take-over of it counts.
-    assert played.claims == played.finalized == 4
+    # Each deploy is a process. Four claims, one per run. A process standing by at a run's end finishes the
+    # message with a conditional write if it is not done yet, so a run may be written twice (the same
+    # transcript both times): the survivor of the killed deploy is written only that way.
+    assert played.claims == 4 and 4 <= played.finalized <= 8
 
 
 def test_an_interrupted_scenario_run_exits_130(tmp_path: Path) -> None:

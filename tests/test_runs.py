@@ -19,14 +19,6 @@ from owc.sim import Hold, Text
 from owc.store import NotWritten
 
 
-@pytest.fixture
-def clock(mock_clock):
-    # Time never moves by itself here: a turn that waited on any timer would stall, and after 5 s of
-    # real idleness the clock jumps so the test fails on its time assertion instead of hanging.
-    mock_clock.autojump_threshold = 5
-    return mock_clock
-
-
 def chain_ok(messages: dict) -> bool:
     return all(len(m["childrenIds"]) <= 1 for m in messages.values())
 
@@ -76,7 +68,7 @@ async def test_no_mid_run_close(tmp_path, clock) -> None:
         chat_id, key = await env.chat()
         bridge = await env.connect()
         run = env.sim.start_run(key, "long").text("Working on it")
-        await bridge.until(lambda: bridge.open_writers() == 1)
+        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
         conn = env.sim.connection("A")
         done_row = {"sessionKey": key, "reason": "agent.input.settled", "ts": 1, "status": "done", "hasActiveRun": True, "lastRunId": "long"}
         env.sim._emit("sessions.changed", done_row, audience=lambda c: c is conn, drop_if_slow=False)
@@ -187,7 +179,7 @@ async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> No
         chat_id, key = await env.chat()
         bridge = await env.connect()
         env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
-        await bridge.until(lambda: bridge.open_writers() == 1)
+        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
         assert bridge.table.stop(chat_id) == 1
         await env.settled()
         msg = (await env.messages(chat_id))[ids.message_id(key, "stoppable")]
@@ -195,6 +187,7 @@ async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> No
         assert env.sim.requests["chat.abort"] == 1 and env.sim.sessions[key].status == "killed"
 
 
+@pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer
 async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
@@ -260,12 +253,10 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
         await b.until(lambda: all(r.life.state in (State.STREAMING, State.STANDBY) for x in (a, b) for r in x.ledger.unsettled()))
         winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
-        env.clients[winner].stop()
-        await env.sim.wait_for(lambda: not any(c.instance_id == winner and not c.closing for c in env.sim.conns.values()))
+        await env.kill(winner)  # its connection closes: its writer id is no longer alive
         await env.bridges[winner].until(lambda: env.bridges[winner].table is None)
         run.release()
         env.sim.active_run(key).text(" Finished by the other.").end()
-        del env.clients[winner]
         await env.settled()
         m = ids.message_id(key, "failover")
         msg = (await env.messages(chat_id))[m]
@@ -314,9 +305,8 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         await a.until(lambda: a.totals()[0] == 1)
         b = await env.connect("B", registry=WriterRegistry())
         await b.until(lambda: any(r.life.state is State.STANDBY for r in b.ledger.unsettled()))
-        env.clients["A"].stop()
+        await env.kill("A")
         await a.until(lambda: a.table is None)
-        del env.clients["A"]
         run.release()
         env.sim.active_run(key).text(" Finished by the second.").end()
         await env.settled()
@@ -380,7 +370,7 @@ async def _held_run_with_writer(env, key: str, run_id: str):
     streaming on connection A."""
     bridge = await env.connect()
     run = env.sim.start_run(key, run_id, steps=[Text("Partial answer."), Hold()])
-    await bridge.until(lambda: bridge.open_writers() == 1)
+    await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
     return bridge, run, env.sim.connection("A")
 
 

@@ -117,6 +117,9 @@ class ConnectionRuns(Protocol):
 
     def on_event(self, event: Event) -> None: ...
 
+    def on_gap(self) -> None:
+        """Events were lost (a seq gap), just noticed, before the event that showed it is delivered."""
+
     async def on_hello(self, info: HelloInfo, resync: Resync) -> None: ...
 
     async def on_resync(self, resync: Resync) -> None: ...
@@ -131,6 +134,9 @@ class ConnectionHandler(Protocol):
 
 class _NullRuns:
     def on_event(self, event: Event) -> None:
+        pass
+
+    def on_gap(self) -> None:
         pass
 
     async def on_hello(self, info: HelloInfo, resync: Resync) -> None:
@@ -292,6 +298,8 @@ class GatewayClient:
         self.connection: Connection | None = None
         self.connections_opened = 0
         self.attempts = 0
+        #: While waiting to reconnect: when the next attempt starts (Trio's clock).
+        self.backoff_until: float | None = None
         self._boot_id: str | None = None
         self._last_notice: Shutdown | None = None
         self._changed = trio.Event()
@@ -315,6 +323,13 @@ class GatewayClient:
             await self._changed.wait()
         return self.connection
 
+    async def wait_backing_off(self) -> float:
+        """Until the client waits its backoff; returns when the next attempt starts (for tests and tools that
+        move a ``MockClock``)."""
+        while self.backoff_until is None:
+            await self._changed.wait()
+        return self.backoff_until
+
     def stop(self) -> None:
         self._cancel.cancel()
 
@@ -326,7 +341,12 @@ class GatewayClient:
                 floor = await self._connect_once()
                 delay = max(self.backoff.next_delay(), floor)
                 log.info("gateway.reconnecting url=%s in=%.2f", self.url, delay)
-                await trio.sleep(delay)
+                self.backoff_until = trio.current_time() + delay
+                self._wake()
+                try:
+                    await trio.sleep(delay)
+                finally:
+                    self.backoff_until = None
 
     async def _connect_once(self) -> float:
         """One connection, from TCP to close. Returns the least wait before the next attempt; raises what
@@ -513,6 +533,10 @@ class GatewayClient:
         if result.is_gap:
             conn.gaps += 1
             log.warning("gateway.seq_gap url=%s expected=%s received=%s missed=%s", self.url, result.expected, result.received, result.missed)
+            try:
+                conn.runs.on_gap()
+            except Exception:
+                log.exception("gateway.handler_failed url=%s callback=on_gap", self.url)
             if conn.want_resync():
                 conn.nursery.start_soon(self._resync, conn)
         if isinstance(event, (Tick, ConnectChallenge)):

@@ -299,8 +299,8 @@ def _open_listed(life: Lifecycle, event: Input) -> tuple[Action, ...]:
 
 @_on(State.OPEN, Stop)
 def _open_stop(life: Lifecycle, event: Input) -> tuple[Action, ...]:
-    # Nothing is shown yet, so there is no message to finalize; the run is still aborted (the user asked).
-    life.stop = True
+    # Nothing is shown yet, so there is no message to finalize; the run is still aborted (the user asked), and
+    # the abort's own terminal ends it like any other.
     return (Action.ABORT_RUN,)
 
 
@@ -381,7 +381,9 @@ def _standby_terminal(life: Lifecycle, event: Input) -> tuple[Action, ...]:
     return life._to(State.CLAIMING, Action.START_WRITER)
 
 
-_on(State.STANDBY, Showable, Listed, Stop)(_record)
+_on(State.STANDBY, Showable, Listed)(_record)
+# The writer that holds the message is another connection's or process's: the Stop is theirs to act on.
+_on(State.STANDBY, Stop)(_stay)
 
 
 @_on(State.STANDBY, ConnectionClosed)

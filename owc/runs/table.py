@@ -129,6 +129,8 @@ class RunTable:
     def _open(self, session_key: str, run_id: str, *, start: bool) -> Run | None:
         known = self.ledger.get(session_key, run_id) is not None
         run = self.ledger.open(session_key, run_id)
+        if run is not None and not known:
+            self.bridge.wake()
         if run is not None and not known and not start and session_key in self._unknown:
             # The list said this session was active without naming its run: this is that run, and its first
             # events may have come before this connection did.
@@ -156,6 +158,13 @@ class RunTable:
             self.apply(run, Showable())
         if isinstance(event, ChatEvent) and event.is_terminal:
             self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
+
+    def on_gap(self) -> None:
+        """Events were lost: any run still going may have lost some, so a run that then ends showing nothing
+        gets its transcript read (the resync's list, on its way, tells which runs started or ended)."""
+        for run in self.ledger.unsettled():
+            if not run.life.ended:
+                run.mark_missed("seq gap")
 
     # ------------------------------------------------------------------ hello and resync
 
@@ -201,10 +210,6 @@ class RunTable:
             run = self.ledger.get(key, run_id)
             if run is not None and not (carried and run.key in self.carried):
                 self.apply(run, Terminal(f"absent from the list ({resync.reason})"))
-        if resync.reason == "gap":
-            for run in self.ledger.unsettled():
-                if not run.life.ended:
-                    run.mark_missed("seq gap")
 
     async def _reconcile(self, resync: Resync, watermark: int | None) -> None:
         try:
@@ -297,8 +302,8 @@ class Bridge:
     def quiet(self) -> bool:
         """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no
         run that has ended without being settled (such a run waits for a connection to finish it)."""
-        if self.table is not None and self.table.reconciling:
-            return False
+        if self.table is None or self.table.hello is None or self.table.reconciling:
+            return False  # no connection (or its hello not handled yet): what it will say is still to come
         return not any(run.writer_live or (run.life.ended and not run.life.settled) for run in self.ledger.unsettled())
 
     def totals(self) -> tuple[int, int]:

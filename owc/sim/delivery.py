@@ -64,6 +64,7 @@ class SimConn:
     slow: bool = False
     closing: bool = False
     stalled: bool = False  # requests are read and never answered (a hung server)
+    failing: frozenset[str] = frozenset()  # methods answered with an UNAVAILABLE error (a failing backend)
     muted: bool = False  # nothing is sent any more (a half-open socket)
     dropped: int = 0
     send: trio.MemorySendChannel[Any] | None = None

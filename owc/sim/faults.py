@@ -45,6 +45,12 @@ class Faults:
         for c in self._targets(conn):
             c.stalled = True
 
+    def fail_requests(self, *methods: str, conn: str | None = None) -> None:
+        """The connection's requests of these methods are answered with an ``UNAVAILABLE`` error (a Gateway
+        whose transcript store fails); ``fail_requests()`` with no method heals it."""
+        for c in self._targets(conn):
+            c.failing = frozenset(methods)
+
     def mute(self, conn: str | None = None) -> None:
         """Nothing more reaches the connection, ticks included, and the socket stays open: a half-open
         TCP connection, which only the client's liveness check can detect."""

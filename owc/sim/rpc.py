@@ -99,6 +99,9 @@ class Rpc:
         self._poke()
         if conn.stalled:
             return
+        if frame.method in conn.failing:
+            self._reply_error(conn, frame.id, "UNAVAILABLE", f"{frame.method} failed: the agent's store did not answer")
+            return
         scope = METHOD_SCOPES.get(frame.method)
         if scope is None:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"unknown method: {frame.method[:80]}")

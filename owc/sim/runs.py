@@ -214,6 +214,7 @@ class RunDriver:
                     elif isinstance(step, Hold):
                         hold = self._holds.setdefault(run.run_id, trio.Event())
                         await hold.wait()
+                        self._holds.pop(run.run_id, None)  # one release per hold: a later Hold waits again
                     elif isinstance(step, End):
                         self.end(run, step)
                         return

@@ -126,6 +126,7 @@ class Simulator:
         self.drop = self.faults.drop
         self.slow_consumer = self.faults.slow_consumer
         self.stall_replies = self.faults.stall_replies
+        self.fail_requests = self.faults.fail_requests
         self.mute = self.faults.mute
         self.inject = self.faults.inject
         self.disconnect = self.faults.disconnect

@@ -379,10 +379,12 @@ class ChatStore:
             return None
         return row[0] if isinstance(row[0], dict) else orjson.loads(row[0])
 
-    def create_chat(self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None) -> None:
+    def create_chat(
+        self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None, now: int | None = None
+    ) -> None:
         """Insert a chat row the way Open WebUI's ``insert_new_chat`` shapes it (for the embedded default,
-        the demo and tests; against a real Open WebUI the chats are Open WebUI's)."""
-        now = int(time.time())
+        the demo and tests; against a real Open WebUI the chats are Open WebUI's). ``now``: its time (seconds)."""
+        now = int(time.time()) if now is None else now
         body = chat if chat is not None else {"id": chat_id, "title": title, "models": [], "history": {"messages": {}, "currentId": None}, "messages": [], "tags": [], "timestamp": now * 1000}
         current = body.get("history", {}).get("currentId") if isinstance(body.get("history"), dict) else None
         with self.engine.begin() as conn:

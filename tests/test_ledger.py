@@ -1,0 +1,266 @@
+"""No run lost at the seams between connections and processes (seed 000 sections 2.1-2.6, cases 4 and 6; P20).
+
+Each test is named after the seed's regression test it stands for and fails without its fix. Every one runs on a
+SQLite file and on a real PostgreSQL server, through the simulator on loopback, under a clock that never moves by
+itself: the only virtual seconds spent are the ones declared (a reconnect's backoff, or owc's downtime).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from harness import USER, Env, open_env
+from owc import ids
+from owc.registry import WriterRegistry
+from owc.render import count_cards
+from owc.sim import End, Hold, Text, Tool
+
+RECOVERY = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request) -> str | None:
+    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+
+
+async def _reconnect(env: Env, name: str = "A") -> None:
+    """Cut owc's TCP stream and wait until owc has seen it close (it then waits its 1 s backoff: the test
+    jumps the clock when it wants the next connection)."""
+    bridge = env.bridges[name]
+    env.sim.disconnect()
+    await bridge.until(lambda: bridge.table is None)
+    await env.clients[name].wait_backing_off()
+
+
+async def _next_connection(env: Env, clock, name: str = "A") -> None:
+    """Let owc's backoff (the transport's own timer) run out: the clock moves only by that much."""
+    until = await env.clients[name].wait_backing_off()
+    clock.jump(until - trio.current_time())
+
+
+async def _stub_chat(env: Env) -> tuple[str, str, str]:
+    """A chat whose last turn is a user message and Open WebUI's own placeholder for the reply: ``done:
+    false``, no ``openclaw_writer`` (what a request that died leaves). Returns (chat id, key, placeholder id)."""
+    chat_id, stub = str(uuid.uuid4()), str(uuid.uuid4())
+    messages: dict[str, Any] = {
+        "u1": {"id": "u1", "parentId": None, "childrenIds": [stub], "role": "user", "content": "Deploy it", "models": ["openclaw.main"], "timestamp": 1},
+        stub: {"id": stub, "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False, "model": "openclaw.main", "timestamp": 1},
+    }
+    body = {"id": chat_id, "title": "t", "models": ["openclaw.main"], "history": {"messages": messages, "currentId": stub}, "messages": []}
+    await env.store.create_chat(chat_id, USER, chat=body)
+    return chat_id, ids.session_key("main", USER, chat_id), stub
+
+
+# ------------------------------------------------------------------------------------------ case 6
+
+
+@pytest.mark.virtual_seconds(1)  # the reconnect's backoff
+async def test_ended_during_drop(tmp_path, clock, db_url) -> None:
+    """EndedDuringDropTest: a claimed run ends while owc's WebSocket is down; at the next hello the list no
+    longer shows it, and its message is finalized from the transcript (what it did meanwhile included)."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "through-a-drop").text("Before the drop.")
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await _reconnect(env)
+        run.tool("exec", {"cmd": "df"}, "80% used").text("After it, unseen live.").end()
+        await _next_connection(env, clock)
+        await env.settled()
+        m = ids.message_id(key, "through-a-drop")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Before the drop.\nAfter it, unseen live."
+        assert count_cards(messages[m]["output"]) == 1
+        assert bridge.totals() == (2, 1)  # the claim, the take-back at the next connection; one finalize
+
+
+@pytest.mark.virtual_seconds(1)
+@pytest.mark.parametrize("cli_runtime", [False, True], ids=["run-ids-listed", "session-active-without-ids"])
+async def test_only_sign_after_a_reconnect_is_the_terminal(tmp_path, clock, db_url, cli_runtime) -> None:
+    """The run's tools ran and its text arrived while the socket was cut; after the reconnect the only event of
+    it is its terminal. Its message is taken back (listed with its id, or its session listed active without
+    ids) and finished from the transcript, with the cards no live event showed."""
+    async with open_env(tmp_path, db_url=db_url, cli_runtime=cli_runtime) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "quiet-after", steps=[Text("Started."), Hold(), Tool("exec", {}, "ran in the dark"), Text("More."), Hold(), End()])
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await _reconnect(env)
+        run.release()  # the tool and the text happen while owc is away
+        await trio.testing.wait_all_tasks_blocked()  # the run holds again; owc sleeps in its backoff
+        assert env.sim.runs["quiet-after"].text.endswith("More.")
+        await _next_connection(env, clock)
+        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        run.release()  # now only the terminal
+        await env.settled()
+        m = ids.message_id(key, "quiet-after")
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] is True and msg["content"] == "Started.\nMore." and count_cards(msg["output"]) == 1
+
+
+# ------------------------------------------------------------------------------------------ joined mid-run
+
+
+@pytest.mark.parametrize("after_the_join", [False, True], ids=["content-before-only", "content-before-and-after"])
+async def test_recovery_started_before_subscribe(tmp_path, clock, db_url, after_the_join) -> None:
+    """RecoveryStartedBeforeSubscribeTest: a recovery run starts before owc subscribes (its start push never
+    reaches owc) and the hello's list shows it active. If everything it shows came before the join, it still
+    gets its message at its end, from the transcript; if more comes after, it streams and ends the same."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        steps = [Text("Recovered: the deploy finished."), Hold()]
+        if after_the_join:
+            steps.append(Text(" Verified after the join."))
+        steps.append(End())
+        run = env.sim.start_run(key, "recovery-1", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY, steps=steps)
+        bridge = await env.connect()
+        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        run.release()
+        await env.settled()
+        m = ids.message_id(key, "recovery-1")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        expected = "Recovered: the deploy finished." + (" Verified after the join." if after_the_join else "")
+        assert messages[m]["done"] is True and messages[m]["content"] == expected
+
+
+async def test_recovery_that_ended_before_subscribe(tmp_path, clock, db_url) -> None:
+    """The recovery ended before owc's first hello: the ended-while-away rule gives it its message."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        env.sim.start_run(key, "recovery-2", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY).text("Done while nobody listened.").end()
+        await env.connect()
+        await env.settled()
+        m = ids.message_id(key, "recovery-2")
+        messages = await env.messages(chat_id)
+        assert messages[m]["done"] is True and messages[m]["content"] == "Done while nobody listened."
+        assert messages[m]["parentId"] == "u1"
+
+
+# ------------------------------------------------------------------------------------------ events lost while connected
+
+
+async def test_all_deltas_lost_and_an_error_terminal_without_text(tmp_path, clock, db_url) -> None:
+    """Every text event of the run is dropped (slow-consumer drops spend their seq numbers) and its terminal is
+    an error with no text: the stream shows nothing, but it missed events, so the transcript decides, and it
+    holds the text: one message with the text and the error."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "muffled")
+        await bridge.until(lambda: bridge.ledger.get(key, "muffled") is not None)
+        env.sim.drop(3)  # the run's three text deltas
+        run.text("Partial work before the failure.", chunks=["Partial ", "work before ", "the failure."])
+        run.end("error", error="the model provider failed")
+        await env.settled()
+        m = ids.message_id(key, "muffled")
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] is True and msg["content"] == "Partial work before the failure."
+        assert msg["error"] == {"content": "the model provider failed"}
+
+
+@pytest.mark.virtual_seconds(1)
+async def test_stop_mode_cut_is_finalized_from_the_transcript(tmp_path, clock, db_url) -> None:
+    """The Gateway's stop mode closes the connection right after the run's terminal, and a tool's result event
+    had been lost: the message is not written from the stream (a card without its result) but finished at the
+    next connection from the transcript."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "cut-by-stop").text("Deploying.")
+        call = run.tool_start("exec", {"cmd": "make deploy"})
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        env.sim.drop(1)  # the result's session.tool event
+        run.tool_result(call, "deployed to 3 hosts")
+        await env.sim.restart("stop")
+        await _next_connection(env, clock)
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "cut-by-stop")]
+        assert msg["done"] is True
+        (result,) = [i for i in msg["output"] if i["type"] == "function_call_output"]
+        assert "deployed to 3 hosts" in str(result["output"])
+
+
+# ------------------------------------------------------------------------------------------ case 4 and P20
+
+
+@pytest.mark.virtual_seconds(30)  # owc is down for half a minute
+async def test_ended_while_away(tmp_path, clock, db_url) -> None:
+    """EndedWhileAwayTest: owc's process stops mid-run; the run ends, and another starts and ends, while no owc
+    runs; owc starts again on the same database (a new process). The first one's message is finished from the
+    transcript, the second gets its message, in run order at the tail, and nothing is duplicated."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        a = await env.connect("A", registry=WriterRegistry())
+        run = env.sim.start_run(key, "outlived-owc").text("Begun while owc ran.")
+        await a.until(lambda: a.totals()[0] == 1)
+        await env.kill("A")
+        clock.jump(30)
+        run.tool("exec", {}, "ok").text("Ended while owc was down.").end()
+        env.sim.start_run(key, "entirely-away").text("Started and ended while owc was down.").end()
+        b = await env.connect("B", registry=WriterRegistry())
+        await env.settled()
+        first, second = ids.message_id(key, "outlived-owc"), ids.message_id(key, "entirely-away")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", first, second}
+        assert messages[first]["done"] and messages[first]["content"] == "Begun while owc ran.\nEnded while owc was down."
+        assert count_cards(messages[first]["output"]) == 1
+        assert messages[second]["done"] and messages[second]["content"] == "Started and ended while owc was down."
+        assert messages[second]["parentId"] == first  # chained in run order
+        assert b.totals()[1] == 2
+
+
+async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> None:
+    """OrphanStubAdoptedWithoutHistoryTest (2026-10-12 23:29Z): the chat holds Open WebUI's stub M, done:false,
+    left by a request that died; the run msg-<chat>-<M>-<t> arrives on a connection with no consumer, and the
+    transcript cannot be read. The run writes into M (its identity is in its id) and M ends done with the run's
+    text and cards; no second message."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key, stub = await _stub_chat(env)
+        await env.connect()
+        env.sim.fail_requests("chat.history")
+        run_id = ids.input_run_id(chat_id, stub, "1")
+        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deploying now.").tool("exec", {"cmd": "make"}, "ok").text("Deployed.").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", stub}
+        assert messages[stub]["done"] is True and messages[stub]["content"] == "Deploying now.\nDeployed."
+        assert count_cards(messages[stub]["output"]) == 1
+
+
+@pytest.mark.virtual_seconds(30)
+async def test_orphan_stub_reconcile(tmp_path, clock, db_url) -> None:
+    """OrphanStubReconcile: the request died with Open WebUI, and the run ended while no owc ran; owc starts
+    and its reconcile finishes the stub from the transcript."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key, stub = await _stub_chat(env)
+        clock.jump(30)
+        run_id = ids.input_run_id(chat_id, stub, "2")
+        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deployed while you were away.").tool("exec", {}, "ok").end()
+        await env.connect()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", stub}
+        assert messages[stub]["done"] is True and messages[stub]["content"] == "Deployed while you were away."
+        assert count_cards(messages[stub]["output"]) == 1
+
+
+async def test_reconcile_leaves_history_from_before_owc_alone(tmp_path, clock, db_url) -> None:
+    """Runs older than the chat's own last write (its history from before owc, or runs that rightly have no
+    message) are never given a message by the reconcile."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        key_chat = str(uuid.uuid4())
+        key = ids.session_key("main", USER, key_chat)
+        env.sim.start_run(key, "ancient").text("From before owc.").end()
+        env.sim.start_run(key, "silent").text("NO_REPLY").end()
+        await env.chat(key_chat, now=env.sim.now_ms() // 1000 + 1)  # the chat was written after those runs ended
+        await env.connect()
+        await env.settled()
+        assert set(await env.messages(key_chat)) == {"u1"}
