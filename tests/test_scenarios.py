@@ -19,8 +19,10 @@ from rawclient import Refused, raw_client
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.jsonl"))
-#: Scenarios whose ops drive owc deploys (connect / kill / start) play only through owc (tests/test_app.py).
-SIM_SCENARIOS = [p for p in SCENARIOS if not any(op.op in ("connect", "kill", "start") for op in parse_scenario(p.read_text()))]
+#: Scenarios whose ops need owc itself (its deploys, the database's placeholders, its claims) play only through
+#: owc (tests/test_app.py).
+HOST_OPS = ("connect", "kill", "start", "stub", "wait_claimed")
+SIM_SCENARIOS = [p for p in SCENARIOS if not any(op.op in HOST_OPS for op in parse_scenario(p.read_text()))]
 
 
 @pytest.mark.parametrize(

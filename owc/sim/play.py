@@ -54,6 +54,12 @@ class Deployments:
             chat={"id": chat.chat_id, "title": chat.title, "models": ["openclaw"], "history": {"messages": {}, "currentId": None}, "messages": []},
         )
 
+    async def create_stub(self, chat: ChatSpec, message_id: str, text: str) -> None:
+        """A user turn and Open WebUI's placeholder for its reply, as ``insert_chat_turn`` writes them, and no
+        owc writer: a request that died left it."""
+        user_id = f"{message_id}-user"
+        await self.store.add_turn(chat.chat_id, user_id, message_id, text=text)
+
     async def connect(self, deploy: str) -> None:
         await self.start(deploy)
 
@@ -72,6 +78,17 @@ class Deployments:
             async with open_runtime(config, self.store, self.emitter) as runtime:
                 task_status.started((runtime, scope))
                 await trio.sleep_forever()  # timer-ok: no deadline; the deploy runs until it is killed
+
+    async def claimed(self, key: str, run_id: str, deploy: str | None) -> None:
+        if deploy is None and len(self.runtimes) != 1:
+            raise ValueError(f"{len(self.runtimes)} deploys run; name one")
+        runtime = self.runtimes[deploy] if deploy is not None else next(iter(self.runtimes.values()))
+
+        def holds() -> bool:
+            run = runtime.ledger.get(key, run_id)
+            return (run is not None and run.life.claimed) or runtime.ledger.is_settled(key, run_id)
+
+        await runtime.bridge.until(holds)
 
     async def kill(self, deploy: str) -> None:
         """A deploy's process dying: its connection and every writer it had stop at once."""

@@ -18,6 +18,7 @@ import orjson
 import trio
 
 from owc import ids
+from owc.sim.model import RECOVERY_PROVENANCE
 from owc.sim.script import Delay, End, Hold, Step, Text, Tool
 from owc.sim.server import RESTART_MODES, SimRun, Simulator
 
@@ -42,7 +43,11 @@ class Op:
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "chat": (frozenset({"chat"}), frozenset({"user", "id", "agent", "title"})),
     "key": (frozenset({"name", "key"}), frozenset()),
-    "run": (frozenset({"run"}), frozenset({"chat", "key", "id", "origin", "heartbeat", "user_text", "hide_ids", "steps"})),
+    "run": (frozenset({"run"}), frozenset({"chat", "key", "id", "origin", "heartbeat", "user_text", "hide_ids", "steps", "reply_to"})),
+    "stub": (frozenset({"chat", "message"}), frozenset({"text"})),
+    "fail": (frozenset({"method"}), frozenset({"deploy"})),
+    "heal": (frozenset(), frozenset({"deploy"})),
+    "wait_claimed": (frozenset({"run"}), frozenset({"deploy"})),
     "send": (frozenset({"run", "message"}), frozenset({"chat", "key", "deploy"})),
     "text": (frozenset({"run", "text"}), frozenset({"chunks"})),
     "tool": (frozenset({"run", "name"}), frozenset({"args", "result", "error", "id"})),
@@ -92,9 +97,14 @@ def _check_references(ops: Sequence[Op]) -> None:
     chats: set[str] = set()
     keys: set[str] = set()
     runs: set[str] = set()
+    stubs: dict[str, str] = {}
     for op in ops:
         if op.op == "chat":
             chats.add(op.get("chat"))
+        elif op.op == "stub":
+            if op.get("chat") not in chats:
+                raise ScenarioError(f"line {op.line}: unknown chat {op.get('chat')!r} (declare it with a 'chat' op first)")
+            stubs[op.get("message")] = op.get("chat")
         elif op.op == "key":
             keys.add(op.get("name"))
         elif op.op in ("run", "send"):
@@ -107,8 +117,11 @@ def _check_references(ops: Sequence[Op]) -> None:
                 raise ScenarioError(f"line {op.line}: unknown key {key!r} (declare it with a 'key' op or give a full key)")
             if op.get("run") in runs:
                 raise ScenarioError(f"line {op.line}: run {op.get('run')!r} already started")
+            reply_to = op.get("reply_to")
+            if reply_to is not None and (op.op != "run" or stubs.get(reply_to) != chat or op.get("id") is not None):
+                raise ScenarioError(f"line {op.line}: reply_to needs a 'stub' of the same chat declared before (and no 'id')")
             runs.add(op.get("run"))
-        elif op.op in ("text", "tool", "end") and op.get("run") not in runs:
+        elif op.op in ("text", "tool", "end", "wait_claimed") and op.get("run") not in runs:
             raise ScenarioError(f"line {op.line}: unknown run {op.get('run')!r}")
         if op.op == "restart" and op.get("mode") not in RESTART_MODES:
             raise ScenarioError(f"line {op.line}: restart mode must be one of {', '.join(RESTART_MODES)}")
@@ -136,7 +149,14 @@ class Host(Protocol):
 
     async def create_chat(self, chat: ChatSpec) -> None: ...
 
+    async def create_stub(self, chat: ChatSpec, message_id: str, text: str) -> None:
+        """A user turn in ``chat`` and Open WebUI's placeholder ``message_id`` for its reply (``done: false``, no
+        writer): what a Pipe request leaves when it dies."""
+
     async def connect(self, deploy: str) -> None: ...
+
+    async def claimed(self, key: str, run_id: str, deploy: str | None) -> None:
+        """Return once owc (the deploy, or the only one) holds the run's message."""
 
     async def kill(self, deploy: str) -> None: ...
 
@@ -178,6 +198,7 @@ class ScenarioPlayer:
         self.keys: dict[str, str] = {}
         self.runs: dict[str, SimRun] = {}
         self.run_ids: dict[str, str] = {}
+        self.stubs: dict[str, str] = {}  # placeholder name -> message id
         self._namespace = uuid.UUID(namespace) if namespace else uuid.uuid4()
 
     def _need_host(self, op: Op) -> Host:
@@ -218,16 +239,25 @@ class ScenarioPlayer:
                 await self.host.create_chat(spec)
         elif op.op == "key":
             self.keys[op.get("name")] = op.get("key")
+        elif op.op == "stub":
+            chat = self.chats[op.get("chat")]
+            self.stubs[op.get("message")] = message_id = str(uuid.uuid5(self._namespace, f"message:{op.get('message')}"))
+            await self._need_host(op).create_stub(chat, message_id, op.get("text", "Hello"))
         elif op.op == "run":
             steps = steps_from_json(op.get("steps"), op.line) if op.get("steps") is not None else None
+            run_id = op.get("id") or str(uuid.uuid5(self._namespace, f"run:{op.get('run')}"))
+            if op.get("reply_to") is not None:  # the Pipe's own run for that placeholder: its id names it
+                run_id = ids.input_run_id(self.chats[op.get("chat")].chat_id, self.stubs[op.get("reply_to")], run_id[:8])
+            origin = op.get("origin", "cron")
             run = sim.start_run(
                 self._key(op),
-                op.get("id") or str(uuid.uuid5(self._namespace, f"run:{op.get('run')}")),
-                origin=op.get("origin", "cron"),
+                run_id,
+                origin=origin,
                 heartbeat=bool(op.get("heartbeat", False)),
                 user_text=op.get("user_text"),
                 hide_ids=bool(op.get("hide_ids", False)),
                 steps=steps,
+                provenance=dict(RECOVERY_PROVENANCE) if origin == "recovery" else None,
             )
             self.runs[op.get("run")] = run
             self.run_ids[op.get("run")] = run.run_id
@@ -249,6 +279,13 @@ class ScenarioPlayer:
             sim.drop(int(op.get("count")), conn=self._conn(op))
         elif op.op == "slow":
             sim.slow_consumer(self._conn(op))
+        elif op.op == "wait_claimed":
+            run = self.runs[op.get("run")]
+            await self._need_host(op).claimed(run.run.key, run.run_id, op.get("deploy"))
+        elif op.op == "fail":
+            sim.fail_requests(op.get("method"), conn=self._conn(op))
+        elif op.op == "heal":
+            sim.fail_requests(conn=self._conn(op))
         elif op.op == "disconnect":
             sim.disconnect(self._conn(op))
         elif op.op == "restart":

@@ -379,6 +379,16 @@ class ChatStore:
             return None
         return row[0] if isinstance(row[0], dict) else orjson.loads(row[0])
 
+    def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
+        """A user turn and Open WebUI's placeholder for its reply at the chat's tail, under the row lock (for
+        the embedded default, the scenarios and tests: Open WebUI writes these itself)."""
+        with self._locked(chat_id) as (conn, row):
+            chat = self._load(chat_id, row, None)
+            now = int(time.time())
+            for message in tree.insert_user_turn(chat, user_message_id, reply_id, text=text, user_id=row.user_id, now=now):
+                self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now, current_id=reply_id)
+
     def create_chat(
         self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None, now: int | None = None
     ) -> None:
@@ -418,6 +428,9 @@ class TrioChatStore:
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
+
+    async def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
+        await self._run(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
 
     async def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
         return await self._run(self.sync.chat_facts, chat_ids)

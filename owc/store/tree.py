@@ -147,6 +147,30 @@ def insert_assistant(
     return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=message_id)
 
 
+def insert_user_turn(chat: dict[str, Any], user_message_id: str, reply_id: str, *, text: str, user_id: str | None, now: int) -> list[dict[str, Any]]:
+    """A user message at the tail and Open WebUI's empty placeholder for its reply under it, as Open WebUI's
+    ``insert_chat_turn`` writes them when a request starts (mutates ``chat``; returns both messages). The
+    placeholder has no ``openclaw_writer``: the Pipe's request streams it, and if that request dies it is an
+    orphan stub (seed P20)."""
+    messages = messages_of(chat)
+    parent_id = anchor(chat)
+    parent = messages.get(parent_id) if parent_id else None
+    model = inherited_model(chat, parent)
+    user = {
+        "id": user_message_id, "parentId": parent_id, "childrenIds": [reply_id], "role": "user", "content": text,
+        "models": [model] if model else [], "timestamp": now, "user_id": user_id,
+    }  # fmt: skip
+    reply = {
+        "id": reply_id, "parentId": user_message_id, "childrenIds": [], "role": "assistant", "content": "",
+        "done": False, "model": model, "timestamp": now, "user_id": user_id,
+    }  # fmt: skip
+    messages[user_message_id], messages[reply_id] = user, reply
+    if parent is not None:
+        parent["childrenIds"] = [*(parent.get("childrenIds") or []), user_message_id]
+    chat["history"]["currentId"] = reply_id
+    return [user, reply]
+
+
 def update_message(
     chat: dict[str, Any],
     message_id: str,
