@@ -18,7 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from owc.store import ChatStore, make_engine  # noqa: E402
+from owc.store import ChatStore, make_engine
+
+#: What every finalize writes, the same at every size: only the chat around it grows.
+FINAL_OUTPUT = [{"type": "message", "id": "msg_x", "content": [{"type": "output_text", "text": "final"}]}]
 
 
 def chat_of(size: int, chat_id: str) -> dict:
@@ -28,11 +31,20 @@ def chat_of(size: int, chat_id: str) -> dict:
     for i in range(size):
         mid = f"m{i}"
         role = "user" if i % 2 == 0 else "assistant"
-        messages[mid] = {"id": mid, "parentId": parent, "childrenIds": [], "role": role, "content": text, "timestamp": i, "done": True}
+        messages[mid] = {
+            "id": mid,
+            "parentId": parent,
+            "childrenIds": [],
+            "role": role,
+            "content": text,
+            "timestamp": i,
+            "done": True,
+        }
         if parent:
             messages[parent]["childrenIds"].append(mid)
         parent = mid
-    return {"id": chat_id, "title": "bench", "models": ["openclaw"], "history": {"messages": messages, "currentId": parent}, "messages": []}
+    history = {"messages": messages, "currentId": parent}
+    return {"id": chat_id, "title": "bench", "models": ["openclaw"], "history": history, "messages": []}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -57,16 +69,27 @@ def measure(url: str, sizes: list[int], reps: int) -> list[tuple]:
                 if op == "claim":
                     store.claim(chat_id, mid, run_id=f"run-{r}", writer="bench", alive=lambda w: True, user_id="u")
                 else:
-                    store.write(chat_id, mid, content="final text " * 50, output=[{"type": "message", "id": "msg_x", "content": [{"type": "output_text", "text": "final"}]}], done=True)
+                    store.write(chat_id, mid, content="final text " * 50, output=FINAL_OUTPUT, done=True)
                 walls.append(time.perf_counter() - start)
-            rows.append((size, op, statistics.median(holds) * 1e3, pct(holds, 0.99) * 1e3, statistics.median(walls) * 1e3, pct(walls, 0.99) * 1e3))
+            hold_ms, wall_ms = [h * 1e3 for h in holds], [w * 1e3 for w in walls]
+            rows.append(
+                (
+                    size,
+                    op,
+                    statistics.median(hold_ms),
+                    pct(hold_ms, 0.99),
+                    statistics.median(wall_ms),
+                    pct(wall_ms, 0.99),
+                )
+            )
     store.engine.dispose()
     return rows
 
 
 def report(name: str, rows: list[tuple]) -> None:
     print(f"\n{name}")
-    print(f"{'messages':>9} {'op':>9} {'hold med ms':>12} {'hold p99 ms':>12} {'wall med ms':>12} {'wall p99 ms':>12} {'growth':>8}")
+    columns = ("hold med ms", "hold p99 ms", "wall med ms", "wall p99 ms")
+    print(f"{'messages':>9} {'op':>9} " + " ".join(f"{c:>12}" for c in columns) + f" {'growth':>8}")
     base: dict[str, float] = {}
     for size, op, hm, hp, wm, wp in rows:
         base.setdefault(op, hm)

@@ -34,13 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="play a built-in scenario through owc into an embedded SQLite database")
-    demo.add_argument("--db", default="owc-demo.db", help="SQLite file to create (replaced if present; default owc-demo.db)")
+    demo.add_argument(
+        "--db", default="owc-demo.db", help="SQLite file to create (replaced if present; default owc-demo.db)"
+    )
 
     scenario = sub.add_parser("scenario", help="scenario files (docs/scenarios.md)")
     scenario_sub = scenario.add_subparsers(dest="scenario_command", metavar="ACTION", required=True)
     play = scenario_sub.add_parser("run", help="play a scenario through owc into a database")
     play.add_argument("file", type=Path)
-    play.add_argument("--db", required=True, help="sqlite:///path or postgresql+psycopg://... (tables are created if absent)")
+    play.add_argument(
+        "--db", required=True, help="sqlite:///path or postgresql+psycopg://... (tables are created if absent)"
+    )
     play.add_argument("-q", "--quiet", action="store_true", help="print only the result")
 
     run = sub.add_parser("run", help="run owc against a real Gateway until interrupted")
@@ -54,10 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--port", type=int, default=18789, help="port (0 picks a free one; default 18789)")
     token = sim.add_mutually_exclusive_group()
     token.add_argument("--token-file", type=Path, help="file holding the shared token clients must send")
-    token.add_argument("--token", help="the shared token (prefer --token-file: command lines are visible to other users)")
-    sim.add_argument("--scenario", type=Path, help="a scenario file (JSON lines, docs/scenarios.md) to play once started")
+    token.add_argument(
+        "--token", help="the shared token (prefer --token-file: command lines are visible to other users)"
+    )
+    sim.add_argument(
+        "--scenario", type=Path, help="a scenario file (JSON lines, docs/scenarios.md) to play once started"
+    )
     sim.add_argument("--exit-after-scenario", action="store_true", help="stop once the scenario has played")
-    sim.add_argument("--cli-runtime", action="store_true", help="model a CLI-backend runtime (cli-assistant:<runId> ids)")
+    sim.add_argument(
+        "--cli-runtime", action="store_true", help="model a CLI-backend runtime (cli-assistant:<runId> ids)"
+    )
     return parser
 
 
@@ -113,7 +123,7 @@ def _tree_lines(messages: dict, names: dict[str, str], cut: set[str]) -> list[st
     lines: list[str] = []
 
     def walk(parent: str | None, depth: int) -> None:
-        for mid in sorted(children.get(parent, []), key=lambda i: (messages[i].get("timestamp") or 0)):
+        for mid in sorted(children.get(parent, []), key=lambda i: messages[i].get("timestamp") or 0):
             m = messages[mid]
             text = (m.get("content") or "").replace("\n", " / ")
             cards = count_cards(m.get("output") or [])
@@ -145,7 +155,13 @@ def _told(events: list) -> str:
     if "chat:messages" in kinds:
         parts.append("view moved to it")
     deltas = kinds.count("response.output_text.delta")
-    cards = sum(1 for e in events if e.type == "response:completion" and e.event["data"].get("type") == "response.output_item.added" and e.event["data"]["item"].get("type") == "function_call")
+    cards = sum(
+        1
+        for e in events
+        if e.type == "response:completion"
+        and e.event["data"].get("type") == "response.output_item.added"
+        and e.event["data"]["item"].get("type") == "function_call"
+    )
     if deltas or cards:
         parts.append(f"{deltas} text update{'s' if deltas != 1 else ''}, {cards} card{'s' if cards != 1 else ''} live")
     snapshots = sum(1 for e in events if e.type == "chat:completion" and not e.event["data"].get("done"))
@@ -209,7 +225,11 @@ async def _run_demo(args: argparse.Namespace) -> int:
     _print_played(played, tabs=True)
     for chat, run in played.unfinished:
         print(f"NOT FINISHED in chat {chat!r}: the message of run {run!r}, which has ended")
-    verdict = "every ended run's message is finished" if not played.unfinished else f"{len(played.unfinished)} ended runs' messages not finished"
+    verdict = (
+        "every ended run's message is finished"
+        if not played.unfinished
+        else f"{len(played.unfinished)} ended runs' messages not finished"
+    )
     print(f"\n{played.claims} messages claimed, {played.finalized} finalized; {verdict}")
     return 0 if not played.unfinished else 1
 
@@ -219,7 +239,11 @@ async def _run_scenario(args: argparse.Namespace) -> int:
     from owc.sim.scenario import ScenarioError
 
     try:
-        played = await play_scenario(args.file.read_text(), args.db, progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True)))
+        played = await play_scenario(
+            args.file.read_text(),
+            args.db,
+            progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True)),
+        )
     except ScenarioError as exc:
         print(f"{args.file}: {exc}", file=sys.stderr)
         return 2
@@ -314,7 +338,10 @@ async def _until_signal(runner, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     if args.command is None:
         parser.print_help()
         return 0

@@ -26,6 +26,7 @@ from typing import Any
 import trio
 
 from owc.protocol import EventFrame
+
 from rawclient import RawClient, raw_client
 
 TOOL_MESSAGE = "USE_TOOL please check the status"
@@ -33,13 +34,56 @@ SLOW_MESSAGE = "SLOW answer please"
 
 #: The raw keys owc reads, per normalized kind (what ``owc.protocol`` parses).
 READ_KEYS = {
-    "chat": {"runId", "sessionKey", "state", "seq", "deltaText", "replace", "message", "yielded", "stopReason", "errorMessage"},
+    "chat": {
+        "runId",
+        "sessionKey",
+        "state",
+        "seq",
+        "deltaText",
+        "replace",
+        "message",
+        "yielded",
+        "stopReason",
+        "errorMessage",
+    },
     "agent": {"runId", "stream", "data", "sessionKey", "seq", "ts", "isHeartbeat"},
-    "sessions.changed": {"sessionKey", "phase", "reason", "runId", "clientRunId", "hasActiveRun", "activeRunIds", "status", "abortedLastRun", "lastRunId", "lastRunError", "updatedAt"},
+    "sessions.changed": {
+        "sessionKey",
+        "phase",
+        "reason",
+        "runId",
+        "clientRunId",
+        "hasActiveRun",
+        "activeRunIds",
+        "status",
+        "abortedLastRun",
+        "lastRunId",
+        "lastRunError",
+        "updatedAt",
+    },
     "tool.data": {"phase", "name", "toolCallId", "args", "result", "isError"},
     "item.data": {"itemId", "phase", "kind", "toolCallId", "name", "title", "status"},
-    "row": {"key", "status", "hasActiveRun", "activeRunIds", "abortedLastRun", "lastRunId", "lastRunError", "updatedAt", "sessionId"},
-    "history.message": {"role", "content", "idempotencyKey", "toolCallId", "toolName", "isError", "openclawAbort", "__openclaw"},
+    "row": {
+        "key",
+        "status",
+        "hasActiveRun",
+        "activeRunIds",
+        "abortedLastRun",
+        "lastRunId",
+        "lastRunError",
+        "updatedAt",
+        "sessionId",
+    },
+    "history.message": {
+        "role",
+        "content",
+        "idempotencyKey",
+        "toolCallId",
+        "toolName",
+        "isError",
+        "openclawAbort",
+        "__openclaw",
+    },
 }
 
 
@@ -72,11 +116,18 @@ async def drive(url: str, token: str, *, timeout: float = 180.0) -> dict[str, An
             out["abort"] = abort.payload
             end2 = lambda f: _is("sessions.changed", r2, phase="error")(f)  # noqa: E731
             a_rest = await _collect(a, r2, end2)
-            out["abort_turn"] = {"A": [f for f in before if _mine(f, key, r2)] + a_rest, "B": await _collect(b, r2, end2)}
+            out["abort_turn"] = {
+                "A": [f for f in before if _mine(f, key, r2)] + a_rest,
+                "B": await _collect(b, r2, end2),
+            }
             out["history_abort"] = (await b.request("chat.history", {"sessionKey": key, "limit": 50})).payload
             # Paging: offsets count back from the newest message (what a long run's finalize relies on).
             out["history_pages"] = [
-                (await b.request("chat.history", {"sessionKey": key, "limit": 3, **({"offset": offset} if offset else {})})).payload
+                (
+                    await b.request(
+                        "chat.history", {"sessionKey": key, "limit": 3, **({"offset": offset} if offset else {})}
+                    )
+                ).payload
                 for offset in (0, 3, 6)
             ]
             out["list"] = (await a.request("sessions.list", {"limit": 5})).payload
@@ -95,8 +146,22 @@ async def _collect(client: RawClient, run_id: str, stop) -> list[EventFrame]:
     frames = await client.events_until(stop)
     key = next((f.payload.get("sessionKey") for f in frames if f.payload.get("runId") == run_id), None)
     mine = [f for f in frames if _mine(f, key, run_id)]
-    if not any(f.event == "chat" and f.payload.get("state") in ("final", "aborted", "error") for f in mine if f.payload.get("runId") == run_id):
-        mine += [f for f in await client.events_until(lambda f: f.event == "chat" and f.payload.get("runId") == run_id and f.payload.get("state") in ("final", "aborted", "error")) if _mine(f, key, run_id)]
+    if not any(
+        f.event == "chat" and f.payload.get("state") in ("final", "aborted", "error")
+        for f in mine
+        if f.payload.get("runId") == run_id
+    ):
+        mine += [
+            f
+            for f in await client.events_until(
+                lambda f: (
+                    f.event == "chat"
+                    and f.payload.get("runId") == run_id
+                    and f.payload.get("state") in ("final", "aborted", "error")
+                )
+            )
+            if _mine(f, key, run_id)
+        ]
     return mine
 
 

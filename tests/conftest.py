@@ -130,7 +130,9 @@ def clock(mock_clock, request):
     allowed = marker.args[0] if marker else 0
     yield mock_clock
     elapsed = mock_clock.current_time()
-    assert elapsed == allowed, f"the test spent {elapsed:g} virtual seconds, not {allowed:g}: something waited on a clock"
+    assert elapsed == allowed, (
+        f"the test spent {elapsed:g} virtual seconds, not {allowed:g}: something waited on a clock"
+    )
 
 
 _POSTGRES: dict[str, object] = {}

@@ -12,7 +12,6 @@ from typing import Any
 
 import trio
 
-from conftest import TOKEN
 from owc import ids
 from owc.emit import RecordingEmitter
 from owc.gateway import GatewayClient, GatewayConfig
@@ -21,6 +20,8 @@ from owc.runs import Bridge
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim import Simulator, open_simulator
 from owc.store import TrioChatStore, open_store
+
+from conftest import TOKEN
 
 USER = "user-1"
 
@@ -37,7 +38,9 @@ class Env:
         self.clients: dict[str, GatewayClient] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
 
-    async def connect(self, name: str = "A", emitter: RecordingEmitter | None = None, registry: WriterRegistry | None = None) -> Bridge:
+    async def connect(
+        self, name: str = "A", emitter: RecordingEmitter | None = None, registry: WriterRegistry | None = None
+    ) -> Bridge:
         """An owc runtime; ``registry`` stands for another process (default: this test's one process)."""
         config = RuntimeConfig(
             url=self.sim.url,
@@ -64,14 +67,42 @@ class Env:
         self._scopes.pop(name).cancel()
         self.runtimes.pop(name)
         self.clients.pop(name)
-        await self.sim.wait_for(lambda: not any(c.instance_id == name and not c.closing for c in self.sim.conns.values()))
+        await self.sim.wait_for(
+            lambda: not any(c.instance_id == name and not c.closing for c in self.sim.conns.values())
+        )
 
-    async def chat(self, chat_id: str | None = None, *, model: str = "openclaw.main", user_turn: bool = True, now: int | None = None) -> tuple[str, str]:
+    async def chat(
+        self,
+        chat_id: str | None = None,
+        *,
+        model: str = "openclaw.main",
+        user_turn: bool = True,
+        now: int | None = None,
+    ) -> tuple[str, str]:
         """A chat (with one user turn) and its session key; ``now``: when it was last written (seconds)."""
         chat_id = chat_id or str(uuid.uuid4())
-        body: dict[str, Any] = {"id": chat_id, "title": "t", "models": [model], "history": {"messages": {}, "currentId": None}, "messages": []}
+        body: dict[str, Any] = {
+            "id": chat_id,
+            "title": "t",
+            "models": [model],
+            "history": {"messages": {}, "currentId": None},
+            "messages": [],
+        }
         if user_turn:
-            body["history"] = {"currentId": "u1", "messages": {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi", "models": [model], "timestamp": 1}}}
+            body["history"] = {
+                "currentId": "u1",
+                "messages": {
+                    "u1": {
+                        "id": "u1",
+                        "parentId": None,
+                        "childrenIds": [],
+                        "role": "user",
+                        "content": "hi",
+                        "models": [model],
+                        "timestamp": 1,
+                    }
+                },
+            }
         await self.store.create_chat(chat_id, USER, chat=body, now=now)
         return chat_id, ids.session_key("main", USER, chat_id)
 

@@ -17,7 +17,9 @@ from typing import Any
 
 NS = uuid.UUID("4fb14312-7485-5b8b-b791-6367042b3765")  # NOTES.md, "Identity rule": fixed forever
 SILENT = {"NO_REPLY", "ANNOUNCE_SKIP", "HEARTBEAT_OK"}
-_KEY = re.compile(r"^agent:[^:]+:openwebui-(?P<user>[^:]+)-(?P<chat>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+_KEY = re.compile(
+    r"^agent:[^:]+:openwebui-(?P<user>[^:]+)-(?P<chat>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+)
 _PIPE_RUN = re.compile(r"^msg-(?P<chat>[0-9a-f-]{36})-(?P<message>[0-9a-f-]{36})-.+$")
 
 
@@ -93,12 +95,19 @@ def check(sim: Any, chats: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
         live = [p.strip() for p in run.text.split("\n\n") if p.strip() and p.strip() not in SILENT]
         shows = (calls > 0 or bool(texts) or bool(live)) and not run.heartbeat and mid is not None
         if not shows:
-            if mid is not None and mid in messages and (messages[mid].get("meta") or {}).get("openclaw_run") == run.run_id:
+            if (
+                mid is not None
+                and mid in messages
+                and (messages[mid].get("meta") or {}).get("openclaw_run") == run.run_id
+            ):
                 problems.append(f"{name}: run {run.run_id} showed nothing (or never may) and has message {mid}")
             continue
         message = messages.get(mid)
         if message is None:
-            problems.append(f"{name}: run {run.run_id} showed something ({calls} tool calls, {len(texts)} texts) and has no message {mid}")
+            problems.append(
+                f"{name}: run {run.run_id} showed something ({calls} tool calls, {len(texts)} texts)"
+                f" and has no message {mid}"
+            )
             continue
         if run.state != "ended":
             continue

@@ -179,9 +179,7 @@ def start_postgres(base: Path | None = None, dbname: str = "owc") -> PgServer:
     """
     bindir = find_pg_bin()
     if bindir is None:
-        raise PostgresUnavailable(
-            "PostgreSQL server binaries not found (apt-get install -y postgresql)"
-        )
+        raise PostgresUnavailable("PostgreSQL server binaries not found (apt-get install -y postgresql)")
     ids: tuple[int, int] | None = None
     if os.geteuid() == 0:
         try:

@@ -113,7 +113,14 @@ async def raw_client(
             await ws.send_message(orjson.dumps(first).decode())
             yield client
             return
-        params = ConnectParams(token=token or "", client_version="test", caps=caps, min_protocol=protocol, max_protocol=protocol, instance_id=instance_id).to_json()
+        params = ConnectParams(
+            token=token or "",
+            client_version="test",
+            caps=caps,
+            min_protocol=protocol,
+            max_protocol=protocol,
+            instance_id=instance_id,
+        ).to_json()
         params["client"]["id"], params["client"]["mode"] = client_id, mode
         if token is None:
             del params["auth"]

@@ -24,7 +24,9 @@ def plan(chats: int, runs_per_chat: int, tag: str = "") -> list[tuple[str, str, 
     return out
 
 
-def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, tag: str = "", busy_timeout_ms: int = 5000) -> dict[str, int]:
+def claim_all(
+    url: str, writer: str, chats: int, runs_per_chat: int, seed: int, tag: str = "", busy_timeout_ms: int = 5000
+) -> dict[str, int]:
     """Claim every planned run (in an order of our own); return what happened, counted."""
     store = ChatStore(make_engine(url, busy_timeout_ms=busy_timeout_ms, pool_size=1))
     runs = plan(chats, runs_per_chat, tag)
@@ -34,7 +36,9 @@ def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, 
     try:
         for chat_id, _key, run_id, message_id in runs:
             while True:
-                result = store.claim(chat_id, message_id, run_id=run_id, writer=writer, alive=lambda w: True, user_id=USER)
+                result = store.claim(
+                    chat_id, message_id, run_id=run_id, writer=writer, alive=lambda w: True, user_id=USER
+                )
                 if isinstance(result, Locked):
                     counts["locked"] += 1
                     continue  # a real writer tries again on the run's next event
@@ -48,4 +52,3 @@ def claim_all(url: str, writer: str, chats: int, runs_per_chat: int, seed: int, 
         store.engine.dispose()
     counts["runs"] = len(runs)
     return counts
-

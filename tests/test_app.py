@@ -3,7 +3,6 @@ invariants (``tests/oracle.py``); ``owc demo``, ``owc scenario run`` and ``owc r
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -12,12 +11,13 @@ from pathlib import Path
 import pytest
 import trio
 
-from conftest import TOKEN
 from owc import ids
-from oracle import check
-from owc.sim.play import Played, play_scenario
 from owc.sim import open_simulator
+from owc.sim.play import Played, play_scenario
 from owc.store import ChatStore, make_engine
+
+from conftest import TOKEN
+from oracle import check
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.jsonl")) + [ROOT / "owc" / "demo.jsonl"]
@@ -34,7 +34,9 @@ async def test_scenario_through_owc_meets_the_invariants(path: Path, tmp_path: P
     assert violations(played) == []
     assert played.unfinished == []  # owc's own report agrees
     assert played.claims >= 1 and played.finalized >= 1
-    shown = [m for messages in played.chats.values() for m in messages.values() if (m.get("meta") or {}).get("openclaw_run")]
+    shown = [
+        m for messages in played.chats.values() for m in messages.values() if (m.get("meta") or {}).get("openclaw_run")
+    ]
     assert len(shown) == len({m["meta"]["openclaw_run"] for m in shown})  # one message per shown run
 
 
@@ -55,20 +57,50 @@ async def test_demo_scenario_contents(tmp_path: Path) -> None:
 
 
 def test_owc_demo_command(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "owc", "demo", "--db", str(tmp_path / "demo.db")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "owc", "demo", "--db", str(tmp_path / "demo.db")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "every ended run's message is finished" in out.stdout and "chat 'ops-room'" in out.stdout and "[2 tool cards]" in out.stdout
+    assert (
+        "every ended run's message is finished" in out.stdout
+        and "chat 'ops-room'" in out.stdout
+        and "[2 tool cards]" in out.stdout
+    )
     assert (tmp_path / "demo.db").exists()
 
 
 def test_owc_scenario_run_command(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    ok = subprocess.run([sys.executable, "-m", "owc", "scenario", "run", str(ROOT / "scenarios" / "agent-turns.jsonl"), "--db", db, "-q"], capture_output=True, text=True, timeout=120)
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "owc",
+            "scenario",
+            "run",
+            str(ROOT / "scenarios" / "agent-turns.jsonl"),
+            "--db",
+            db,
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr[-2000:]
     assert "0 unfinished" in ok.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"op": "text", "run": "nope", "text": "x"}\n')
-    refused = subprocess.run([sys.executable, "-m", "owc", "scenario", "run", str(bad), "--db", db], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        [sys.executable, "-m", "owc", "scenario", "run", str(bad), "--db", db],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert refused.returncode == 2 and "line 1: unknown run 'nope'" in refused.stderr
 
 
@@ -83,7 +115,10 @@ async def test_owc_run_bridges_a_gateway_until_interrupted(tmp_path: Path) -> No
     key = ids.session_key("main", "alice", chat_id)
     async with open_simulator(token=TOKEN) as sim:
         proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "owc", "run", "--gateway", sim.url, "--token-file", str(token_file), "--db", f"sqlite:///{db}", "--instance", "cli"],
+            [
+                sys.executable, "-m", "owc", "run", "--gateway", sim.url, "--token-file", str(token_file),
+                "--db", f"sqlite:///{db}", "--instance", "cli",
+            ],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         try:
@@ -105,7 +140,9 @@ async def test_owc_run_bridges_a_gateway_until_interrupted(tmp_path: Path) -> No
 
 
 async def test_deploys_and_faults_scenario_contents(tmp_path: Path) -> None:
-    played = await play_scenario((ROOT / "scenarios" / "deploys-and-faults.jsonl").read_text(), f"sqlite:///{tmp_path / 'f.db'}")
+    played = await play_scenario(
+        (ROOT / "scenarios" / "deploys-and-faults.jsonl").read_text(), f"sqlite:///{tmp_path / 'f.db'}"
+    )
     assert violations(played) == []
     chat = played.chats["f"]
     key = played.player.chats["f"].session_key

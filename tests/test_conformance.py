@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import trio
 
-from conformance import READ_KEYS, drive, history_shape, key_sets, run_stream, session_stream
 from owc.protocol import HistoryMessage, parse_chat_history, parse_hello_ok, parse_sessions_list, parse_subscribe
 from owc.sim import CANNED_ANSWER, open_simulator
+
+from conformance import READ_KEYS, drive, history_shape, key_sets, run_stream, session_stream
 from rawclient import raw_client
 
 pytestmark = pytest.mark.realgateway
@@ -81,7 +82,12 @@ def test_same_rpc_result_shapes(both) -> None:
     assert set(row(sim)) & READ_KEYS["row"] == set(row(real)) & READ_KEYS["row"]
     for side in (real, sim):
         parsed = next(r for r in parse_sessions_list(side["list"]).sessions if r.key == side["key"])
-        assert (parsed.status, parsed.aborted_last_run, parsed.has_active_run, parsed.last_run_id) == ("killed", True, False, side["runs"][1])
+        assert (parsed.status, parsed.aborted_last_run, parsed.has_active_run, parsed.last_run_id) == (
+            "killed",
+            True,
+            False,
+            side["runs"][1],
+        )
 
 
 def test_same_chat_history(both) -> None:
@@ -107,14 +113,16 @@ def test_same_history_paging(both) -> None:
         out = []
         for payload in side["history_pages"]:
             history = parse_chat_history(payload)
-            out.append((payload.get("offset"), history.next_offset, history.has_more, [m.role for m in history.messages]))
+            out.append(
+                (payload.get("offset"), history.next_offset, history.has_more, [m.role for m in history.messages])
+            )
         return out
 
     assert pages(both["sim"]) == pages(both["real"])
     for side in (both["real"], both["sim"]):
         whole = parse_chat_history(side["history_abort"]).messages
         joined = [m for payload in reversed(side["history_pages"]) for m in parse_chat_history(payload).messages]
-        assert [m.raw for m in joined] == [m.raw for m in whole][-len(joined):]
+        assert [m.raw for m in joined] == [m.raw for m in whole][-len(joined) :]
 
 
 async def _recovery_turn(url: str, token: str) -> list[HistoryMessage]:
@@ -126,9 +134,19 @@ async def _recovery_turn(url: str, token: str) -> list[HistoryMessage]:
         async with raw_client(url, token, instance_id="P") as client:
             await client.request("sessions.subscribe", {})
             provenance = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
-            sent = await client.request("chat.send", {"sessionKey": key, "message": "Recover", "idempotencyKey": run_id, "systemInputProvenance": provenance})
+            sent = await client.request(
+                "chat.send",
+                {
+                    "sessionKey": key,
+                    "message": "Recover",
+                    "idempotencyKey": run_id,
+                    "systemInputProvenance": provenance,
+                },
+            )
             assert sent.ok, sent.error
-            await client.events_until(lambda f: f.event == "chat" and f.payload.get("runId") == run_id and f.payload.get("state") == "final")
+            await client.events_until(
+                lambda f: f.event == "chat" and f.payload.get("runId") == run_id and f.payload.get("state") == "final"
+            )
             history = await client.request("chat.history", {"sessionKey": key, "limit": 20})
     return [m for m in parse_chat_history(history.payload).messages if m.user_run_id == run_id]
 
@@ -141,8 +159,13 @@ def test_restart_recovery_provenance_lands_where_owc_reads_it(real_gateway) -> N
         async with open_simulator(token="conformance") as sim:
             return await _recovery_turn(sim.url, "conformance")
 
-    for side, turns in (("real", trio.run(_recovery_turn, real_gateway.url, real_gateway.token)), ("sim", trio.run(sim_side))):
+    for side, turns in (
+        ("real", trio.run(_recovery_turn, real_gateway.url, real_gateway.token)),
+        ("sim", trio.run(sim_side)),
+    ):
         (user,) = turns
         assert user.is_restart_recovery_turn, side
-        assert user.raw["provenance"] == {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}, side
+        assert user.raw["provenance"] == {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}, (
+            side
+        )
         assert "provenance" not in user.raw.get("__openclaw", {}), side

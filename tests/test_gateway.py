@@ -6,12 +6,11 @@ import logging
 import random
 import ssl
 
+import orjson
 import pytest
 import trio
-import orjson
 import trustme
 
-from conftest import TOKEN
 from owc.gateway import (
     Backoff,
     GatewayClient,
@@ -27,6 +26,8 @@ from owc.gateway import (
 )
 from owc.protocol import ChatEvent, SessionsChanged
 from owc.sim import Hold, Text, open_simulator
+
+from conftest import TOKEN
 from recorder import RecordingHandler
 
 KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
@@ -360,7 +361,9 @@ async def test_chat_send_while_the_gateway_closes_is_retryable(autojump_clock) -
             with pytest.raises(NotConnected):
                 await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
             await client.wait_connection()
-            result = await client.request("chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"})
+            result = await client.request(
+                "chat.send", {"sessionKey": KEY, "message": "resume", "idempotencyKey": "r-1"}
+            )
             assert result == {"runId": "r-1", "status": "started"}
 
 
@@ -444,7 +447,10 @@ def test_resync_ignores_runs_learned_after_the_list() -> None:
     active = ActiveRuns()
     active.observe(SessionsChanged(session_key=KEY, phase="start", run_id="old"), position=3)
     active.observe(SessionsChanged(session_key=KEY2, phase="start", run_id="new"), position=12)
-    rows = [SessionRow(key=KEY, has_active_run=False, active_run_ids=()), SessionRow(key=KEY2, has_active_run=False, active_run_ids=())]
+    rows = [
+        SessionRow(key=KEY, has_active_run=False, active_run_ids=()),
+        SessionRow(key=KEY2, has_active_run=False, active_run_ids=()),
+    ]
     resync = active.resync(rows, "gap", position=10)  # the list was built before "new" started
     assert resync.ended == ((KEY, "old"),)
     assert (KEY2, "new") in active.known

@@ -104,7 +104,9 @@ def test_message_id_never_raises(key: str, run_id: str) -> None:
     assert result is None or isinstance(result, str)
 
 
-_WITH_SURROGATES = st.text(alphabet=st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)))
+_WITH_SURROGATES = st.text(
+    alphabet=st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF))
+)
 
 
 @given(_WITH_SURROGATES, _WITH_SURROGATES)

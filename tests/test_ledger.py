@@ -14,11 +14,12 @@ import pytest
 import trio
 import trio.testing
 
-from harness import USER, Env, open_env
 from owc import ids
 from owc.registry import WriterRegistry
 from owc.render import count_cards
 from owc.sim import End, Hold, Text, Tool
+
+from harness import USER, Env, open_env
 
 RECOVERY = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
 
@@ -48,10 +49,33 @@ async def _stub_chat(env: Env) -> tuple[str, str, str]:
     false``, no ``openclaw_writer`` (what a request that died leaves). Returns (chat id, key, placeholder id)."""
     chat_id, stub = str(uuid.uuid4()), str(uuid.uuid4())
     messages: dict[str, Any] = {
-        "u1": {"id": "u1", "parentId": None, "childrenIds": [stub], "role": "user", "content": "Deploy it", "models": ["openclaw.main"], "timestamp": 1},
-        stub: {"id": stub, "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False, "model": "openclaw.main", "timestamp": 1},
+        "u1": {
+            "id": "u1",
+            "parentId": None,
+            "childrenIds": [stub],
+            "role": "user",
+            "content": "Deploy it",
+            "models": ["openclaw.main"],
+            "timestamp": 1,
+        },
+        stub: {
+            "id": stub,
+            "parentId": "u1",
+            "childrenIds": [],
+            "role": "assistant",
+            "content": "",
+            "done": False,
+            "model": "openclaw.main",
+            "timestamp": 1,
+        },
     }
-    body = {"id": chat_id, "title": "t", "models": ["openclaw.main"], "history": {"messages": messages, "currentId": stub}, "messages": []}
+    body = {
+        "id": chat_id,
+        "title": "t",
+        "models": ["openclaw.main"],
+        "history": {"messages": messages, "currentId": stub},
+        "messages": [],
+    }
     await env.store.create_chat(chat_id, USER, chat=body)
     return chat_id, ids.session_key("main", USER, chat_id), stub
 
@@ -90,7 +114,11 @@ async def test_only_sign_after_a_reconnect_is_the_terminal(tmp_path, clock, db_u
     async with open_env(tmp_path, db_url=db_url, cli_runtime=cli_runtime) as env:
         chat_id, key = await env.chat()
         bridge = await env.connect()
-        run = env.sim.start_run(key, "quiet-after", steps=[Text("Started."), Hold(), Tool("exec", {}, "ran in the dark"), Text("More."), Hold(), End()])
+        run = env.sim.start_run(
+            key,
+            "quiet-after",
+            steps=[Text("Started."), Hold(), Tool("exec", {}, "ran in the dark"), Text("More."), Hold(), End()],
+        )
         await bridge.until(lambda: bridge.totals()[0] == 1)
         await _reconnect(env)
         run.release()  # the tool and the text happen while owc is away
@@ -119,7 +147,9 @@ async def test_recovery_started_before_subscribe(tmp_path, clock, db_url, after_
         if after_the_join:
             steps.append(Text(" Verified after the join."))
         steps.append(End())
-        run = env.sim.start_run(key, "recovery-1", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY, steps=steps)
+        run = env.sim.start_run(
+            key, "recovery-1", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY, steps=steps
+        )
         bridge = await env.connect()
         await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
         run.release()
@@ -135,7 +165,9 @@ async def test_recovery_that_ended_before_subscribe(tmp_path, clock, db_url) -> 
     """The recovery ended before owc's first hello: the ended-while-away rule gives it its message."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        env.sim.start_run(key, "recovery-2", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY).text("Done while nobody listened.").end()
+        env.sim.start_run(
+            key, "recovery-2", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY
+        ).text("Done while nobody listened.").end()
         await env.connect()
         await env.settled()
         m = ids.message_id(key, "recovery-2")
@@ -210,7 +242,9 @@ async def test_ended_while_away(tmp_path, clock, db_url) -> None:
         first, second = ids.message_id(key, "outlived-owc"), ids.message_id(key, "entirely-away")
         messages = await env.messages(chat_id)
         assert set(messages) == {"u1", first, second}
-        assert messages[first]["done"] and messages[first]["content"] == "Begun while owc ran.\nEnded while owc was down."
+        assert (
+            messages[first]["done"] and messages[first]["content"] == "Begun while owc ran.\nEnded while owc was down."
+        )
         assert count_cards(messages[first]["output"]) == 1
         assert messages[second]["done"] and messages[second]["content"] == "Started and ended while owc was down."
         assert messages[second]["parentId"] == first  # chained in run order
@@ -227,7 +261,9 @@ async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> N
         await env.connect()
         env.sim.fail_requests("chat.history")
         run_id = ids.input_run_id(chat_id, stub, "1")
-        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deploying now.").tool("exec", {"cmd": "make"}, "ok").text("Deployed.").end()
+        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deploying now.").tool(
+            "exec", {"cmd": "make"}, "ok"
+        ).text("Deployed.").end()
         await env.settled()
         messages = await env.messages(chat_id)
         assert set(messages) == {"u1", stub}
@@ -243,7 +279,9 @@ async def test_orphan_stub_reconcile(tmp_path, clock, db_url) -> None:
         chat_id, key, stub = await _stub_chat(env)
         clock.jump(30)
         run_id = ids.input_run_id(chat_id, stub, "2")
-        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deployed while you were away.").tool("exec", {}, "ok").end()
+        env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text(
+            "Deployed while you were away."
+        ).tool("exec", {}, "ok").end()
         await env.connect()
         await env.settled()
         messages = await env.messages(chat_id)

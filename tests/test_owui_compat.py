@@ -55,7 +55,21 @@ def owui_db(request, tmp_path: Path, owui) -> str:
 def new_chat(owui, url: str) -> str:
     chat_id = str(uuid.uuid4())
     owui.run_owui(
-        ["create-chat", "--chat-id", chat_id, "--user-id", USER, "--title", "compat", "--user-message-id", f"u-{chat_id[:8]}", "--user-text", "Hello", "--model", MODEL],
+        [
+            "create-chat",
+            "--chat-id",
+            chat_id,
+            "--user-id",
+            USER,
+            "--title",
+            "compat",
+            "--user-message-id",
+            f"u-{chat_id[:8]}",
+            "--user-text",
+            "Hello",
+            "--model",
+            MODEL,
+        ],
         url,
     )
     return chat_id
@@ -72,15 +86,43 @@ def test_owc_messages_read_back_through_open_webui(owui, owui_db: str) -> None:
     history = mid["chat"]["chat"]["history"]
     assert history["currentId"] == "agent-turn-1" and mid["chat"]["current_message_id"] == "agent-turn-1"
     assert history["messages"][user_message]["childrenIds"] == ["agent-turn-1"]
-    assert history["messages"]["agent-turn-1"]["done"] is False and history["messages"]["agent-turn-1"]["model"] == MODEL
+    assert (
+        history["messages"]["agent-turn-1"]["done"] is False and history["messages"]["agent-turn-1"]["model"] == MODEL
+    )
     assert mid["has_unfinished"] is True
     row = next(r for r in mid["messages"] if r["id"] == f"{chat_id}-agent-turn-1")
-    assert (row["role"], row["parent_id"], row["done"], row["model_id"], row["content"], row["output"]) == ("assistant", user_message, False, MODEL, "", [])
+    assert (row["role"], row["parent_id"], row["done"], row["model_id"], row["content"], row["output"]) == (
+        "assistant",
+        user_message,
+        False,
+        MODEL,
+        "",
+        [],
+    )
 
     output = [
-        {"type": "function_call", "id": "fc_" + "a" * 24, "call_id": "call_1", "name": "exec", "arguments": "{}", "status": "completed"},
-        {"type": "function_call_output", "id": "fco_" + "b" * 24, "call_id": "call_1", "output": [{"type": "input_text", "text": "ok"}], "status": "completed"},
-        {"type": "message", "id": "msg_" + "c" * 24, "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "All done."}]},
+        {
+            "type": "function_call",
+            "id": "fc_" + "a" * 24,
+            "call_id": "call_1",
+            "name": "exec",
+            "arguments": "{}",
+            "status": "completed",
+        },
+        {
+            "type": "function_call_output",
+            "id": "fco_" + "b" * 24,
+            "call_id": "call_1",
+            "output": [{"type": "input_text", "text": "ok"}],
+            "status": "completed",
+        },
+        {
+            "type": "message",
+            "id": "msg_" + "c" * 24,
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "All done."}],
+        },
     ]
     assert isinstance(store.write(chat_id, "agent-turn-1", content="All done.", output=output, done=True), Written)
     end = owui.run_owui(["readback", "--chat-id", chat_id], owui_db)
@@ -107,7 +149,21 @@ def test_open_webui_writers_and_owc_on_one_chat_lose_nothing(owui, owui_db: str,
     chat_id = new_chat(owui, owui_db)
     ready, start = tmp_path / "ready", tmp_path / "start"
     hammer = owui.start_owui(
-        ["hammer", "--chat-id", chat_id, "--count", "30", "--tag", "H", "--interval", "0.02", "--ready-file", str(ready), "--start-file", str(start)],
+        [
+            "hammer",
+            "--chat-id",
+            chat_id,
+            "--count",
+            "30",
+            "--tag",
+            "H",
+            "--interval",
+            "0.02",
+            "--ready-file",
+            str(ready),
+            "--start-file",
+            str(start),
+        ],
         owui_db,
     )
     store = ChatStore(make_engine(owui_db))
@@ -118,7 +174,9 @@ def test_open_webui_writers_and_owc_on_one_chat_lose_nothing(owui, owui_db: str,
         n = 0
         while hammer.poll() is None or n < 5:  # keep writing for as long as Open WebUI writes
             mid, text = f"agent-{n}", f"answer {n}"
-            assert isinstance(store.claim(chat_id, mid, run_id=f"run-{n}", writer="w", alive=lambda w: False, user_id=USER), Claimed)
+            assert isinstance(
+                store.claim(chat_id, mid, run_id=f"run-{n}", writer="w", alive=lambda w: False, user_id=USER), Claimed
+            )
             assert isinstance(store.write(chat_id, mid, content=text[:4], output=[], done=False), Written)
             assert isinstance(store.write(chat_id, mid, content=text, output=[], done=True), Written)
             written[mid] = text
@@ -157,8 +215,12 @@ def test_owc_creates_the_tables_open_webui_migrations_create(owui, tmp_path: Pat
             out[table] = {
                 "columns": [(c["name"], str(c["type"]), c["nullable"]) for c in found.get_columns(table)],
                 "primary_key": found.get_pk_constraint(table)["constrained_columns"],
-                "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in found.get_indexes(table)),
-                "foreign_keys": [(f["constrained_columns"], f["referred_table"]) for f in found.get_foreign_keys(table)],
+                "indexes": sorted(
+                    (i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in found.get_indexes(table)
+                ),
+                "foreign_keys": [
+                    (f["constrained_columns"], f["referred_table"]) for f in found.get_foreign_keys(table)
+                ],
             }
         return out
 

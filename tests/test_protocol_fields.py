@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import orjson
 
-from conftest import load_log
 from owc.protocol import ChatEvent, EventFrame, SessionsChanged, decode_frame, parse_event
 from owc.protocol.events import parse_agent, parse_chat, parse_sessions_changed
+
+from conftest import load_log
 
 KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
 
@@ -21,8 +22,22 @@ def test_chat_delta_fields() -> None:
 
 
 def test_chat_error_and_terminal_fields() -> None:
-    e = parse_chat({"runId": "r", "sessionKey": KEY, "state": "error", "errorMessage": "model overloaded", "errorKind": "provider", "stopReason": "error"})
-    assert (e.is_terminal, e.error_message, e.error_kind, e.stop_reason) == (True, "model overloaded", "provider", "error")
+    e = parse_chat(
+        {
+            "runId": "r",
+            "sessionKey": KEY,
+            "state": "error",
+            "errorMessage": "model overloaded",
+            "errorKind": "provider",
+            "stopReason": "error",
+        }
+    )
+    assert (e.is_terminal, e.error_message, e.error_kind, e.stop_reason) == (
+        True,
+        "model overloaded",
+        "provider",
+        "error",
+    )
     y = parse_chat({"runId": "r", "sessionKey": KEY, "state": "final", "yielded": True, "spawnedBy": "agent:main:main"})
     assert (y.yielded, y.spawned_by) == (True, "agent:main:main")
     assert parse_chat({"runId": "r", "sessionKey": KEY, "state": "final"}).yielded is False
@@ -31,10 +46,27 @@ def test_chat_error_and_terminal_fields() -> None:
 def test_agent_assistant_tool_and_heartbeat_fields() -> None:
     a = parse_agent({"runId": "r", "stream": "assistant", "sessionKey": KEY, "seq": 3, "ts": 5, "isHeartbeat": True,
                      "data": {"text": "hello", "delta": "lo", "itemId": "i1"}})  # fmt: skip
-    assert a.assistant is not None and (a.assistant.text, a.assistant.delta, a.assistant.item_id) == ("hello", "lo", "i1")
+    assert a.assistant is not None and (a.assistant.text, a.assistant.delta, a.assistant.item_id) == (
+        "hello",
+        "lo",
+        "i1",
+    )
     assert (a.run_seq, a.ts, a.is_heartbeat, a.via) == (3, 5, True, "agent")
-    t = parse_agent({"runId": "r", "stream": "tool", "data": {"phase": "result", "toolCallId": "c1", "name": "read", "result": "no", "isError": True}}, via="session.tool")
-    assert t.tool is not None and (t.tool.phase, t.tool.tool_call_id, t.tool.name, t.tool.result, t.tool.is_error) == ("result", "c1", "read", "no", True)
+    t = parse_agent(
+        {
+            "runId": "r",
+            "stream": "tool",
+            "data": {"phase": "result", "toolCallId": "c1", "name": "read", "result": "no", "isError": True},
+        },
+        via="session.tool",
+    )
+    assert t.tool is not None and (t.tool.phase, t.tool.tool_call_id, t.tool.name, t.tool.result, t.tool.is_error) == (
+        "result",
+        "c1",
+        "read",
+        "no",
+        True,
+    )
     assert t.via == "session.tool"
 
 
@@ -45,13 +77,19 @@ def test_sessions_changed_fields() -> None:
     assert e.effective_run_id == "client" and e.run_id == "internal"
     assert (e.status, e.last_run_error, e.active_run_ids, e.updated_at, e.is_lifecycle, e.is_settled) == (
         "failed", "Claude Code process exited with code 143", (), 11, True, False)  # fmt: skip
-    start = parse_sessions_changed({"sessionKey": KEY, "phase": "start", "runId": "r", "activeRunIds": None, "hasActiveRun": True})
+    start = parse_sessions_changed(
+        {"sessionKey": KEY, "phase": "start", "runId": "r", "activeRunIds": None, "hasActiveRun": True}
+    )
     assert start.active_run_ids is None and start.effective_run_id == "r"
 
 
 def test_the_real_settled_push_is_settled() -> None:
     """frames_tool.jsonl: the real ``agent.input.settled`` push (connection A) and its phase end."""
-    events = [parse_event(f) for f in (_frame(e) for e in load_log("frames_tool.jsonl") if e.get("conn") == "A" and e.get("dir") == "in") if f is not None]
+    events = [
+        parse_event(f)
+        for f in (_frame(e) for e in load_log("frames_tool.jsonl") if e.get("conn") == "A" and e.get("dir") == "in")
+        if f is not None
+    ]
     changed = [e for e in events if isinstance(e, SessionsChanged)]
     settled = [e for e in changed if e.reason == "agent.input.settled"]
     assert settled and all(e.is_settled and not e.is_lifecycle for e in settled)

@@ -37,7 +37,10 @@ from owc.protocol import (
         (b'{"type": "event", "event": "tick", "payload": [1]}', "event.payload must be an object"),
         (b'{"type": "res", "ok": true, "payload": {}}', "res lacks required field 'id'"),
         (b'{"type": "res", "id": "1"}', "res lacks required boolean field 'ok'"),
-        (b'{"type": "res", "id": "1", "ok": false, "error": {"message": "x"}}', "res.error lacks required field 'code'"),
+        (
+            b'{"type": "res", "id": "1", "ok": false, "error": {"message": "x"}}',
+            "res.error lacks required field 'code'",
+        ),
         (b'{"type": "req", "id": "1"}', "req lacks required field 'method'"),
         (b'{"type": "bogus"}', "frame type is not one of 'req', 'res', 'event'"),
     ],
@@ -60,7 +63,11 @@ def test_oversized_frame_refused_before_parsing() -> None:
     [
         ("chat", {"sessionKey": "k", "state": "delta"}, "chat event: chat lacks required field 'runId'"),
         ("chat", {"runId": "r", "sessionKey": "k"}, "chat lacks required field 'state'"),
-        ("chat", {"runId": "r", "sessionKey": "k", "state": "delta", "message": "hi"}, "chat.message must be an object"),
+        (
+            "chat",
+            {"runId": "r", "sessionKey": "k", "state": "delta", "message": "hi"},
+            "chat.message must be an object",
+        ),
         ("agent", {"runId": "r"}, "agent lacks required field 'stream'"),
         ("agent", {"runId": "r", "stream": "tool", "data": {"phase": "start"}}, "lacks required field 'toolCallId'"),
         ("agent", {"runId": "r", "stream": "lifecycle", "data": {}}, "lacks required field 'phase'"),
@@ -116,7 +123,9 @@ def test_hello_ok_shapes() -> None:
         parse_hello_ok({"type": "hello-nope", "server": {}})
     with pytest.raises(ProtocolError, match="must be positive"):
         parse_hello_ok({"server": {}, "policy": {"tickIntervalMs": -5}})
-    hello = parse_hello_ok({"type": "hello-ok", "server": {"bootId": "b"}, "policy": {"tickIntervalMs": 1000, "maxPayload": 99}})
+    hello = parse_hello_ok(
+        {"type": "hello-ok", "server": {"bootId": "b"}, "policy": {"tickIntervalMs": 1000, "maxPayload": 99}}
+    )
     assert hello.boot_id == "b" and hello.policy.tick_interval_ms == 1000 and hello.policy.max_payload == 99
 
 
@@ -152,7 +161,11 @@ def test_response_error_shape() -> None:
                 "type": "res",
                 "id": "9",
                 "ok": False,
-                "error": {"code": "INVALID_REQUEST", "message": "protocol mismatch", "details": {"code": "PROTOCOL_MISMATCH"}},
+                "error": {
+                    "code": "INVALID_REQUEST",
+                    "message": "protocol mismatch",
+                    "details": {"code": "PROTOCOL_MISMATCH"},
+                },
             }
         )
     )

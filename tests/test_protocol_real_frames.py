@@ -7,7 +7,6 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import FRAME_LOGS, load_log
 from owc.protocol import (
     AgentEvent,
     ChatEvent,
@@ -28,6 +27,7 @@ from owc.protocol import (
 )
 from owc.protocol.results import RESULT_PARSERS, ChatHistory, SessionsList, SubscribeResult
 
+from conftest import FRAME_LOGS, load_log
 
 FIRST_CONNECT_A = "0417a0b7-036d-4c31-a7d4-a40ed3459759"
 
@@ -46,7 +46,7 @@ def wire_frames(name: str) -> list[tuple[str, str, dict[str, Any]]]:
 def test_every_real_frame_decodes(name: str) -> None:
     decoder = EventDecoder()
     methods: dict[str, str] = {}
-    for conn, _direction, raw in wire_frames(name):
+    for _conn, _direction, raw in wire_frames(name):
         frame = decode_frame(orjson.dumps(raw))
         if isinstance(frame, Request):
             methods[frame.id] = frame.method
@@ -141,13 +141,19 @@ def test_hello_ok_and_startup_refusal() -> None:
     hello = parse_hello_ok(decode_frame(orjson.dumps(hellos[0])).payload)
     assert hello.protocol == 4 and hello.policy.tick_interval_ms == 30_000
     assert hello.policy.max_payload == 26_214_400
-    refusals = [decode_frame(orjson.dumps(raw)) for _c, _d, raw in frames if raw.get("type") == "res" and not raw.get("ok")]
+    refusals = [
+        decode_frame(orjson.dumps(raw)) for _c, _d, raw in frames if raw.get("type") == "res" and not raw.get("ok")
+    ]
     assert refusals and refusals[0].error.code == "UNAVAILABLE" and refusals[0].error.retryable
     assert refusals[0].error.retry_after_ms == 500
 
 
 def test_hello_ok_full() -> None:
-    (raw,) = [r for c, _d, r in wire_frames("frames.jsonl") if c == "A" and r.get("type") == "res" and r["id"] == FIRST_CONNECT_A]
+    (raw,) = [
+        r
+        for c, _d, r in wire_frames("frames.jsonl")
+        if c == "A" and r.get("type") == "res" and r["id"] == FIRST_CONNECT_A
+    ]
     hello = parse_hello_ok(decode_frame(orjson.dumps(raw)).payload)
     assert "chat.send" in hello.methods and "sessions.subscribe" in hello.methods
     assert hello.auth_scopes == ("operator.read", "operator.write", "operator.admin")
@@ -155,7 +161,11 @@ def test_hello_ok_full() -> None:
 
 
 def test_global_sessions_changed_has_no_key() -> None:
-    (raw,) = {orjson.dumps(r): r for _c, _d, r in wire_frames("frames_recipe_check.jsonl") if r.get("payload", {}).get("reason") == "cron-bindings-loaded"}.values()
+    (raw,) = {
+        orjson.dumps(r): r
+        for _c, _d, r in wire_frames("frames_recipe_check.jsonl")
+        if r.get("payload", {}).get("reason") == "cron-bindings-loaded"
+    }.values()
     event = EventDecoder().decode(decode_frame(orjson.dumps(raw)))
     assert isinstance(event, SessionsChanged) and event.session_key is None and not event.is_lifecycle
 
@@ -163,7 +173,7 @@ def test_global_sessions_changed_has_no_key() -> None:
 def test_rpc_results() -> None:
     methods: dict[str, str] = {}
     results: dict[str, list[Any]] = {}
-    for conn, _d, raw in wire_frames("frames_tool.jsonl"):
+    for _conn, _d, raw in wire_frames("frames_tool.jsonl"):
         frame = decode_frame(orjson.dumps(raw))
         if isinstance(frame, Request):
             methods[frame.id] = frame.method

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import load_log
 from owc.protocol import ChatEvent, EventDecoder, EventFrame, Request, Response, decode_frame, parse_chat_history
 from owc.protocol.events import parse_event
 from owc.render import (
@@ -23,6 +22,8 @@ from owc.render import (
     output_text,
 )
 
+from conftest import load_log
+
 CANNED = "Hello from the fake model. This is a canned answer."
 
 
@@ -32,7 +33,12 @@ def run_events(log: str, conn: str) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for line in load_log(log):
         frame = line.get("frame")
-        if line.get("conn") != conn or line.get("dir") != "in" or not isinstance(frame, dict) or frame.get("type") != "event":
+        if (
+            line.get("conn") != conn
+            or line.get("dir") != "in"
+            or not isinstance(frame, dict)
+            or frame.get("type") != "event"
+        ):
             continue
         event = decoder.decode(decode_frame(orjson.dumps(frame)))
         run_id = getattr(event, "run_id", None)
@@ -88,7 +94,11 @@ def test_real_runs_render_and_finalize_alike(log: str, conn: str, text: str, car
         (call,) = [i for i in streamed if i["type"] == "function_call"]
         (result,) = [i for i in streamed if i["type"] == "function_call_output"]
         assert call["name"] == "read" and call["call_id"] == result["call_id"] == "call_fake1"
-        assert call["status"] == "failed" and result["status"] == "failed" and "Validation failed" in result["output"][0]["text"]
+        assert (
+            call["status"] == "failed"
+            and result["status"] == "failed"
+            and "Validation failed" in result["output"][0]["text"]
+        )
         assert [i["type"] for i in streamed] == ["function_call", "function_call_output", "message"]
     finished = finish(renderer, history)
     assert finished.source == "transcript" and finished.complete
@@ -116,7 +126,16 @@ def test_transcript_takes_only_its_own_run() -> None:
     assert output_text(output_from_transcript(h, "r2")) == "second answer"
 
 
-def chat(run: str, seq: int, state: str, *, text: str | None = None, delta: str | None = None, replace: bool = False, **extra: Any) -> ChatEvent:
+def chat(
+    run: str,
+    seq: int,
+    state: str,
+    *,
+    text: str | None = None,
+    delta: str | None = None,
+    replace: bool = False,
+    **extra: Any,
+) -> ChatEvent:
     payload: dict[str, Any] = {"runId": run, "sessionKey": "k", "seq": seq, "state": state, **extra}
     if text is not None:
         payload["message"] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
@@ -128,7 +147,11 @@ def chat(run: str, seq: int, state: str, *, text: str | None = None, delta: str 
 
 
 def agent(run: str, seq: int, stream: str, data: dict[str, Any], *, via: str = "agent", heartbeat: bool = False) -> Any:
-    return parse_event(EventFrame(via, {"runId": run, "sessionKey": "k", "seq": seq, "stream": stream, "data": data, "isHeartbeat": heartbeat}))
+    return parse_event(
+        EventFrame(
+            via, {"runId": run, "sessionKey": "k", "seq": seq, "stream": stream, "data": data, "isHeartbeat": heartbeat}
+        )
+    )
 
 
 def deltas_of(text: str, cuts: list[int], run: str = "r", start_seq: int = 1) -> list[ChatEvent]:
@@ -153,7 +176,11 @@ def test_duplicate_and_stale_deltas_never_duplicate_text() -> None:
     assert r.text == "ABCDEF" and output_text(r.output(done=True)) == "ABCDEF"
     # Without run seqs, the cumulative message alone still protects.
     r2 = TurnRenderer("r")
-    for e in [chat("r", None, "delta", text="ABC"), chat("r", None, "delta", text="ABC"), chat("r", None, "delta", text="AB")]:
+    for e in [
+        chat("r", None, "delta", text="ABC"),
+        chat("r", None, "delta", text="ABC"),
+        chat("r", None, "delta", text="AB"),
+    ]:
         r2.feed(e)
     assert r2.text == "ABC"
 
@@ -169,7 +196,20 @@ def test_text_tools_text_interleave() -> None:
     r = TurnRenderer("r")
     r.feed(chat("r", 1, "delta", text="Looking", delta="Looking"))
     r.feed(agent("r", 2, "tool", {"phase": "start", "name": "ls", "toolCallId": "c1", "args": {"path": "/"}}))
-    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "ls", "toolCallId": "c1", "isError": False, "result": {"content": [{"type": "text", "text": "a b"}]}}))
+    r.feed(
+        agent(
+            "r",
+            3,
+            "tool",
+            {
+                "phase": "result",
+                "name": "ls",
+                "toolCallId": "c1",
+                "isError": False,
+                "result": {"content": [{"type": "text", "text": "a b"}]},
+            },
+        )
+    )
     r.feed(chat("r", 4, "delta", text="Looking\n\nFound it", delta="\n\nFound it"))
     r.feed(chat("r", 5, "final", text="Looking\n\nFound it"))
     out = r.output(done=True)
@@ -181,11 +221,39 @@ def test_text_tools_text_interleave() -> None:
 
 def test_session_tool_and_item_start_make_cards() -> None:
     r = TurnRenderer("r")
-    r.feed(agent("r", 1, "item", {"itemId": "tool:c9", "toolCallId": "c9", "name": "exec", "kind": "tool", "phase": "start"}))
+    r.feed(
+        agent(
+            "r", 1, "item", {"itemId": "tool:c9", "toolCallId": "c9", "name": "exec", "kind": "tool", "phase": "start"}
+        )
+    )
     assert r.showable and count_cards(r.output()) == 1
-    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "exec", "toolCallId": "c9", "args": {"cmd": "ls"}}, via="session.tool"))
-    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"}, via="session.tool"))
-    r.feed(agent("r", 3, "tool", {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"}, via="session.tool"))
+    r.feed(
+        agent(
+            "r",
+            2,
+            "tool",
+            {"phase": "start", "name": "exec", "toolCallId": "c9", "args": {"cmd": "ls"}},
+            via="session.tool",
+        )
+    )
+    r.feed(
+        agent(
+            "r",
+            3,
+            "tool",
+            {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"},
+            via="session.tool",
+        )
+    )
+    r.feed(
+        agent(
+            "r",
+            3,
+            "tool",
+            {"phase": "result", "name": "exec", "toolCallId": "c9", "isError": True, "result": "boom"},
+            via="session.tool",
+        )
+    )
     out = r.output(done=True)
     assert [i["type"] for i in out] == ["function_call", "function_call_output"]
     assert out[0]["arguments"] == '{"cmd":"ls"}' and out[1]["status"] == "failed"
@@ -210,7 +278,9 @@ def test_sentinels_and_their_prefixes(sentinel: str) -> None:
 def test_tools_then_sentinel_gives_cards_only() -> None:
     r = TurnRenderer("r")
     r.feed(agent("r", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}))
-    r.feed(agent("r", 2, "tool", {"phase": "result", "name": "exec", "toolCallId": "c1", "isError": False, "result": "ok"}))
+    r.feed(
+        agent("r", 2, "tool", {"phase": "result", "name": "exec", "toolCallId": "c1", "isError": False, "result": "ok"})
+    )
     r.feed(chat("r", 3, "delta", text="NO_REPLY"))
     r.feed(chat("r", 4, "final", text="NO_REPLY"))
     out = r.output(done=True)
@@ -259,13 +329,21 @@ def test_cli_assistant_and_error_terminal() -> None:
         {"role": "assistant", "content": [{"type": "text", "text": "partial work"}], "idempotencyKey": "cli-assistant:R1"},
     ]})  # fmt: skip
     finished = finish(r, history)
-    assert finished.content == "partial work" and finished.error == {"content": "Claude Code process exited with code 143"}
+    assert finished.content == "partial work" and finished.error == {
+        "content": "Claude Code process exited with code 143"
+    }
 
 
-TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60).filter(lambda t: not any(s.startswith(t.strip()) for s in SILENT_SENTINELS) and t.strip("\n").strip())
+TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60).filter(
+    lambda t: not any(s.startswith(t.strip()) for s in SILENT_SENTINELS) and t.strip("\n").strip()
+)
 
 
-@given(TEXT, st.lists(st.integers(min_value=1, max_value=59), max_size=10), st.lists(st.integers(min_value=1, max_value=59), max_size=10))
+@given(
+    TEXT,
+    st.lists(st.integers(min_value=1, max_value=59), max_size=10),
+    st.lists(st.integers(min_value=1, max_value=59), max_size=10),
+)
 @settings(max_examples=200)
 def test_any_chunking_renders_the_same(text: str, cuts_a: list[int], cuts_b: list[int]) -> None:
     a, b = TurnRenderer("r"), TurnRenderer("r")
@@ -320,7 +398,14 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
             r.feed(agent("r", seq, "tool", {"phase": "start", "name": "t", "toolCallId": f"c{calls}", "args": {}}))
             if value:
                 seq += 1
-                r.feed(agent("r", seq, "tool", {"phase": "result", "name": "t", "toolCallId": f"c{calls}", "isError": False, "result": "ok"}))
+                r.feed(
+                    agent(
+                        "r",
+                        seq,
+                        "tool",
+                        {"phase": "result", "name": "t", "toolCallId": f"c{calls}", "isError": False, "result": "ok"},
+                    )
+                )
         now = r.output()
         ids_now = [item["id"] for item in now]
         assert len(ids_now) == len(set(ids_now))  # no item twice (the old pipe's duplicated text)
@@ -331,7 +416,9 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
         assert folded == now
     final = r.output(done=True)
     d = diff(shown, final)
-    folded = apply_events(folded, list(d.events) + ([{"type": "chat:completion", "data": {"output": final}}] if d.needs_snapshot else []))
+    folded = apply_events(
+        folded, list(d.events) + ([{"type": "chat:completion", "data": {"output": final}}] if d.needs_snapshot else [])
+    )
     assert folded == final
 
 
@@ -361,14 +448,25 @@ def test_a_shortening_replace_never_duplicates_segments() -> None:
 
 
 def _window(messages: list[dict[str, Any]], has_more: bool) -> Any:
-    return parse_chat_history({"sessionKey": "k", "messages": messages, "hasMore": has_more, "nextOffset": len(messages) if has_more else None})
+    return parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": messages,
+            "hasMore": has_more,
+            "nextOffset": len(messages) if has_more else None,
+        }
+    )
 
 
 def test_reaches_run_start() -> None:
     from owc.render import reaches_run_start
 
     user = {"role": "user", "content": "go", "idempotencyKey": "R:user"}
-    call = {"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "x", "arguments": {}}], "__openclaw": {"runId": "R"}}
+    call = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": "c", "name": "x", "arguments": {}}],
+        "__openclaw": {"runId": "R"},
+    }
     result = {"role": "toolResult", "toolCallId": "c", "toolName": "x", "content": "ok", "isError": False}
     other = {"role": "assistant", "content": "earlier", "__openclaw": {"runId": "Q"}}
     assert reaches_run_start(_window([call, result], has_more=False), "R")  # nothing older exists
@@ -399,7 +497,9 @@ def test_odd_tool_result_parts_are_shown_not_fatal() -> None:
     r = TurnRenderer("r")
     r.feed(agent("r", 1, "tool", {"phase": "start", "name": "t", "toolCallId": "c1", "args": {}}))
     odd = {"content": [{"type": "text", "text": None}, {"type": "text", "text": 42}, {"type": "text", "text": "ok"}]}
-    assert r.feed(agent("r", 2, "tool", {"phase": "result", "name": "t", "toolCallId": "c1", "isError": False, "result": odd}))
+    assert r.feed(
+        agent("r", 2, "tool", {"phase": "result", "name": "t", "toolCallId": "c1", "isError": False, "result": odd})
+    )
     (result,) = [i for i in r.output(done=True) if i["type"] == "function_call_output"]
     assert result["output"][0]["text"] == "42ok"
 

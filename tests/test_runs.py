@@ -3,13 +3,10 @@ test waits on purpose), recording emitter."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 import trio
 import trio.testing
 
-from harness import USER, open_env
 from owc import ids
 from owc.emit import RecordingEmitter
 from owc.registry import WriterRegistry
@@ -17,6 +14,8 @@ from owc.render import count_cards
 from owc.rules.lifecycle import State
 from owc.sim import Hold, Text
 from owc.store import NotWritten
+
+from harness import open_env
 
 
 def chain_ok(messages: dict) -> bool:
@@ -29,7 +28,9 @@ async def test_agent_turn_renders_normally(tmp_path, clock) -> None:
         await env.connect()
         start = trio.current_time()
         run = env.sim.start_run(key, "cron-wake-1", user_text="Nightly check")
-        run.text("Checking the disks.").tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool("exec", {"cmd": "uptime"}, "up 3 days")
+        run.text("Checking the disks.").tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool(
+            "exec", {"cmd": "uptime"}, "up 3 days"
+        )
         run.text("All disks are fine.").end()
         await env.settled()
         assert trio.current_time() - start == 0  # the whole turn takes 0 virtual seconds
@@ -41,7 +42,14 @@ async def test_agent_turn_renders_normally(tmp_path, clock) -> None:
         assert msg["parentId"] == "u1" and msg["done"] is True and msg["role"] == "assistant"
         assert msg["content"] == "Checking the disks.\nAll disks are fine."  # no header text
         assert count_cards(msg["output"]) == 2
-        assert [i["type"] for i in msg["output"]] == ["message", "function_call", "function_call_output", "function_call", "function_call_output", "message"]
+        assert [i["type"] for i in msg["output"]] == [
+            "message",
+            "function_call",
+            "function_call_output",
+            "function_call",
+            "function_call_output",
+            "message",
+        ]
         told = [e.type for e in env.emitter.of(m)]
         assert told[0] == "chat:messages" and told[-2:] == ["chat:completion", "chat:active"]
         intro = env.emitter.of(m, "chat:messages")[0].event["data"]
@@ -70,9 +78,23 @@ async def test_no_mid_run_close(tmp_path, clock) -> None:
         run = env.sim.start_run(key, "long").text("Working on it")
         await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
         conn = env.sim.connection("A")
-        done_row = {"sessionKey": key, "reason": "agent.input.settled", "ts": 1, "status": "done", "hasActiveRun": True, "lastRunId": "long"}
+        done_row = {
+            "sessionKey": key,
+            "reason": "agent.input.settled",
+            "ts": 1,
+            "status": "done",
+            "hasActiveRun": True,
+            "lastRunId": "long",
+        }
         env.sim._emit("sessions.changed", done_row, audience=lambda c: c is conn, drop_if_slow=False)
-        other_end = {"sessionKey": key, "phase": "end", "runId": "another-run", "ts": 1, "status": "done", "hasActiveRun": False}
+        other_end = {
+            "sessionKey": key,
+            "phase": "end",
+            "runId": "another-run",
+            "ts": 1,
+            "status": "done",
+            "hasActiveRun": False,
+        }
         env.sim._emit("sessions.changed", other_end, audience=lambda c: c is conn, drop_if_slow=False)
         described = await env.clients["A"].request("sessions.describe", {"key": key})
         assert described["session"]["hasActiveRun"] is True
@@ -123,7 +145,11 @@ async def test_yield_and_back_to_back_turns_chain(tmp_path, clock) -> None:
         await env.settled()
         messages = await env.messages(chat_id)
         first, second, third = (ids.message_id(key, r) for r in ("parent", "resume", "third"))
-        assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first and messages[third]["parentId"] == second
+        assert (
+            messages[first]["parentId"] == "u1"
+            and messages[second]["parentId"] == first
+            and messages[third]["parentId"] == second
+        )
         assert all(messages[m]["done"] for m in (first, second, third)) and chain_ok(messages)
 
 
@@ -166,7 +192,11 @@ async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> 
         good = env.sim.start_run(key_b, "good").text("Fine.")
         env.sim.start_run(key_a, "bad").text("Also started.")
         env.sim.inject('{"type": "event", "event": "chat", "payload": {"runId": "bad", "state": "delta"}}')
-        env.sim.inject('{"type": "event", "event": "agent", "payload": {"runId": "bad", "sessionKey": "' + key_a + '", "stream": "tool", "data": {"phase": "start"}}}')
+        env.sim.inject(
+            '{"type": "event", "event": "agent", "payload": {"runId": "bad", "sessionKey": "'
+            + key_a
+            + '", "stream": "tool", "data": {"phase": "start"}}}'
+        )
         good.end()
         env.sim.active_run(key_a).end()
         await env.settled()
@@ -201,7 +231,9 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         await trio.testing.wait_all_tasks_blocked()  # ... and is asleep in its reconnect backoff
         clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
-        await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 2)  # the claim, then the take-over
+        await bridge.until(
+            lambda: bridge.table is not None and bridge.totals()[0] == 2
+        )  # the claim, then the take-over
         (entry,) = bridge.ledger.unsettled()
         assert "reconnect" in entry.renderer.gaps  # its stream missed what the run did while no connection was up
         assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
@@ -251,7 +283,9 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         b = await env.connect("B")
         run = env.sim.start_run(key, "failover", steps=[Text("Begun by one deploy."), Hold()])
         await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
-        await b.until(lambda: all(r.life.state in (State.STREAMING, State.STANDBY) for x in (a, b) for r in x.ledger.unsettled()))
+        await b.until(
+            lambda: all(r.life.state in (State.STREAMING, State.STANDBY) for x in (a, b) for r in x.ledger.unsettled())
+        )
         winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
         await env.kill(winner)  # its connection closes: its writer id is no longer alive
         await env.bridges[winner].until(lambda: env.bridges[winner].table is None)
@@ -288,7 +322,9 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
 
         def streaming(event) -> bool:  # anything but what finishing a message sends
             data = event.event.get("data") or {}
-            return not (event.type in ("chat:messages", "chat:active") or (event.type == "chat:completion" and data.get("done")))
+            return not (
+                event.type in ("chat:messages", "chat:active") or (event.type == "chat:completion" and data.get("done"))
+            )
 
         assert [e for e in emitters[winner].of(m) if streaming(e)]  # the winner streamed the run live
         assert [e for e in emitters[other].of(m) if streaming(e)] == []  # the other never did
@@ -316,7 +352,9 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         # Finished, not taken over: the second process never claimed it, so it never streamed it either.
         assert not b.registry.is_local(msg["meta"]["openclaw_writer"])
         assert b.totals() == (0, 1)
-        assert [e.type for e in env.emitter.of(m) if e.type == "chat:messages"] == ["chat:messages"] * 2  # A's claim, B's finish
+        assert [e.type for e in env.emitter.of(m) if e.type == "chat:messages"] == [
+            "chat:messages"
+        ] * 2  # A's claim, B's finish
 
 
 async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_path, clock, caplog) -> None:
@@ -338,7 +376,9 @@ async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_pat
         env.sim.start_run(key_b, "lucky").text("Saved.").end()
         await env.settled()
         m = ids.message_id(key_a, "unlucky")
-        assert any("runs.NOT_WRITTEN run=unlucky" in r.getMessage() and "attempts=6" in r.getMessage() for r in caplog.records)
+        assert any(
+            "runs.NOT_WRITTEN run=unlucky" in r.getMessage() and "attempts=6" in r.getMessage() for r in caplog.records
+        )
         (notice,) = env.emitter.of(m, "chat:message:error")
         assert notice.chat_id == chat_a and "could not be saved" in notice.event["data"]["error"]["content"]
         assert not any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
@@ -361,7 +401,10 @@ async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, cloc
         msg = (await env.messages(chat_id))[ids.message_id(key, "long")]
         assert msg["done"] and msg["content"].startswith("Opening words.") and msg["content"].endswith("Done.")
         assert count_cards(msg["output"]) == 120
-        assert any("runs.finalized run=long" in r.getMessage() and "source=transcript" in r.getMessage() for r in caplog.records)
+        assert any(
+            "runs.finalized run=long" in r.getMessage() and "source=transcript" in r.getMessage()
+            for r in caplog.records
+        )
         assert env.sim.requests["chat.history"] == 2  # the newest page, then the one before it
 
 
@@ -382,9 +425,23 @@ async def test_one_end_signal_alone_ends_the_run(tmp_path, clock, signal: str) -
         bridge, run, conn = await _held_run_with_writer(env, key, "ending")
         if signal == "chat final":
             text = {"role": "assistant", "content": [{"type": "text", "text": "Partial answer."}]}
-            event, payload = "chat", {"runId": "ending", "sessionKey": key, "state": "final", "seq": 99, "message": text}
+            event, payload = (
+                "chat",
+                {"runId": "ending", "sessionKey": key, "state": "final", "seq": 99, "message": text},
+            )
         else:
-            event, payload = "sessions.changed", {"sessionKey": key, "phase": "end", "runId": "ending", "ts": 1, "status": "done", "hasActiveRun": False, "activeRunIds": []}
+            event, payload = (
+                "sessions.changed",
+                {
+                    "sessionKey": key,
+                    "phase": "end",
+                    "runId": "ending",
+                    "ts": 1,
+                    "status": "done",
+                    "hasActiveRun": False,
+                    "activeRunIds": [],
+                },
+            )
         env.sim._emit(event, payload, audience=lambda c: c is conn, drop_if_slow=False)
         with trio.fail_after(600):  # virtual: ends a hang as a failure
             await bridge.until(lambda: bridge.totals()[1] == 1)
@@ -406,7 +463,7 @@ async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None
         env.sim.active_run(key).end()
         await env.sim.wait_for(env.sim.quiescent)
         conn.muted = False
-        chat_b, key_b = await env.chat()
+        _chat_b, key_b = await env.chat()
         env.sim.drop(1)  # ... and a later dropped event shows owc the gap
         env.sim.start_run(key_b, "later").text("Another run.").end()
         with trio.fail_after(600):  # virtual: ends a hang as a failure

@@ -14,6 +14,7 @@ from owc import ids
 from owc.protocol import parse_chat_history
 from owc.sim import open_simulator
 from owc.sim.scenario import SCHEMA, ChatSpec, ScenarioError, ScenarioPlayer, parse_scenario, play_file
+
 from conftest import TOKEN
 from rawclient import Refused, raw_client
 
@@ -30,15 +31,24 @@ SIM_SCENARIOS = [p for p in SCENARIOS if not any(op.op in HOST_OPS for op in par
     [
         ('{"op": "chat"}', "line 1: op 'chat' needs chat"),
         ('\n\n{"op": "nope"}', "line 3: unknown op 'nope'"),
-        ('[1]', "line 1: each line must be a JSON object"),
+        ("[1]", "line 1: each line must be a JSON object"),
         ('{"op": "chat", "chat": "c", "colour": 1}', "line 1: op 'chat' does not take colour"),
         ('{"op": "run", "run": "r", "chat": "missing"}', "line 1: unknown chat 'missing'"),
-        ('{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r"}', "line 2: op 'run' needs exactly one of 'chat' or 'key'"),
+        (
+            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r"}',
+            "line 2: op 'run' needs exactly one of 'chat' or 'key'",
+        ),
         ('{"op": "text", "run": "ghost", "text": "x"}', "line 1: unknown run 'ghost'"),
         ('{"op": "restart", "mode": "reboot"}', "line 1: restart mode must be one of"),
-        ('{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "end", "run": "r", "state": "done"}', "line 3: end state must be one of"),
-        ('{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}', "line 3: run 'r' already started"),
-        ('{not json', "line 1: not valid JSON"),
+        (
+            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "end", "run": "r", "state": "done"}',
+            "line 3: end state must be one of",
+        ),
+        (
+            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}',
+            "line 3: run 'r' already started",
+        ),
+        ("{not json", "line 1: not valid JSON"),
     ],
 )
 def test_parse_errors_name_the_line(text: str, needle: str) -> None:
@@ -103,7 +113,11 @@ async def test_restart_modes_scenario_rows(autojump_clock) -> None:
         history = parse_chat_history({"sessionKey": session.key, "messages": session.transcript})
         recovered = [m for m in history.messages if m.is_restart_recovery_turn]
         assert len(recovered) == 2  # the restart-mode and the crash cut; not stop, not container
-        errors = [m for m in history.messages if m.role == "assistant" and m.assistant_run_id == player.run_ids["cut-by-container"]]
+        errors = [
+            m
+            for m in history.messages
+            if m.role == "assistant" and m.assistant_run_id == player.run_ids["cut-by-container"]
+        ]
         assert errors and errors[0].tool_calls
         assert sim.boots == 5
 
@@ -167,7 +181,9 @@ async def test_host_ops_reach_the_host() -> None:
 
 def test_owc_sim_cli_plays_a_scenario(tmp_path: Path) -> None:
     scenario = tmp_path / "s.jsonl"
-    scenario.write_text('{"op": "chat", "chat": "c"}\n{"op": "run", "chat": "c", "run": "r", "steps": [{"text": "hi"}, {"end": "final"}]}\n{"op": "wait"}\n')
+    scenario.write_text(
+        '{"op": "chat", "chat": "c"}\n{"op": "run", "chat": "c", "run": "r", "steps": [{"text": "hi"}, {"end": "final"}]}\n{"op": "wait"}\n'
+    )
     token = tmp_path / "token"
     token.write_text("cli-token\n")
     out = subprocess.run(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-from owc.protocol import ChatEvent, EventDecoder, SessionsChanged, parse_chat_history, parse_subscribe
+from owc.protocol import EventDecoder, parse_chat_history, parse_subscribe
 from owc.protocol.results import parse_chat_abort, parse_chat_send, parse_sessions_list
-from owc.sim import CANNED_ANSWER, Hold, Text, Tool, open_simulator
+from owc.sim import CANNED_ANSWER, Hold, Text, open_simulator
+
 from conftest import TOKEN, load_log
 from rawclient import Refused, raw_client
 
@@ -55,7 +56,9 @@ async def test_handshake_refusals_match_the_real_gateway(label: str) -> None:
 
 async def test_first_request_must_be_connect() -> None:
     async with open_simulator(token=TOKEN) as sim:
-        async with raw_client(sim.url, TOKEN, first={"type": "req", "id": "x1", "method": "sessions.list", "params": {}}) as client:
+        async with raw_client(
+            sim.url, TOKEN, first={"type": "req", "id": "x1", "method": "sessions.list", "params": {}}
+        ) as client:
             frame = await client._read()
             assert not frame.ok and frame.id == "x1"
             assert frame.error.message == "invalid handshake: first request must be connect"
@@ -71,17 +74,24 @@ async def test_scopeless_client_is_forbidden() -> None:
 
 async def test_chat_send_turn_with_tool_and_history() -> None:
     async with open_simulator(token=TOKEN) as sim:
-        async with raw_client(sim.url, TOKEN, instance_id="A") as a, raw_client(sim.url, TOKEN, caps=(), instance_id="B") as b:
+        async with (
+            raw_client(sim.url, TOKEN, instance_id="A") as a,
+            raw_client(sim.url, TOKEN, caps=(), instance_id="B") as b,
+        ):
             await a.request("sessions.subscribe", {})
             await b.request("sessions.subscribe", {"limit": 5})
-            res = await a.request("chat.send", {"sessionKey": KEY, "message": "USE_TOOL please", "idempotencyKey": "run-1"})
+            res = await a.request(
+                "chat.send", {"sessionKey": KEY, "message": "USE_TOOL please", "idempotencyKey": "run-1"}
+            )
             sent = parse_chat_send(res.payload)
             assert (sent.run_id, sent.status) == ("run-1", "started")
             final = lambda f: f.event == "chat" and f.payload["state"] == "final"  # noqa: E731
             events_a = await a.events_until(final)
             events_b = await b.events_until(final)
             # The sender with tool-events gets agent tool events; the other subscriber gets session.tool.
-            assert [f.payload["data"]["phase"] for f in events_a if f.event == "agent" and f.payload["stream"] == "tool"] == ["start", "result"]
+            assert [
+                f.payload["data"]["phase"] for f in events_a if f.event == "agent" and f.payload["stream"] == "tool"
+            ] == ["start", "result"]
             assert [f.event for f in events_a if f.event == "session.tool"] == []
             assert [f.payload["data"]["phase"] for f in events_b if f.event == "session.tool"] == ["start", "result"]
             assert [f for f in events_b if f.event == "agent" and f.payload["stream"] == "tool"] == []
@@ -114,7 +124,12 @@ async def test_settled_then_end_pushes() -> None:
         start = next(c for c in changes if c.phase == "start")
         assert start.run_id == "r1" and start.has_active_run and start.active_run_ids is None
         settled = next(c for c in changes if c.is_settled)
-        assert (settled.reason, settled.status, settled.last_run_id, settled.active_run_ids) == ("agent.input.settled", "done", "r1", ())
+        assert (settled.reason, settled.status, settled.last_run_id, settled.active_run_ids) == (
+            "agent.input.settled",
+            "done",
+            "r1",
+            (),
+        )
         assert changes[-1].phase == "end" and changes[-1].has_active_run is False
 
 
@@ -149,7 +164,9 @@ async def test_tool_event_routing_follows_caps_and_subscriptions() -> None:
             raw_client(sim.url, TOKEN, instance_id="unsubscribed") as bystander,
         ):
             await sender.request("sessions.subscribe", {})
-            await sender.request("chat.send", {"sessionKey": KEY, "message": "USE_TOOL please", "idempotencyKey": "run-r"})
+            await sender.request(
+                "chat.send", {"sessionKey": KEY, "message": "USE_TOOL please", "idempotencyKey": "run-r"}
+            )
             final = lambda f: f.event == "chat" and f.payload["state"] == "final"  # noqa: E731
             seen = await sender.events_until(final)
             assert [f.payload["data"]["phase"] for f in seen if f.event == "session.tool"] == ["start", "result"]
@@ -172,7 +189,9 @@ async def test_drop_spends_seq_numbers() -> None:
         assert gaps == [1, 1, 1]  # each dropped delta sat between two kept agent events
         deltas = [f.payload["deltaText"] for f in events if f.event == "chat" and f.payload["state"] == "delta"]
         assert deltas == [" d", " e"]
-        assert [f.payload["data"]["delta"] for f in events if f.event == "agent" and f.payload["stream"] == "assistant"] == ["a", " b", " c", " d", " e"]
+        assert [
+            f.payload["data"]["delta"] for f in events if f.event == "agent" and f.payload["stream"] == "assistant"
+        ] == ["a", " b", " c", " d", " e"]
 
 
 async def test_slow_consumer_drops_then_closes_1008() -> None:
@@ -206,7 +225,7 @@ async def test_ticks_on_the_mock_clock(autojump_clock) -> None:
         start = trio.current_time()
         ticks = []
         for _ in range(3):
-            frame = await client.event("tick")
+            await client.event("tick")
             ticks.append(trio.current_time() - start)
         assert ticks == pytest.approx([30, 60, 90], abs=1e-6)
 
@@ -277,7 +296,15 @@ async def _restart_with_active_run(mode: str, **sim_kwargs):
         async with raw_client(sim.url, TOKEN) as again:
             listed = parse_subscribe((await again.request("sessions.subscribe", {"limit": 10})).payload)
             history = parse_chat_history((await again.request("chat.history", {"sessionKey": KEY})).payload)
-        return {"code": code, "reason": reason, "seen": seen, "old_boot": old_boot, "new_boot": again.hello.boot_id, "list": listed.list, "history": history}
+        return {
+            "code": code,
+            "reason": reason,
+            "seen": seen,
+            "old_boot": old_boot,
+            "new_boot": again.hello.boot_id,
+            "list": listed.list,
+            "history": history,
+        }
 
 
 def _kinds(frames):
@@ -334,7 +361,11 @@ async def test_container_stop_fails_rows_before_the_close() -> None:
     frame = r["seen"][error]
     assert frame.payload["errorMessage"] == "Claude Code process exited with code 143"
     row = r["list"].sessions[0]
-    assert (row.status, row.last_run_error, row.last_run_id) == ("failed", "Claude Code process exited with code 143", "src-1")
+    assert (row.status, row.last_run_error, row.last_run_id) == (
+        "failed",
+        "Claude Code process exited with code 143",
+        "src-1",
+    )
     assert not any(m.is_restart_recovery_turn for m in r["history"].messages)
 
 
@@ -350,7 +381,9 @@ async def test_crash_has_no_terminal_and_recovers() -> None:
 async def test_recovery_active_when_clients_return_cli_runtime() -> None:
     """A recovery that is still running when owc reconnects shows in the list without run ids (CLI runtime),
     and its first event names it; its closing message is keyed cli-assistant:<R>."""
-    async with open_simulator(token=TOKEN, cli_runtime=True, recovery=lambda key, src: [Text("Resumed"), Hold(), Text(" and done")]) as sim:
+    async with open_simulator(
+        token=TOKEN, cli_runtime=True, recovery=lambda key, src: [Text("Resumed"), Hold(), Text(" and done")]
+    ) as sim:
         sim.start_run(KEY, "src-1").text("Working")
         await sim.restart("crash")
         async with raw_client(sim.url, TOKEN) as client:
@@ -377,7 +410,12 @@ async def test_connect_refused_while_starting(autojump_clock) -> None:
                 async with raw_client(sim.url, TOKEN):
                     pass
             err = info.value.response.error
-            assert (err.code, err.retryable, err.retry_after_ms, info.value.close_code) == ("UNAVAILABLE", True, 500, 1013)
+            assert (err.code, err.retryable, err.retry_after_ms, info.value.close_code) == (
+                "UNAVAILABLE",
+                True,
+                500,
+                1013,
+            )
         async with raw_client(sim.url, TOKEN) as client:
             assert client.hello.boot_id == sim.boot_id
 
@@ -402,7 +440,12 @@ async def test_describe_yield_and_error_terminals() -> None:
         assert error.payload["errorMessage"] == "model overloaded"
         described = await client.request("sessions.describe", {"key": KEY})
         row = described.payload["session"]
-        assert (row["status"], row["lastRunId"], row["lastRunError"], row["hasActiveRun"]) == ("failed", "e1", "model overloaded", False)
+        assert (row["status"], row["lastRunId"], row["lastRunError"], row["hasActiveRun"]) == (
+            "failed",
+            "e1",
+            "model overloaded",
+            False,
+        )
         bad = await client.request("chat.send", {"sessionKey": KEY, "message": "x"})
         assert bad.error.code == "INVALID_REQUEST" and "idempotencyKey" in bad.error.message
         unknown = await client.request("no.such.method", {})

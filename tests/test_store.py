@@ -28,8 +28,9 @@ from owc.store import (
     Written,
     make_engine,
     open_store,
+    tree,
 )
-from owc.store import tree
+
 from store_race import USER, claim_all, plan
 
 DEAD = lambda writer: False  # noqa: E731
@@ -56,7 +57,17 @@ def user_turn_chat(chat_id: str, *, model: str = "openclaw.main") -> dict:
         "models": [model],
         "history": {
             "currentId": "u1",
-            "messages": {"u1": {"id": "u1", "parentId": None, "childrenIds": [], "role": "user", "content": "hi", "models": [model], "timestamp": 1}},
+            "messages": {
+                "u1": {
+                    "id": "u1",
+                    "parentId": None,
+                    "childrenIds": [],
+                    "role": "user",
+                    "content": "hi",
+                    "models": [model],
+                    "timestamp": 1,
+                }
+            },
         },
         "messages": [{"id": "u1", "role": "user", "content": "hi"}],
     }
@@ -68,7 +79,12 @@ def test_claim_on_an_empty_chat(store: ChatStore) -> None:
     assert isinstance(result, Claimed) and result.parent_id is None and result.current_id == "m1"
     chat = store.read_chat("c")
     message = chat["history"]["messages"]["m1"]
-    assert message["role"] == "assistant" and message["done"] is False and message["content"] == "" and message["output"] == []
+    assert (
+        message["role"] == "assistant"
+        and message["done"] is False
+        and message["content"] == ""
+        and message["output"] == []
+    )
     assert message["meta"] == {"openclaw_run": "r1", "openclaw_writer": "w"}
     assert chat["history"]["currentId"] == "m1"
 
@@ -83,7 +99,9 @@ def test_claim_under_a_user_turn_inherits_its_model(store: ChatStore, sqlite_url
     assert chat["history"]["messages"]["u1"]["childrenIds"] == ["m1"]
     db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
     assert db.execute("select current_message_id from chat").fetchone() == ("m1",)
-    row = db.execute("select id, role, parent_id, content, output, done, model_id, user_id from chat_message where id = 'c-m1'").fetchone()
+    row = db.execute(
+        "select id, role, parent_id, content, output, done, model_id, user_id from chat_message where id = 'c-m1'"
+    ).fetchone()
     assert row == ("c-m1", "assistant", "u1", '""', "[]", 0, "openclaw.main", USER)
 
 
@@ -119,15 +137,32 @@ def test_claiming_twice_backs_off_and_dead_writer_is_taken_over(store: ChatStore
 
 def test_a_message_without_an_owc_writer_is_not_taken(store: ChatStore) -> None:
     chat = user_turn_chat("c")
-    chat["history"]["messages"]["m"] = {"id": "m", "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False}
+    chat["history"]["messages"]["m"] = {
+        "id": "m",
+        "parentId": "u1",
+        "childrenIds": [],
+        "role": "assistant",
+        "content": "",
+        "done": False,
+    }
     store.create_chat("c", USER, chat=chat)
-    assert store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER) == AlreadyThere(writer=None, run_id=None, done=False)
+    assert store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER) == AlreadyThere(
+        writer=None, run_id=None, done=False
+    )
 
 
 def test_handover_and_finalize(store: ChatStore, sqlite_url: str) -> None:
     store.create_chat("c", USER, chat=user_turn_chat("c"))
     store.claim("c", "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
-    items = [{"type": "message", "id": "msg_1", "status": "in_progress", "role": "assistant", "content": [{"type": "output_text", "text": "Hal"}]}]
+    items = [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "status": "in_progress",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Hal"}],
+        }
+    ]
     half = store.write("c", "m", content="Hal", output=items, done=False)
     assert isinstance(half, Written) and half.message["done"] is False
     final = store.write("c", "m", content="Half\x00 done", output=items, done=True, error="model overloaded")
@@ -172,10 +207,12 @@ def test_two_runs_claimed_concurrently_chain(store: ChatStore) -> None:
 
     def claim(message_id: str) -> Claimed:
         barrier.wait()
-        return store.claim("c", message_id, run_id=f"run-{message_id}", writer=f"w-{message_id}", alive=DEAD, user_id=USER)
+        return store.claim(
+            "c", message_id, run_id=f"run-{message_id}", writer=f"w-{message_id}", alive=DEAD, user_id=USER
+        )
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        first, second = pool.map(claim, ["m1", "m2"])
+        _first, _second = pool.map(claim, ["m1", "m2"])
     messages = store.read_chat("c")["history"]["messages"]
     parents = sorted([messages["m1"]["parentId"], messages["m2"]["parentId"]])
     assert "u1" in parents and ("m1" in parents or "m2" in parents)  # one under the user turn, the other under it
@@ -334,7 +371,12 @@ def test_without_a_current_id_the_newest_message_stands_for_the_view() -> None:
     def msg(mid: str, ts: object) -> dict[str, object]:
         return {"id": mid, "parentId": None, "childrenIds": [], "role": "user", "timestamp": ts}
 
-    messages = {"old": msg("old", 5), "tie-1": msg("tie-1", 9), "tie-2": msg("tie-2", 9), "odd": msg("odd", "yesterday")}
+    messages = {
+        "old": msg("old", 5),
+        "tie-1": msg("tie-1", 9),
+        "tie-2": msg("tie-2", 9),
+        "odd": msg("odd", "yesterday"),
+    }
     assert tree.anchor({"history": {"messages": messages, "currentId": None}}) == "tie-2"  # newest, then last inserted
     # A large chat without a usable currentId is one pass (this runs under the row lock).
     big = {f"m{i}": msg(f"m{i}", i // 3) for i in range(20_000)}

@@ -67,7 +67,9 @@ def write_fake_tree(folder: Path, package: str, *, version: str | None = None) -
         (bin_dir / "openclaw").symlink_to("../openclaw/openclaw.mjs")
 
 
-def make_fake_npm(log: Path, before: Callable[[Path, str], None] | None = None) -> Callable[[Path, str, dict[str, str]], None]:
+def make_fake_npm(
+    log: Path, before: Callable[[Path, str], None] | None = None
+) -> Callable[[Path, str, dict[str, str]], None]:
     """A stand-in for ``gateway._npm_install``: logs ``package folder`` to ``log``, then writes the fake tree."""
 
     def fake_npm(folder: Path, package: str, env: dict[str, str]) -> None:
@@ -83,7 +85,9 @@ def make_fake_npm(log: Path, before: Callable[[Path, str], None] | None = None) 
 def npm_calls(log: Path) -> list[tuple[str, Path]]:
     if not log.exists():
         return []
-    return [(package, Path(folder)) for package, folder in (line.split(" ", 1) for line in log.read_text().splitlines())]
+    return [
+        (package, Path(folder)) for package, folder in (line.split(" ", 1) for line in log.read_text().splitlines())
+    ]
 
 
 @pytest.fixture
@@ -145,7 +149,7 @@ def test_fresh_install_goes_through_a_temporary_folder_and_marks_completion(cach
     assert_complete(cache)
     calls = npm_calls(npm_log)
     assert [package for package, _ in calls] == [NODE.package, OPENCLAW.package]  # Node first: openclaw needs it
-    for (package, folder), part in zip(calls, (NODE, OPENCLAW)):
+    for (_package, folder), part in zip(calls, (NODE, OPENCLAW)):
         assert folder.parent == cache and folder.name.startswith(f".{part.folder}.tmp-"), folder
     assert json.loads((cache / "oc" / MARKER).read_text())["smoke"] == f"OpenClaw {OPENCLAW.version} (fake)"
     # the relative bin links npm makes survive the rename
@@ -199,7 +203,9 @@ def test_marker_for_another_version_is_reinstalled(cache: Path, npm_log: Path, p
     assert_complete(cache)
 
 
-def test_older_install_with_its_own_valid_marker_is_replaced(cache: Path, npm_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_older_install_with_its_own_valid_marker_is_replaced(
+    cache: Path, npm_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A cache left by a checkout pinned to another openclaw: marker and files agree, but on the other version."""
     ensure_installed(cache)
     gateway._discard(cache / "oc")
@@ -259,7 +265,9 @@ def test_leftovers_of_a_crashed_holder_are_swept(cache: Path, npm_log: Path) -> 
 # --- realgw: failures leave nothing behind ---------------------------------------------------------------------
 
 
-def test_failed_npm_leaves_no_folder_and_releases_the_lock(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_npm_leaves_no_folder_and_releases_the_lock(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     log = tmp_path / "npm-calls.log"
 
     def failing(folder: Path, package: str) -> None:
@@ -277,7 +285,9 @@ def test_failed_npm_leaves_no_folder_and_releases_the_lock(cache: Path, tmp_path
     assert_complete(cache)
 
 
-def test_incomplete_tree_after_a_successful_npm_is_rejected_before_the_rename(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_incomplete_tree_after_a_successful_npm_is_rejected_before_the_rename(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_dist(folder: Path, package: str, env: dict[str, str]) -> None:
         write_fake_tree(folder, package)
         if package == OPENCLAW.package:
@@ -289,7 +299,9 @@ def test_incomplete_tree_after_a_successful_npm_is_rejected_before_the_rename(ca
     assert sorted(p.name for p in cache.iterdir()) == ["node24"]
 
 
-def test_failed_smoke_run_after_the_rename_discards_the_folder(cache: Path, npm_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_smoke_run_after_the_rename_discards_the_folder(
+    cache: Path, npm_log: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real_npm = gateway._npm_install
 
     def wrong_launcher(folder: Path, package: str, env: dict[str, str]) -> None:
@@ -398,7 +410,10 @@ def test_concurrent_processes_install_once(cache: Path, tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier, waiting, done, results = ctx.Barrier(2), ctx.Event(), ctx.Event(), ctx.Queue()
     log = tmp_path / "npm-calls.log"
-    procs = [ctx.Process(target=_process_caller, args=(str(cache), str(log), barrier, waiting, done, results)) for _ in range(2)]
+    procs = [
+        ctx.Process(target=_process_caller, args=(str(cache), str(log), barrier, waiting, done, results))
+        for _ in range(2)
+    ]
     for proc in procs:
         proc.start()
     try:
@@ -438,7 +453,9 @@ def fake_build(log: list[str], *, version: str = owui_venv.OWUI_VERSION) -> Call
         (venv / "bin" / "python").write_text("#!/bin/sh\n")
         dist_info = venv / "lib" / "python3.11" / "site-packages" / f"open_webui-{version}.dist-info"
         dist_info.mkdir(parents=True)
-        (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: open-webui\nVersion: {version}\n\nlong description\n")
+        (dist_info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: open-webui\nVersion: {version}\n\nlong description\n"
+        )
         return {"venv_s": 0.0}
 
     return build
@@ -459,7 +476,9 @@ def test_owui_venv_is_built_once_and_marked_last(venv: Path, monkeypatch: pytest
 
 
 @pytest.mark.parametrize("state", ["no-marker", "other-spec", "metadata-gone", "other-version"])
-def test_owui_partial_or_stale_venv_is_removed_and_rebuilt(venv: Path, monkeypatch: pytest.MonkeyPatch, state: str) -> None:
+def test_owui_partial_or_stale_venv_is_removed_and_rebuilt(
+    venv: Path, monkeypatch: pytest.MonkeyPatch, state: str
+) -> None:
     builds: list[str] = []
     monkeypatch.setattr(owui_venv, "_build", fake_build(builds))
     owui_venv.ensure_owui_python()

@@ -83,4 +83,7 @@ def test_the_gate_catches_timers(source: str) -> None:
 
 
 def test_a_marked_line_with_a_reason_passes() -> None:
-    assert timers_in("import trio\nasync def f():\n    await trio.sleep_forever()  # timer-ok: serves until Ctrl-C\n") == []
+    assert (
+        timers_in("import trio\nasync def f():\n    await trio.sleep_forever()  # timer-ok: serves until Ctrl-C\n")
+        == []
+    )

@@ -58,4 +58,8 @@ class RecordingEmitter:
         self.streams.pop((chat_id, message_id), None)
 
     def of(self, message_id: str | None = None, type_: str | None = None) -> list[Emitted]:
-        return [e for e in self.events if (message_id is None or e.message_id == message_id) and (type_ is None or e.type == type_)]
+        return [
+            e
+            for e in self.events
+            if (message_id is None or e.message_id == message_id) and (type_ is None or e.type == type_)
+        ]

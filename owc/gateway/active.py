@@ -50,7 +50,9 @@ class ActiveRuns:
         elif isinstance(event, ChatEvent) and event.is_terminal:
             self.known.pop((event.session_key, event.run_id), None)
 
-    def resync(self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True, position: int | None = None) -> Resync:
+    def resync(
+        self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True, position: int | None = None
+    ) -> Resync:
         """Diff the list against what is known and adopt the list's view.
 
         ``complete`` says the list covers every session; a run on a session absent from an incomplete

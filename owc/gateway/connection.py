@@ -25,7 +25,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 import attrs
-import orjson
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
 
@@ -155,7 +154,7 @@ class NullHandler:
 
 
 class _Pending:
-    __slots__ = ("done", "response", "method", "position")
+    __slots__ = ("done", "method", "position", "response")
 
     def __init__(self, method: str) -> None:
         self.method = method
@@ -294,7 +293,9 @@ class GatewayClient:
         self._token = token
         self.handler: ConnectionHandler = handler or NullHandler()
         self.config = config or GatewayConfig()
-        self.backoff = backoff or Backoff(self.config.backoff_initial, self.config.backoff_cap, self.config.backoff_jitter)
+        self.backoff = backoff or Backoff(
+            self.config.backoff_initial, self.config.backoff_cap, self.config.backoff_jitter
+        )
         self.connection: Connection | None = None
         self.connections_opened = 0
         self.attempts = 0
@@ -368,7 +369,15 @@ class GatewayClient:
                 else:
                     log.warning("gateway.refused_retryable url=%s error=%s", self.url, exc)
                     floor = max(floor, (exc.error.retry_after_ms or 0) / 1000)
-        except* (OSError, HandshakeError, ConnectionClosed, trio.TooSlowError, trio.BrokenResourceError, ProtocolError, GatewayError) as group:
+        except* (
+            OSError,
+            HandshakeError,
+            ConnectionClosed,
+            trio.TooSlowError,
+            trio.BrokenResourceError,
+            ProtocolError,
+            GatewayError,
+        ) as group:
             for exc in _leaves(group):
                 log.warning("gateway.connect_failed url=%s error=%s", self.url, _describe(exc))
         except* Exception as group:
@@ -400,7 +409,12 @@ class GatewayClient:
         challenge = decode_frame(await ws.get_message())
         if not isinstance(challenge, EventFrame) or challenge.event != "connect.challenge":
             raise ProtocolError("the gateway did not open with connect.challenge")
-        params = ConnectParams(token=self._token, client_version=__version__, user_agent=f"owc/{__version__}", instance_id=self.config.instance_id)
+        params = ConnectParams(
+            token=self._token,
+            client_version=__version__,
+            user_agent=f"owc/{__version__}",
+            instance_id=self.config.instance_id,
+        )
         req_id = str(uuid.uuid4())
         await ws.send_message(encode_frame(Request(id=req_id, method="connect", params=params.to_json())).decode())
         while True:  # events may not precede hello-ok, but tolerate them rather than fail the handshake
@@ -532,7 +546,13 @@ class GatewayClient:
         result = conn.seq.feed(frame.seq)
         if result.is_gap:
             conn.gaps += 1
-            log.warning("gateway.seq_gap url=%s expected=%s received=%s missed=%s", self.url, result.expected, result.received, result.missed)
+            log.warning(
+                "gateway.seq_gap url=%s expected=%s received=%s missed=%s",
+                self.url,
+                result.expected,
+                result.received,
+                result.missed,
+            )
             try:
                 conn.runs.on_gap()
             except Exception:
@@ -543,7 +563,12 @@ class GatewayClient:
             return
         if isinstance(event, Shutdown):
             conn.notice = event
-            log.info("gateway.shutdown_notice url=%s reason=%s restart_expected_ms=%s", self.url, event.reason, event.restart_expected_ms)
+            log.info(
+                "gateway.shutdown_notice url=%s reason=%s restart_expected_ms=%s",
+                self.url,
+                event.reason,
+                event.restart_expected_ms,
+            )
         conn.active.observe(event, conn.frames)
         try:
             conn.runs.on_event(event)
@@ -579,7 +604,9 @@ class GatewayClient:
 
 
 @asynccontextmanager
-async def _open_websocket(url: str, ssl_context: ssl.SSLContext | None, timeout: float) -> AsyncIterator[WebSocketConnection]:
+async def _open_websocket(
+    url: str, ssl_context: ssl.SSLContext | None, timeout: float
+) -> AsyncIterator[WebSocketConnection]:
     """TCP (and TLS, verified, with the handshake done first so a bad certificate is reported as such
     rather than as a timeout), then the WebSocket handshake, all within ``timeout``."""
     parts = urllib.parse.urlsplit(url)

@@ -29,7 +29,9 @@ class MissingScopes(GatewayError):
     """Connected, but without the scopes owc needs (a client the Gateway did not trust with its scopes)."""
 
     def __init__(self, missing: tuple[str, ...]) -> None:
-        super().__init__(f"gateway granted no {', '.join(missing)}: connect as gateway-client/backend with the shared token")
+        super().__init__(
+            f"gateway granted no {', '.join(missing)}: connect as gateway-client/backend with the shared token"
+        )
         self.missing = missing
 
 

@@ -281,7 +281,9 @@ def _lifecycle(d: f.JSONObject) -> LifecycleData:
 
 def _assistant(d: f.JSONObject) -> AssistantData:
     w = "agent.data"
-    return AssistantData(text=f.opt_str(d, "text", w), delta=f.opt_str(d, "delta", w), item_id=f.opt_str(d, "itemId", w))
+    return AssistantData(
+        text=f.opt_str(d, "text", w), delta=f.opt_str(d, "delta", w), item_id=f.opt_str(d, "itemId", w)
+    )
 
 
 def _tool(d: f.JSONObject) -> ToolData:

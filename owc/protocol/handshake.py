@@ -105,7 +105,9 @@ class HelloOk:
 def parse_challenge(payload: f.JSONObject) -> ConnectChallenge:
     where = "connect.challenge"
     caps = f.opt_str_list(payload, "capabilities", where) or ()
-    return ConnectChallenge(nonce=f.req_str(payload, "nonce", where), ts=f.opt_int(payload, "ts", where), capabilities=caps)
+    return ConnectChallenge(
+        nonce=f.req_str(payload, "nonce", where), ts=f.opt_int(payload, "ts", where), capabilities=caps
+    )
 
 
 def parse_hello_ok(payload: object) -> HelloOk:

@@ -190,7 +190,9 @@ def _parse_part(p: object, where: str) -> Part:
     if kind == "text" and isinstance(d.get("text"), str):
         return TextPart(d["text"])
     if kind == "toolCall":
-        return ToolCallPart(id=f.req_str(d, "id", where), name=f.opt_str(d, "name", where) or "", arguments=d.get("arguments"))
+        return ToolCallPart(
+            id=f.req_str(d, "id", where), name=f.opt_str(d, "name", where) or "", arguments=d.get("arguments")
+        )
     return OtherPart(type=kind if isinstance(kind, str) else None, raw=d)
 
 
@@ -275,7 +277,8 @@ def parse_history_message(d: object, where: str = "message") -> HistoryMessage:
     return HistoryMessage(
         role=f.req_str(d, "role", where),
         parts=parts,
-        idempotency_key=f.opt_str(d, "idempotencyKey", where) or f.opt_str(meta, "idempotencyKey", f"{where}.__openclaw"),
+        idempotency_key=f.opt_str(d, "idempotencyKey", where)
+        or f.opt_str(meta, "idempotencyKey", f"{where}.__openclaw"),
         openclaw_id=f.opt_str(meta, "id", f"{where}.__openclaw") or f.opt_str(d, "id", where),
         openclaw_run_id=f.opt_str(meta, "runId", f"{where}.__openclaw"),
         tool_call_id=f.opt_str(d, "toolCallId", where),
@@ -317,7 +320,9 @@ def parse_chat_history(payload: object) -> ChatHistory:
 
 def older_page(older: ChatHistory, newer: ChatHistory) -> ChatHistory:
     """Join an older page in front of a newer one (the joined window's paging state is the older page's)."""
-    return attrs.evolve(newer, messages=older.messages + newer.messages, has_more=older.has_more, next_offset=older.next_offset)
+    return attrs.evolve(
+        newer, messages=older.messages + newer.messages, has_more=older.has_more, next_offset=older.next_offset
+    )
 
 
 def tool_result_text(message: HistoryMessage) -> str:

@@ -54,7 +54,17 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Diff:
                 events.append(_wrap({"type": "response.output_item.added", "output_index": index, "item": empty}))
                 text = _message_text(item)
                 if text:
-                    events.append(_wrap({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": 0, "delta": text}))
+                    events.append(
+                        _wrap(
+                            {
+                                "type": "response.output_text.delta",
+                                "item_id": item["id"],
+                                "output_index": index,
+                                "content_index": 0,
+                                "delta": text,
+                            }
+                        )
+                    )
                 if item.get("status") == "completed":
                     events.append(_wrap({"type": "response.output_item.done", "output_index": index, "item": item}))
             else:
@@ -70,7 +80,17 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Diff:
             if not new_text.startswith(old_text):
                 return Diff(events=(), needs_snapshot=True)
             if new_text != old_text:
-                events.append(_wrap({"type": "response.output_text.delta", "item_id": item["id"], "output_index": index, "content_index": 0, "delta": new_text[len(old_text) :]}))
+                events.append(
+                    _wrap(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item["id"],
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": new_text[len(old_text) :],
+                        }
+                    )
+                )
             if item.get("status") != old.get("status"):
                 events.append(_wrap({"type": "response.output_item.done", "output_index": index, "item": item}))
         else:

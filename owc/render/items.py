@@ -14,7 +14,9 @@ import orjson
 
 
 def item_id(prefix: str, run_id: str, key: str) -> str:
-    digest = hashlib.sha1(f"{run_id}\x00{prefix}\x00{key}".encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()
+    digest = hashlib.sha1(
+        f"{run_id}\x00{prefix}\x00{key}".encode("utf-8", "surrogatepass"), usedforsecurity=False
+    ).hexdigest()
     return f"{prefix}_{digest[:24]}"
 
 
@@ -38,7 +40,14 @@ def arguments_json(args: Any) -> str:
 
 
 def function_call_item(call_id: str, name: str, args: Any, *, status: str) -> dict[str, Any]:
-    return {"type": "function_call", "id": call_id, "call_id": call_id, "name": name, "arguments": arguments_json(args), "status": status}
+    return {
+        "type": "function_call",
+        "id": call_id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments_json(args),
+        "status": status,
+    }
 
 
 def function_call_output_item(item_id_: str, call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:

@@ -50,7 +50,11 @@ def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
     return [
         m
         for m in history.messages
-        if id(m) in wanted or (m.role == "toolResult" and (m.tool_call_id in call_ids or (m.raw.get("__openclaw") or {}).get("runId") == run_id))
+        if id(m) in wanted
+        or (
+            m.role == "toolResult"
+            and (m.tool_call_id in call_ids or (m.raw.get("__openclaw") or {}).get("runId") == run_id)
+        )
     ]
 
 
@@ -105,7 +109,14 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
                 output.append(function_call_item(part.id, part.name, part.arguments, status=status))
                 if result is not None and part.id not in emitted:
                     emitted.add(part.id)
-                    output.append(function_call_output_item(item_id("fco", run_id, part.id), part.id, result_text(result.raw.get("content")), is_error=result.is_error))
+                    output.append(
+                        function_call_output_item(
+                            item_id("fco", run_id, part.id),
+                            part.id,
+                            result_text(result.raw.get("content")),
+                            is_error=result.is_error,
+                        )
+                    )
         flush(len(message.parts))
     return output
 
@@ -127,6 +138,20 @@ def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
         except Exception:  # a transcript shape owc cannot render: the streamed copy still finishes the run
             log.exception("render.transcript_failed run=%s (finishing from the stream)", renderer.run_id)
     if output is not None:
-        return FinishedRun(content=output_text(output), output=output, cards=count_cards(output), source="transcript", complete=True, error=error)
+        return FinishedRun(
+            content=output_text(output),
+            output=output,
+            cards=count_cards(output),
+            source="transcript",
+            complete=True,
+            error=error,
+        )
     output = renderer.output(done=True)
-    return FinishedRun(content=output_text(output), output=output, cards=count_cards(output), source="stream", complete=not renderer.gaps, error=error)
+    return FinishedRun(
+        content=output_text(output),
+        output=output,
+        cards=count_cards(output),
+        source="stream",
+        complete=not renderer.gaps,
+        error=error,
+    )

@@ -35,7 +35,11 @@ def _text_length(message: Any) -> int:
         return len(content)
     if not isinstance(content, list):
         return 0
-    return sum(len(p["text"]) for p in content if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str))
+    return sum(
+        len(p["text"])
+        for p in content
+        if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+    )
 
 
 @attrs.define
@@ -150,7 +154,9 @@ class TurnRenderer:
         if len(new) < len(old):
             # A replacement shortened the text: the segments that started in the cut-off part are gone
             # (the text they held no longer exists); the rest keep their places among the tool cards.
-            self._order = [(kind, value) for kind, value in self._order if kind != "text" or value < len(new) or value == 0]
+            self._order = [
+                (kind, value) for kind, value in self._order if kind != "text" or value < len(new) or value == 0
+            ]
             if self._segment_from is not None:
                 self._segment_from = min(self._segment_from, len(new))
         self._open_segment()
@@ -179,7 +185,12 @@ class TurnRenderer:
                     call.result, call.is_error = text, tool.is_error
                     call.version += 1
                     self.version += 1
-        elif event.item is not None and event.item.kind == "tool" and event.item.phase == "start" and event.item.tool_call_id:
+        elif (
+            event.item is not None
+            and event.item.kind == "tool"
+            and event.item.phase == "start"
+            and event.item.tool_call_id
+        ):
             self._start_call(event.item.tool_call_id, event.item.name or "tool", None)
         elif event.lifecycle is not None and event.lifecycle.phase in ("end", "error"):
             if not self.lifecycle_ended:
@@ -229,19 +240,33 @@ class TurnRenderer:
             if kind == "text":
                 end = ends.get(key, self._length)
                 closed = done or index < last
-                item = self._item(("text", key, end, closed, done), lambda: self._text_item(key, end, closed=closed, done=done))
+                item = self._item(
+                    ("text", key, end, closed, done), lambda: self._text_item(key, end, closed=closed, done=done)
+                )
                 if item:
                     items.append(item)
             elif kind == "call":
                 call = self._calls[key]
-                status = "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
-                items.append(self._item(("call", key, call.version, status), lambda: function_call_item(call.call_id, call.name, call.args, status=status)))
+                status = (
+                    "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
+                )
+                items.append(
+                    self._item(
+                        ("call", key, call.version, status),
+                        lambda: function_call_item(call.call_id, call.name, call.args, status=status),
+                    )
+                )
             else:
                 call = self._calls[key]
                 items.append(
                     self._item(
                         ("result", key, call.version),
-                        lambda: function_call_output_item(item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error),
+                        lambda: function_call_output_item(
+                            item_id("fco", self.run_id, call.call_id),
+                            call.call_id,
+                            call.result or "",
+                            is_error=call.is_error,
+                        ),
                     )
                 )
         return items

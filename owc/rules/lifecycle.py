@@ -145,7 +145,16 @@ class WriterFailed:
 
 
 Input = (
-    Showable | Terminal | Stop | Handover | Listed | ClaimResult | TranscriptChecked | WriteResult | ConnectionClosed | Hello
+    Showable
+    | Terminal
+    | Stop
+    | Handover
+    | Listed
+    | ClaimResult
+    | TranscriptChecked
+    | WriteResult
+    | ConnectionClosed
+    | Hello
     | WriterFailed
 )
 #: Every input type, for the exhaustive transition-table test.

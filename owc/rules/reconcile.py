@@ -38,7 +38,11 @@ def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
     for message in history.messages:
         run_id = message.user_run_id or message.assistant_run_id
         if run_id is None and message.role == "toolResult":
-            run_id = (message.raw.get("__openclaw") or {}).get("runId") if isinstance(message.raw.get("__openclaw"), Mapping) else None
+            run_id = (
+                (message.raw.get("__openclaw") or {}).get("runId")
+                if isinstance(message.raw.get("__openclaw"), Mapping)
+                else None
+            )
         if not isinstance(run_id, str) or not run_id:
             continue
         ts = message.timestamp or 0

@@ -84,7 +84,13 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
         run.history = history
         run.life.owed = item.unfinished
         run.mark_missed("ended while owc was away")
-        log.info("runs.reconciling run=%s chat=%s message=%s unfinished=%s", item.run_id, ref.chat_id, item.message_id, item.unfinished)
+        log.info(
+            "runs.reconciling run=%s chat=%s message=%s unfinished=%s",
+            item.run_id,
+            ref.chat_id,
+            item.message_id,
+            item.unfinished,
+        )
         table.apply(run, Terminal("ended while owc was away"))
         await table.bridge.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
         count += 1

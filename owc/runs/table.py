@@ -225,7 +225,11 @@ class RunTable:
         and the message of each it writes is finalized with what it has. Returns how many."""
         stopped = 0
         for run in self.ledger.unsettled():
-            if run.ref.chat_id == chat_id and run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING) and not run.life.ended:
+            if (
+                run.ref.chat_id == chat_id
+                and run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING)
+                and not run.life.ended
+            ):
                 self.apply(run, Stop())
                 stopped += 1
         return stopped

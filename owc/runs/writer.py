@@ -41,7 +41,18 @@ from owc.rules.lifecycle import (
     WriterFailed,
 )
 from owc.runs.run import Run, WriterHandle
-from owc.store import Absent, AlreadyDone, AlreadyThere, Claimed, Locked, NotWritten, StoreError, TakenOver, TrioChatStore, Written
+from owc.store import (
+    Absent,
+    AlreadyDone,
+    AlreadyThere,
+    Claimed,
+    Locked,
+    NotWritten,
+    StoreError,
+    TakenOver,
+    TrioChatStore,
+    Written,
+)
 
 log = logging.getLogger("owc.runs")
 
@@ -55,6 +66,11 @@ HISTORY_MAX_CHARS = 500_000
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
+#: What the tabs are told when a finished message could not be written.
+NOT_SAVED = (
+    "This reply could not be saved: the database stayed locked (another writer held it). "
+    "The text above is only in this tab."
+)
 
 
 @attrs.define
@@ -82,7 +98,9 @@ class _Gone(Exception):
     """The connection closed under the writer: stop here; the next connection carries the run on."""
 
 
-async def write_run(ctx: WriterContext, run: Run, *, task_status: trio.TaskStatus[WriterHandle] = trio.TASK_STATUS_IGNORED) -> None:
+async def write_run(
+    ctx: WriterContext, run: Run, *, task_status: trio.TaskStatus[WriterHandle] = trio.TASK_STATUS_IGNORED
+) -> None:
     handle = WriterHandle()  # its cancel scope is made here, inside the task that owns the streaming phase
     task_status.started(handle)
     try:
@@ -174,17 +192,26 @@ class _Writer:
             ctx.stats.claims += 1
             ctx.apply(r, ClaimResult(ClaimOutcome.WON))
             if isinstance(result, Claimed):
-                parent = {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
+                parent = (
+                    {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
+                )
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
                 log.info("runs.claimed run=%s chat=%s message=%s", r.run_id, r.ref.chat_id, r.message_id)
-                await self._emit({"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}})
+                await self._emit(
+                    {"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}}
+                )
             else:
                 r.mark_missed("taken over from a closed connection")
                 self.snapshot_first = True
                 log.info("runs.taken_over run=%s from=%s", r.run_id, result.previous_writer)
-                await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}, "currentId": r.message_id}})
+                await self._emit(
+                    {
+                        "type": "chat:messages",
+                        "data": {"messages": {r.message_id: result.message}, "currentId": r.message_id},
+                    }
+                )
             return
         if isinstance(result, AlreadyThere):
             if result.writer == ctx.writer_id and not result.done:
@@ -310,14 +337,31 @@ class _Writer:
             ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
         if isinstance(result, NotWritten):
-            log.error("runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s", r.run_id, r.ref.chat_id, result.attempts, result.detail)
+            log.error(
+                "runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s",
+                r.run_id,
+                r.ref.chat_id,
+                result.attempts,
+                result.detail,
+            )
             ctx.apply(r, WriteResult(WriteOutcome.NOT_WRITTEN))
-            await self._emit({"type": "chat:message:error", "data": {"error": {"content": "This reply could not be saved: the database stayed locked (another writer held it). The text above is only in this tab."}}})
+            await self._emit(
+                {
+                    "type": "chat:message:error",
+                    "data": {"error": {"content": NOT_SAVED}},
+                }
+            )
             return
         assert isinstance(result, Written)
         ctx.stats.finalized += 1
         ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
-        log.info("runs.finalized run=%s message=%s source=%s cards=%d", r.run_id, r.message_id, finished.source, finished.cards)
+        log.info(
+            "runs.finalized run=%s message=%s source=%s cards=%d",
+            r.run_id,
+            r.message_id,
+            finished.source,
+            finished.cards,
+        )
         if unless_done:  # this process's tabs never heard of the message: give them all of it
             await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}

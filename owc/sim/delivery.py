@@ -171,8 +171,11 @@ class Fanout:
 
     def session_message(self, session: m.AgentSession, message: dict[str, Any], run_id: str | None) -> None:
         payload: dict[str, Any] = {
-            "sessionKey": session.key, "agentId": session.agent_id, "message": message, "messageId": message["__openclaw"]["id"]
-        }  # fmt: skip
+            "sessionKey": session.key,
+            "agentId": session.agent_id,
+            "message": message,
+            "messageId": message["__openclaw"]["id"],
+        }
         if run_id is not None:
             payload["runId"] = run_id
         self.emit("session.message", payload, audience=subscribers, drop_if_slow=False)
@@ -183,7 +186,12 @@ class Fanout:
         self.emit("chat", m.chat_payload(run, state, **fields), audience=everyone, drop_if_slow=drop_if_slow)
 
     def agent(self, run: m.Run, stream: str, data: dict[str, Any], *, session_id: str | None = None) -> None:
-        self.emit("agent", m.agent_payload(run, stream, data, self._now_ms(), session_id), audience=everyone, drop_if_slow=False)
+        self.emit(
+            "agent",
+            m.agent_payload(run, stream, data, self._now_ms(), session_id),
+            audience=everyone,
+            drop_if_slow=False,
+        )
 
     def tool_event(self, run: m.Run, data: dict[str, Any]) -> None:
         """One tool event: ``agent`` to the run's sender, ``session.tool`` to the other subscribers."""

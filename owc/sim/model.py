@@ -181,7 +181,13 @@ def tool_result_message(run: Run, call_id: str, name: str, result: Any, is_error
 
 
 def chat_payload(run: Run, state: str, **fields: Any) -> dict[str, Any]:
-    payload = {"runId": run.run_id, "sessionKey": run.key, "agentId": agent_id_of(run.key), "seq": run.next_seq(), "state": state}
+    payload = {
+        "runId": run.run_id,
+        "sessionKey": run.key,
+        "agentId": agent_id_of(run.key),
+        "seq": run.next_seq(),
+        "state": state,
+    }
     payload.update({k: v for k, v in fields.items() if v is not None})
     return payload
 
@@ -190,7 +196,9 @@ def text_message(text: str, now_ms: int) -> dict[str, Any]:
     return {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": now_ms}
 
 
-def agent_payload(run: Run, stream: str, data: dict[str, Any], now_ms: int, session_id: str | None = None) -> dict[str, Any]:
+def agent_payload(
+    run: Run, stream: str, data: dict[str, Any], now_ms: int, session_id: str | None = None
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"runId": run.run_id, "stream": stream, "data": data, "sessionKey": run.key}
     if session_id is not None:
         payload["sessionId"] = session_id
@@ -199,7 +207,12 @@ def agent_payload(run: Run, stream: str, data: dict[str, Any], now_ms: int, sess
 
 
 def sessions_changed_payload(
-    session: AgentSession, now_ms: int, *, phase: str | None = None, run_id: str | None = None, reason: str | None = None
+    session: AgentSession,
+    now_ms: int,
+    *,
+    phase: str | None = None,
+    run_id: str | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
     payload: dict[str, Any] = {"sessionKey": session.key, "agentId": session.agent_id}
     if phase is not None:

@@ -35,7 +35,9 @@ DEFAULT_DEPLOY = "owc"
 class Deployments:
     """owc's side of a scenario (the scenario ``Host``): its deploys by name, the store, the tabs."""
 
-    def __init__(self, sim: Simulator, store: TrioChatStore, emitter: RecordingEmitter, nursery: trio.Nursery, token: str) -> None:
+    def __init__(
+        self, sim: Simulator, store: TrioChatStore, emitter: RecordingEmitter, nursery: trio.Nursery, token: str
+    ) -> None:
         self.sim = sim
         self.store = store
         self.emitter = emitter
@@ -51,7 +53,13 @@ class Deployments:
             chat.chat_id,
             chat.user_id,
             title=chat.title,
-            chat={"id": chat.chat_id, "title": chat.title, "models": ["openclaw"], "history": {"messages": {}, "currentId": None}, "messages": []},
+            chat={
+                "id": chat.chat_id,
+                "title": chat.title,
+                "models": ["openclaw"],
+                "history": {"messages": {}, "currentId": None},
+                "messages": [],
+            },
         )
 
     async def create_stub(self, chat: ChatSpec, message_id: str, text: str) -> None:
@@ -66,12 +74,16 @@ class Deployments:
     async def start(self, deploy: str) -> None:
         if deploy in self._scopes:
             raise ValueError(f"deploy {deploy!r} is already running")
-        config = RuntimeConfig(url=self.sim.url, token=self.token, gateway=GatewayConfig(instance_id=deploy), registry=WriterRegistry())
+        config = RuntimeConfig(
+            url=self.sim.url, token=self.token, gateway=GatewayConfig(instance_id=deploy), registry=WriterRegistry()
+        )
         runtime, scope = await self.nursery.start(self._serve, config)
         self.runtimes[deploy], self._scopes[deploy] = runtime, scope
         self.bridges.append(runtime.bridge)
         await runtime.connected()
-        await self.sim.wait_for(lambda: any(c.instance_id == deploy and c.subscribed and not c.closing for c in self.sim.conns.values()))
+        await self.sim.wait_for(
+            lambda: any(c.instance_id == deploy and c.subscribed and not c.closing for c in self.sim.conns.values())
+        )
 
     async def _serve(self, config: RuntimeConfig, task_status: trio.TaskStatus[Any]) -> None:
         with trio.CancelScope() as scope:
@@ -97,7 +109,9 @@ class Deployments:
             raise ValueError(f"deploy {deploy!r} is not running")
         scope.cancel()
         self.runtimes.pop(deploy)
-        await self.sim.wait_for(lambda: not any(c.instance_id == deploy and not c.closing for c in self.sim.conns.values()))
+        await self.sim.wait_for(
+            lambda: not any(c.instance_id == deploy and not c.closing for c in self.sim.conns.values())
+        )
 
     async def settled(self) -> None:
         """Every live deploy has read all it was sent and has nothing left to do."""
@@ -120,7 +134,9 @@ class Played:
 
 
 @asynccontextmanager
-async def open_owc_with_simulator(db_url: str, token: str = "owc-local-sim-token") -> AsyncIterator[tuple[Simulator, Deployments]]:
+async def open_owc_with_simulator(
+    db_url: str, token: str = "owc-local-sim-token"
+) -> AsyncIterator[tuple[Simulator, Deployments]]:
     async with open_simulator(token=token) as sim, open_store(db_url, create=True) as store:
         async with trio.open_nursery() as nursery:
             deployments = Deployments(sim, store, RecordingEmitter(), nursery, token)

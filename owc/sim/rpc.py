@@ -183,14 +183,23 @@ class Rpc:
         run_id = require_str(params, "idempotencyKey")
         existing = self._driver.runs.get(run_id)
         if existing is not None:
-            return {"runId": run_id, "status": "in_flight" if existing.state == "active" or run_id in self._driver.pending else "ok"}
+            return {
+                "runId": run_id,
+                "status": "in_flight" if existing.state == "active" or run_id in self._driver.pending else "ok",
+            }
         steps = list(self.responder(key, message))
         # Measured: the real Gateway stores ``systemInputProvenance`` as the user message's ``provenance``.
         provenance = param(params, "systemInputProvenance", dict, None)
         # The reply goes out before the run's first event, as on the real Gateway.
         self._deferred.append(
             lambda: self._driver.start_run(
-                key, run_id, origin="chat.send", user_text=message, steps=steps, owner=conn.conn_id, provenance=provenance
+                key,
+                run_id,
+                origin="chat.send",
+                user_text=message,
+                steps=steps,
+                owner=conn.conn_id,
+                provenance=provenance,
             )
         )
         return {"runId": run_id, "status": "started"}

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 import trio
+import trio.lowlevel
 
 from owc.sim import model as m
 from owc.sim.delivery import Fanout
@@ -57,7 +58,9 @@ class SimRun:
         self._driver.text(self.run, Text(text, tuple(chunks) if chunks is not None else None))
         return self
 
-    def tool(self, name: str, args: Any = None, result: Any = "", *, is_error: bool = False, call_id: str | None = None) -> SimRun:
+    def tool(
+        self, name: str, args: Any = None, result: Any = "", *, is_error: bool = False, call_id: str | None = None
+    ) -> SimRun:
         call_id = self.tool_start(name, args, call_id=call_id)
         self.tool_result(call_id, result, is_error=is_error)
         return self
@@ -69,7 +72,9 @@ class SimRun:
         self._driver.tool_result(self.run, call_id, result, is_error)
         return self
 
-    def end(self, state: str = "final", *, yielded: bool = False, error: str | None = None, stop_reason: str | None = None) -> SimRun:
+    def end(
+        self, state: str = "final", *, yielded: bool = False, error: str | None = None, stop_reason: str | None = None
+    ) -> SimRun:
         self._driver.end(self.run, End(state, yielded, error, stop_reason))
         return self
 
@@ -187,7 +192,12 @@ class RunDriver:
         fanout.agent(run, "lifecycle", {"phase": "start", "startedAt": now}, session_id=session.session_id)
         fanout.sessions_changed(session, reason="agent.run.started")
         fanout.sessions_changed(session, phase="start", run_id=run.run_id)
-        fanout.agent(run, "lifecycle", {"phase": "model", "provider": m.PROVIDER, "model": m.MODEL}, session_id=session.session_id)
+        fanout.agent(
+            run,
+            "lifecycle",
+            {"phase": "model", "provider": m.PROVIDER, "model": m.MODEL},
+            session_id=session.session_id,
+        )
         fanout.sessions_changed(session, phase="model", run_id=run.run_id)
         if pending.steps is not None:
             self._nursery.start_soon(self._play, run, list(pending.steps))
@@ -198,14 +208,14 @@ class RunDriver:
             self.plays[run.run_id] = scope
             try:
                 for step in steps:
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
                     if run.state != "active":
                         return
                     if isinstance(step, Text):
                         self.text(run, step)
                     elif isinstance(step, Tool):
                         call_id = self.tool_start(run, step.name, step.args, step.call_id)
-                        await trio.sleep(0)
+                        await trio.lowlevel.checkpoint()
                         if run.state != "active":
                             return
                         self.tool_result(run, call_id, step.result, step.is_error)
@@ -248,8 +258,14 @@ class RunDriver:
             run.text += delta
             run.parts[-1]["text"] += delta
             now = self._now_ms()
-            self._fanout.agent(run, "assistant", {"text": run.parts[-1]["text"], "delta": delta, "itemId": f"{run.run_id}:{run.segment}"})
-            self._fanout.chat(run, "delta", drop_if_slow=True, deltaText=chat_delta, message=m.text_message(run.text, now))
+            self._fanout.agent(
+                run,
+                "assistant",
+                {"text": run.parts[-1]["text"], "delta": delta, "itemId": f"{run.run_id}:{run.segment}"},
+            )
+            self._fanout.chat(
+                run, "delta", drop_if_slow=True, deltaText=chat_delta, message=m.text_message(run.text, now)
+            )
 
     def tool_start(self, run: m.Run, name: str, args: Any, call_id: str | None) -> str:
         session = self._active(run)
@@ -271,9 +287,16 @@ class RunDriver:
             raise ValueError(f"tool call {call_id} was not started on run {run.run_id}")
         now = self._now_ms()
         session.append(m.tool_result_message(run, call_id, name, result, is_error, now), now)
-        content = {"content": [{"type": "text", "text": result if isinstance(result, str) else str(result)}], "details": {}}
-        self._fanout.tool_event(run, {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content})
-        self._fanout.agent(run, "item", _tool_item(call_id, name, "end", "blocked" if is_error else "done", endedAt=now))
+        content = {
+            "content": [{"type": "text", "text": result if isinstance(result, str) else str(result)}],
+            "details": {},
+        }
+        self._fanout.tool_event(
+            run, {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content}
+        )
+        self._fanout.agent(
+            run, "item", _tool_item(call_id, name, "end", "blocked" if is_error else "done", endedAt=now)
+        )
 
     def _flush(self, session: m.AgentSession, run: m.Run, stop_reason: str) -> None:
         """Persist the assistant message being built, as the Gateway does when a model turn completes."""
@@ -293,11 +316,25 @@ class RunDriver:
         sid = session.session_id
         if state == "final":
             self._flush(session, run, "stop")
-            fanout.agent(run, "lifecycle", {"phase": "finishing", "stopReason": "stop", "aborted": False}, session_id=sid)
-            fanout.agent(run, "lifecycle", {"phase": "end", "stopReason": "stop", "aborted": False, "endedAt": now}, session_id=sid)
+            fanout.agent(
+                run, "lifecycle", {"phase": "finishing", "stopReason": "stop", "aborted": False}, session_id=sid
+            )
+            fanout.agent(
+                run,
+                "lifecycle",
+                {"phase": "end", "stopReason": "stop", "aborted": False, "endedAt": now},
+                session_id=sid,
+            )
             message = m.text_message(run.text, now) if run.text else None
             yielded = True if step.yielded else None
-            fanout.chat(run, "final", drop_if_slow=False, stopReason=step.stop_reason or "stop", yielded=yielded, message=message)
+            fanout.chat(
+                run,
+                "final",
+                drop_if_slow=False,
+                stopReason=step.stop_reason or "stop",
+                yielded=yielded,
+                message=message,
+            )
             session.status, session.last_run_error = "done", None
         elif state == "aborted":
             stop_reason = step.stop_reason or "rpc"
@@ -305,7 +342,12 @@ class RunDriver:
                 partial = session.append(m.aborted_partial(run, run.parts, now, stop_reason), now)
                 run.parts = []
                 fanout.session_message(session, partial, run.run_id)
-            fanout.agent(run, "lifecycle", {"phase": "end", "stopReason": stop_reason, "aborted": True, "endedAt": now}, session_id=sid)
+            fanout.agent(
+                run,
+                "lifecycle",
+                {"phase": "end", "stopReason": stop_reason, "aborted": True, "endedAt": now},
+                session_id=sid,
+            )
             message = m.text_message(run.text, now) if run.text else None
             fanout.chat(run, "aborted", drop_if_slow=False, stopReason=stop_reason, message=message)
             fanout.agent(run, "lifecycle", {"phase": "error", "error": "aborted", "aborted": True}, session_id=sid)

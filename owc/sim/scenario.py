@@ -43,7 +43,10 @@ class Op:
 SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "chat": (frozenset({"chat"}), frozenset({"user", "id", "agent", "title"})),
     "key": (frozenset({"name", "key"}), frozenset()),
-    "run": (frozenset({"run"}), frozenset({"chat", "key", "id", "origin", "heartbeat", "user_text", "hide_ids", "steps", "reply_to"})),
+    "run": (
+        frozenset({"run"}),
+        frozenset({"chat", "key", "id", "origin", "heartbeat", "user_text", "hide_ids", "steps", "reply_to"}),
+    ),
     "stub": (frozenset({"chat", "message"}), frozenset({"text"})),
     "fail": (frozenset({"method"}), frozenset({"deploy"})),
     "heal": (frozenset(), frozenset({"deploy"})),
@@ -103,7 +106,9 @@ def _check_references(ops: Sequence[Op]) -> None:
             chats.add(op.get("chat"))
         elif op.op == "stub":
             if op.get("chat") not in chats:
-                raise ScenarioError(f"line {op.line}: unknown chat {op.get('chat')!r} (declare it with a 'chat' op first)")
+                raise ScenarioError(
+                    f"line {op.line}: unknown chat {op.get('chat')!r} (declare it with a 'chat' op first)"
+                )
             stubs[op.get("message")] = op.get("chat")
         elif op.op == "key":
             keys.add(op.get("name"))
@@ -114,12 +119,16 @@ def _check_references(ops: Sequence[Op]) -> None:
             if chat is not None and chat not in chats:
                 raise ScenarioError(f"line {op.line}: unknown chat {chat!r} (declare it with a 'chat' op first)")
             if key is not None and key not in keys and ":" not in key:
-                raise ScenarioError(f"line {op.line}: unknown key {key!r} (declare it with a 'key' op or give a full key)")
+                raise ScenarioError(
+                    f"line {op.line}: unknown key {key!r} (declare it with a 'key' op or give a full key)"
+                )
             if op.get("run") in runs:
                 raise ScenarioError(f"line {op.line}: run {op.get('run')!r} already started")
             reply_to = op.get("reply_to")
             if reply_to is not None and (op.op != "run" or stubs.get(reply_to) != chat or op.get("id") is not None):
-                raise ScenarioError(f"line {op.line}: reply_to needs a 'stub' of the same chat declared before (and no 'id')")
+                raise ScenarioError(
+                    f"line {op.line}: reply_to needs a 'stub' of the same chat declared before (and no 'id')"
+                )
             runs.add(op.get("run"))
         elif op.op in ("text", "tool", "end", "wait_claimed") and op.get("run") not in runs:
             raise ScenarioError(f"line {op.line}: unknown run {op.get('run')!r}")
@@ -175,7 +184,15 @@ def steps_from_json(items: Iterable[Any], line: int) -> list[Step]:
         if kind == "text":
             out.append(Text(str(value)))
         elif kind == "tool":
-            out.append(Tool(value["name"], value.get("args", {}), value.get("result", ""), bool(value.get("error", False)), value.get("id")))
+            out.append(
+                Tool(
+                    value["name"],
+                    value.get("args", {}),
+                    value.get("result", ""),
+                    bool(value.get("error", False)),
+                    value.get("id"),
+                )
+            )
         elif kind == "hold":
             out.append(Hold())
         elif kind == "delay":
@@ -203,7 +220,9 @@ class ScenarioPlayer:
 
     def _need_host(self, op: Op) -> Host:
         if self.host is None:
-            raise ScenarioError(f"line {op.line}: op {op.op!r} needs owc itself; play this file with `owc scenario run`")
+            raise ScenarioError(
+                f"line {op.line}: op {op.op!r} needs owc itself; play this file with `owc scenario run`"
+            )
         return self.host
 
     def _key(self, op: Op) -> str:
@@ -233,7 +252,13 @@ class ScenarioPlayer:
         if op.op == "chat":
             name = op.get("chat")
             chat_id = op.get("id") or str(uuid.uuid5(self._namespace, f"chat:{name}"))
-            spec = ChatSpec(name=name, chat_id=chat_id, user_id=op.get("user", "user-1"), agent_id=op.get("agent", "main"), title=op.get("title", name))
+            spec = ChatSpec(
+                name=name,
+                chat_id=chat_id,
+                user_id=op.get("user", "user-1"),
+                agent_id=op.get("agent", "main"),
+                title=op.get("title", name),
+            )
             self.chats[name] = spec
             if self.host is not None:
                 await self.host.create_chat(spec)
@@ -241,13 +266,17 @@ class ScenarioPlayer:
             self.keys[op.get("name")] = op.get("key")
         elif op.op == "stub":
             chat = self.chats[op.get("chat")]
-            self.stubs[op.get("message")] = message_id = str(uuid.uuid5(self._namespace, f"message:{op.get('message')}"))
+            self.stubs[op.get("message")] = message_id = str(
+                uuid.uuid5(self._namespace, f"message:{op.get('message')}")
+            )
             await self._need_host(op).create_stub(chat, message_id, op.get("text", "Hello"))
         elif op.op == "run":
             steps = steps_from_json(op.get("steps"), op.line) if op.get("steps") is not None else None
             run_id = op.get("id") or str(uuid.uuid5(self._namespace, f"run:{op.get('run')}"))
             if op.get("reply_to") is not None:  # the Pipe's own run for that placeholder: its id names it
-                run_id = ids.input_run_id(self.chats[op.get("chat")].chat_id, self.stubs[op.get("reply_to")], run_id[:8])
+                run_id = ids.input_run_id(
+                    self.chats[op.get("chat")].chat_id, self.stubs[op.get("reply_to")], run_id[:8]
+                )
             origin = op.get("origin", "cron")
             run = sim.start_run(
                 self._key(op),
@@ -272,9 +301,20 @@ class ScenarioPlayer:
             chunks = op.get("chunks")
             self.runs[op.get("run")].text(op.get("text"), chunks)
         elif op.op == "tool":
-            self.runs[op.get("run")].tool(op.get("name"), op.get("args", {}), op.get("result", ""), is_error=bool(op.get("error", False)), call_id=op.get("id"))
+            self.runs[op.get("run")].tool(
+                op.get("name"),
+                op.get("args", {}),
+                op.get("result", ""),
+                is_error=bool(op.get("error", False)),
+                call_id=op.get("id"),
+            )
         elif op.op == "end":
-            self.runs[op.get("run")].end(op.get("state", "final"), yielded=bool(op.get("yielded", False)), error=op.get("error"), stop_reason=op.get("stop_reason"))
+            self.runs[op.get("run")].end(
+                op.get("state", "final"),
+                yielded=bool(op.get("yielded", False)),
+                error=op.get("error"),
+                stop_reason=op.get("stop_reason"),
+            )
         elif op.op == "drop":
             sim.drop(int(op.get("count")), conn=self._conn(op))
         elif op.op == "slow":

@@ -14,7 +14,9 @@ import attrs
 #: The offline Gateway's fake model answers every turn with this text (reference offline-gateway).
 CANNED_ANSWER = "Hello from the fake model. This is a canned answer."
 #: What the real ``read`` tool answered the fake model's argument-less call with (frames_tool.jsonl).
-READ_VALIDATION_ERROR = 'Validation failed for tool "read":\n  - path: must have required properties path\n\nReceived arguments:\n{}'
+READ_VALIDATION_ERROR = (
+    'Validation failed for tool "read":\n  - path: must have required properties path\n\nReceived arguments:\n{}'
+)
 
 
 @attrs.frozen

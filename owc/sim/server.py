@@ -112,7 +112,13 @@ class Simulator:
             nursery, self.fanout, self.sessions, self.runs, now_ms=self.now_ms, poke=self._poke, cli_runtime=cli_runtime
         )
         self.rpc = Rpc(
-            self.fanout, self.driver, self.requests, responder=responder, max_payload=max_payload, now_ms=self.now_ms, poke=self._poke
+            self.fanout,
+            self.driver,
+            self.requests,
+            responder=responder,
+            max_payload=max_payload,
+            now_ms=self.now_ms,
+            poke=self._poke,
         )
         self.faults = Faults(self.fanout)
         self.restarts = Restarts(self.fanout, self.driver, self.boot, recovery=recovery, notify=self._notify)
@@ -247,7 +253,9 @@ class Simulator:
             return
         if not isinstance(frame, Request) or frame.method != "connect":
             req_id = frame.id if isinstance(frame, Request) else None
-            await self._refuse(conn, req_id, "INVALID_REQUEST", "invalid handshake: first request must be connect", 1008)
+            await self._refuse(
+                conn, req_id, "INVALID_REQUEST", "invalid handshake: first request must be connect", 1008
+            )
             return
         params = frame.params if isinstance(frame.params, dict) else {}
         client = param(params, "client", dict, {})
@@ -277,7 +285,9 @@ class Simulator:
         auth = param(params, "auth", dict, {})
         secret = auth.get("token") or auth.get("password")
         if not secret:
-            await self._refuse(conn, frame.id, "NOT_PAIRED", "device identity required", 1008, {"code": "DEVICE_IDENTITY_REQUIRED"})
+            await self._refuse(
+                conn, frame.id, "NOT_PAIRED", "device identity required", 1008, {"code": "DEVICE_IDENTITY_REQUIRED"}
+            )
             return
         if secret != self.token:
             msg = "unauthorized: gateway token mismatch (provide gateway auth token)"
@@ -289,7 +299,9 @@ class Simulator:
             return
         if client_id == "openclaw-tui" or mode == "ui":
             msg = "control ui requires device identity (use HTTPS or localhost secure context)"
-            await self._refuse(conn, frame.id, "INVALID_REQUEST", msg, 1008, {"code": "CONTROL_UI_DEVICE_IDENTITY_REQUIRED"})
+            await self._refuse(
+                conn, frame.id, "INVALID_REQUEST", msg, 1008, {"code": "CONTROL_UI_DEVICE_IDENTITY_REQUIRED"}
+            )
             return
         # Without a device identity only the local backend client (and the CLI) keep their declared scopes.
         keeps_scopes = (client_id, mode) in {("gateway-client", "backend"), ("cli", "cli")}
@@ -304,18 +316,40 @@ class Simulator:
         return {
             "type": "hello-ok",
             "protocol": self.protocol,
-            "server": {"version": SERVER_VERSION, "buildId": "owc-sim", "bootId": self.boot.boot_id, "connId": conn.conn_id},
+            "server": {
+                "version": SERVER_VERSION,
+                "buildId": "owc-sim",
+                "bootId": self.boot.boot_id,
+                "connId": conn.conn_id,
+            },
             "features": {
                 "methods": sorted(METHOD_SCOPES),
-                "events": ["connect.challenge", "tick", "shutdown", "sessions.changed", "session.message", "session.tool", "chat", "agent"],
+                "events": [
+                    "connect.challenge",
+                    "tick",
+                    "shutdown",
+                    "sessions.changed",
+                    "session.message",
+                    "session.tool",
+                    "chat",
+                    "agent",
+                ],
                 "capabilities": [],
             },
             "snapshot": {
-                "sessionDefaults": {"defaultAgentId": m.AGENT_ID, "mainKey": "main", "mainSessionKey": "agent:main:main"},
+                "sessionDefaults": {
+                    "defaultAgentId": m.AGENT_ID,
+                    "mainKey": "main",
+                    "mainSessionKey": "agent:main:main",
+                },
                 "authMode": "token",
             },
             "auth": {"method": "token", "role": "operator", "scopes": sorted(conn.scopes)},
-            "policy": {"maxPayload": self.max_payload, "maxBufferedBytes": MAX_BUFFERED_BYTES, "tickIntervalMs": self.tick_interval_ms},
+            "policy": {
+                "maxPayload": self.max_payload,
+                "maxBufferedBytes": MAX_BUFFERED_BYTES,
+                "tickIntervalMs": self.tick_interval_ms,
+            },
         }
 
     async def _refuse(

@@ -19,8 +19,8 @@ from owc.store.store import (
     StoreError,
     TakenOver,
     TrioChatStore,
-    Written,
     WriteResult,
+    Written,
     open_store,
 )
 

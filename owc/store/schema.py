@@ -36,8 +36,19 @@ chat = Table(
     Index("updated_at_user_id_idx", "updated_at", "user_id"),
     Index("folder_id_user_id_idx", "folder_id", "user_id"),
     Index("user_id_updated_at_id_idx", "user_id", text("updated_at DESC"), "id"),
-    Index("timer_at_idx", "timer_at", sqlite_where=text("timer_at IS NOT NULL"), postgresql_where=text("timer_at IS NOT NULL")),
-    Index("user_id_timer_at_idx", "user_id", "timer_at", sqlite_where=text("timer_at IS NOT NULL"), postgresql_where=text("timer_at IS NOT NULL")),
+    Index(
+        "timer_at_idx",
+        "timer_at",
+        sqlite_where=text("timer_at IS NOT NULL"),
+        postgresql_where=text("timer_at IS NOT NULL"),
+    ),
+    Index(
+        "user_id_timer_at_idx",
+        "user_id",
+        "timer_at",
+        sqlite_where=text("timer_at IS NOT NULL"),
+        postgresql_where=text("timer_at IS NOT NULL"),
+    ),
     Index("user_id_folder_unread_idx", "user_id", "folder_id", "archived", "updated_at", "last_read_at", "id"),
 )
 

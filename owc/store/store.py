@@ -138,6 +138,8 @@ class ChatFacts:
 
     updated_at: int  # seconds, as Open WebUI records it
     unfinished: frozenset[str]  # ids of its assistant messages with ``done: false`` (from ``chat_message``)
+
+
 T = TypeVar("T")
 
 
@@ -203,7 +205,9 @@ class ChatStore:
             raise ChatCorrupt(chat_id, str(exc)) from None
         return value
 
-    def _save(self, conn: Connection, chat_id: str, chat: dict[str, Any], now: int, current_id: str | None = None) -> None:
+    def _save(
+        self, conn: Connection, chat_id: str, chat: dict[str, Any], now: int, current_id: str | None = None
+    ) -> None:
         values: dict[str, Any] = {"chat": chat, "updated_at": now}
         if current_id is not None:
             values["current_message_id"] = current_id
@@ -284,16 +288,27 @@ class ChatStore:
                     holder = meta.get("openclaw_writer")
                     done = existing.get("done") is True
                     orphan = holder is None and adopt_writerless
-                    if done or (holder is None and not orphan) or holder == writer or (holder is not None and alive(holder)):
+                    if (
+                        done
+                        or (holder is None and not orphan)
+                        or holder == writer
+                        or (holder is not None and alive(holder))
+                    ):
                         return AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done)
-                    existing["meta"] = {**meta, "openclaw_writer": writer, "openclaw_run": meta.get("openclaw_run") or run_id}
+                    existing["meta"] = {
+                        **meta,
+                        "openclaw_writer": writer,
+                        "openclaw_run": meta.get("openclaw_run") or run_id,
+                    }
                     self._save(conn, chat_id, chat, now)
                     self._mirror(conn, chat_id, row.user_id, existing, now)
                     log.info("store.taken_over chat=%s message=%s from=%s", chat_id, message_id, holder)
                     return TakenOver(message=existing, previous_writer=holder)
                 if not create:
                     return Absent()
-                inserted = tree.insert_assistant(chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now)
+                inserted = tree.insert_assistant(
+                    chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now
+                )
                 self._save(conn, chat_id, chat, now, current_id=message_id)
                 self._mirror(conn, chat_id, row.user_id, inserted.message, now)
                 return Claimed(
@@ -339,7 +354,9 @@ class ChatStore:
                     if unless_done and existing.get("done") is True:
                         return AlreadyDone(message=existing)
                     now = int(time.time())
-                    message = tree.update_message(chat, message_id, content=content, output=output, done=done, error=error, meta=meta)
+                    message = tree.update_message(
+                        chat, message_id, content=content, output=output, done=done, error=error, meta=meta
+                    )
                     self._save(conn, chat_id, chat, now)
                     self._mirror(conn, chat_id, row.user_id, message, now)
                     return Written(message=message, attempts=attempt)
@@ -347,7 +364,13 @@ class ChatStore:
                 if not is_locked_error(exc):
                     raise
                 last = str(exc.orig)
-                log.warning("store.write_locked chat=%s message=%s attempt=%d/%d", chat_id, message_id, attempt, self.finalize_attempts)
+                log.warning(
+                    "store.write_locked chat=%s message=%s attempt=%d/%d",
+                    chat_id,
+                    message_id,
+                    attempt,
+                    self.finalize_attempts,
+                )
         return NotWritten(detail=last, attempts=attempt)
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
@@ -359,7 +382,9 @@ class ChatStore:
         if not chat_ids:
             return out
         with self.engine.connect() as conn:
-            updated = dict(conn.execute(select(chat_t.c.id, chat_t.c.updated_at).where(chat_t.c.id.in_(chat_ids))).all())
+            updated = dict(
+                conn.execute(select(chat_t.c.id, chat_t.c.updated_at).where(chat_t.c.id.in_(chat_ids))).all()
+            )
             unfinished: dict[str, set[str]] = {}
             query = select(msg_t.c.chat_id, msg_t.c.id).where(
                 msg_t.c.chat_id.in_(chat_ids), msg_t.c.role == "assistant", msg_t.c.done == false()
@@ -385,23 +410,44 @@ class ChatStore:
         with self._locked(chat_id) as (conn, row):
             chat = self._load(chat_id, row, None)
             now = int(time.time())
-            for message in tree.insert_user_turn(chat, user_message_id, reply_id, text=text, user_id=row.user_id, now=now):
+            for message in tree.insert_user_turn(
+                chat, user_message_id, reply_id, text=text, user_id=row.user_id, now=now
+            ):
                 self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now, current_id=reply_id)
 
     def create_chat(
-        self, chat_id: str, user_id: str, *, title: str = "New Chat", chat: dict[str, Any] | None = None, now: int | None = None
+        self,
+        chat_id: str,
+        user_id: str,
+        *,
+        title: str = "New Chat",
+        chat: dict[str, Any] | None = None,
+        now: int | None = None,
     ) -> None:
         """Insert a chat row the way Open WebUI's ``insert_new_chat`` shapes it (for the embedded default,
         the demo and tests; against a real Open WebUI the chats are Open WebUI's). ``now``: its time (seconds)."""
         now = int(time.time()) if now is None else now
-        body = chat if chat is not None else {"id": chat_id, "title": title, "models": [], "history": {"messages": {}, "currentId": None}, "messages": [], "tags": [], "timestamp": now * 1000}
+        body = (
+            chat
+            if chat is not None
+            else {
+                "id": chat_id,
+                "title": title,
+                "models": [],
+                "history": {"messages": {}, "currentId": None},
+                "messages": [],
+                "tags": [],
+                "timestamp": now * 1000,
+            }
+        )
         current = body.get("history", {}).get("currentId") if isinstance(body.get("history"), dict) else None
         with self.engine.begin() as conn:
             conn.execute(
                 insert(chat_t).values(
-                    id=chat_id, user_id=user_id, title=title, chat=body, created_at=now, updated_at=now, last_read_at=now,
-                    share_id=None, archived=False, pinned=False, meta={}, folder_id=None, current_message_id=current,
+                    id=chat_id, user_id=user_id, title=title, chat=body, created_at=now, updated_at=now,
+                    last_read_at=now, share_id=None, archived=False, pinned=False, meta={}, folder_id=None,
+                    current_message_id=current,
                 )
             )  # fmt: skip
             messages = body.get("history", {}).get("messages", {}) if isinstance(body.get("history"), dict) else {}
@@ -440,9 +486,13 @@ class TrioChatStore:
 
 
 @asynccontextmanager
-async def open_store(url: str, *, create: bool = False, capacity: int = 4, busy_timeout_ms: int = 5000) -> AsyncIterator[TrioChatStore]:
+async def open_store(
+    url: str, *, create: bool = False, capacity: int = 4, busy_timeout_ms: int = 5000
+) -> AsyncIterator[TrioChatStore]:
     """A ``TrioChatStore`` on ``url`` (``sqlite:///path`` or ``postgresql+psycopg://...``) for the block."""
-    engine = await trio.to_thread.run_sync(partial(make_engine, url, busy_timeout_ms=busy_timeout_ms, pool_size=capacity))
+    engine = await trio.to_thread.run_sync(
+        partial(make_engine, url, busy_timeout_ms=busy_timeout_ms, pool_size=capacity)
+    )
     try:
         sync = ChatStore(engine)
         if create:

@@ -147,7 +147,9 @@ def insert_assistant(
     return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=message_id)
 
 
-def insert_user_turn(chat: dict[str, Any], user_message_id: str, reply_id: str, *, text: str, user_id: str | None, now: int) -> list[dict[str, Any]]:
+def insert_user_turn(
+    chat: dict[str, Any], user_message_id: str, reply_id: str, *, text: str, user_id: str | None, now: int
+) -> list[dict[str, Any]]:
     """A user message at the tail and Open WebUI's empty placeholder for its reply under it, as Open WebUI's
     ``insert_chat_turn`` writes them when a request starts (mutates ``chat``; returns both messages). The
     placeholder has no ``openclaw_writer``: the Pipe's request streams it, and if that request dies it is an

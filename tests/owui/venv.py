@@ -169,7 +169,9 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 def _run(cmd: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_clean_env(), stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=_clean_env(), stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired as exc:
         raise OwuiUnavailable(f"{what} timed out after {timeout} s: {cmd}") from exc
     except OSError as exc:
@@ -229,7 +231,9 @@ def _build(venv: Path) -> dict[str, float]:
 
     t = time.monotonic()
     _run(
-        [str(python), "-m", "pip", "install", *PIP_OPTS, "--no-deps", OWUI_REQUIREMENT], PIP_TIMEOUT_S, f"pip install --no-deps {OWUI_REQUIREMENT}"
+        [str(python), "-m", "pip", "install", *PIP_OPTS, "--no-deps", OWUI_REQUIREMENT],
+        PIP_TIMEOUT_S,
+        f"pip install --no-deps {OWUI_REQUIREMENT}",
     )
     timings["pip_open_webui_s"] = round(time.monotonic() - t, 2)
 
@@ -237,7 +241,9 @@ def _build(venv: Path) -> dict[str, float]:
     constraints.write_text("\n".join(_metadata_constraints(python)) + "\n")
     t = time.monotonic()
     _run(
-        [str(python), "-m", "pip", "install", *PIP_OPTS, "-c", str(constraints), *PACKAGES], PIP_TIMEOUT_S, "pip install of the minimal set"
+        [str(python), "-m", "pip", "install", *PIP_OPTS, "-c", str(constraints), *PACKAGES],
+        PIP_TIMEOUT_S,
+        "pip install of the minimal set",
     )
     timings["pip_minimal_set_s"] = round(time.monotonic() - t, 2)
 
@@ -277,7 +283,9 @@ def ensure_owui_python() -> Path:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise OwuiUnavailable(f"another process has been building {venv} for over {LOCK_TIMEOUT_S} s") from None
+                    raise OwuiUnavailable(
+                        f"another process has been building {venv} for over {LOCK_TIMEOUT_S} s"
+                    ) from None
                 _wait_for_lock(LOCK_POLL_S)
         try:
             _sweep(venv)
@@ -289,7 +297,9 @@ def ensure_owui_python() -> Path:
             if _dist_version(venv) != OWUI_VERSION:
                 raise OwuiUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
             tmp = venv / f"{MARKER}.tmp"
-            tmp.write_text(json.dumps({"spec": _spec(), "timings": timings, "installed_at": int(time.time())}, indent=2))
+            tmp.write_text(
+                json.dumps({"spec": _spec(), "timings": timings, "installed_at": int(time.time())}, indent=2)
+            )
             tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -312,17 +322,32 @@ def site_packages(python: Path) -> Path:
     return found[0]
 
 
-def owui_env(database_url: str, workdir: Path, python: Path, *, migrating: bool = False, extra: dict[str, str] | None = None) -> dict[str, str]:
+def owui_env(
+    database_url: str, workdir: Path, python: Path, *, migrating: bool = False, extra: dict[str, str] | None = None
+) -> dict[str, str]:
     """The environment ``owui_side.py`` runs with: the given DB, every writable dir inside ``workdir``, offline, quiet.
 
     Inherited variables that Open WebUI reads for its DB / Redis / auth setup are dropped first so a developer's
     shell cannot change what the tier talks to.
     """
-    dropped = ("DATABASE_", "REDIS_", "WEBSOCKET_", "WEBUI_", "OPENAI_", "OLLAMA_", "ENABLE_", "OTEL_", "S3_", "GCS_", "AZURE_")
+    dropped = (
+        "DATABASE_",
+        "REDIS_",
+        "WEBSOCKET_",
+        "WEBUI_",
+        "OPENAI_",
+        "OLLAMA_",
+        "ENABLE_",
+        "OTEL_",
+        "S3_",
+        "GCS_",
+        "AZURE_",
+    )
     env = {
         k: v
         for k, v in _clean_env().items()
-        if not k.startswith(dropped) and not k.startswith("PYTHON")
+        if not k.startswith(dropped)
+        and not k.startswith("PYTHON")
         and k not in ("DATA_DIR", "STATIC_DIR", "FRONTEND_BUILD_DIR", "CUSTOM_NAME", "VECTOR_DB", "CORS_ALLOW_ORIGIN")
     }
     for sub in ("data", "static", "home", "tmp"):
@@ -331,7 +356,9 @@ def owui_env(database_url: str, workdir: Path, python: Path, *, migrating: bool 
         DATABASE_URL=database_url,
         WEBUI_SECRET_KEY=WEBUI_SECRET_KEY,
         DATA_DIR=str(workdir / "data"),  # config.py makes uploads/ and cache/ here
-        STATIC_DIR=str(workdir / "static"),  # config.py deletes and recopies files here (default: the package's static/)
+        STATIC_DIR=str(
+            workdir / "static"
+        ),  # config.py deletes and recopies files here (default: the package's static/)
         FRONTEND_BUILD_DIR=str(site_packages(python) / "open_webui" / "frontend"),  # else config.py raises
         VECTOR_DB="qdrant",  # anything but chroma: config.py would import chromadb
         ENABLE_DB_MIGRATIONS="True" if migrating else "False",  # else importing open_webui.config re-runs Alembic
@@ -366,7 +393,9 @@ def _fail(what: str, returncode: int | None, stdout: str, stderr: str) -> OwuiEr
     )  # fmt: skip
 
 
-def run_owui(args: list[str], database_url: str, timeout: float = DEFAULT_RUN_TIMEOUT_S, *, env: dict[str, str] | None = None) -> Any:
+def run_owui(
+    args: list[str], database_url: str, timeout: float = DEFAULT_RUN_TIMEOUT_S, *, env: dict[str, str] | None = None
+) -> Any:
     """Run ``owui_side.py ARGS`` in the Open WebUI venv against ``database_url``; return its last-line JSON."""
     python = ensure_owui_python()
     workdir = Path(tempfile.mkdtemp(prefix="owc-owui-"))
@@ -374,10 +403,14 @@ def run_owui(args: list[str], database_url: str, timeout: float = DEFAULT_RUN_TI
         cmd = [str(python), "-I", str(SIDE), *args]
         run_env = owui_env(database_url, workdir, python, migrating=bool(args) and args[0] == "migrate", extra=env)
         try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=run_env, cwd=workdir, stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env=run_env, cwd=workdir, stdin=subprocess.DEVNULL
+            )
         except subprocess.TimeoutExpired as exc:
             stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            raise OwuiError(f"owui_side {args[:1]} timed out after {timeout} s; stderr tail:\n{stderr[-4000:]}") from exc
+            raise OwuiError(
+                f"owui_side {args[:1]} timed out after {timeout} s; stderr tail:\n{stderr[-4000:]}"
+            ) from exc
         if out.returncode != 0:
             raise _fail(" ".join(args[:1]), out.returncode, out.stdout, out.stderr)
         try:
@@ -411,7 +444,9 @@ class OwuiProcess(subprocess.Popen):
             except subprocess.TimeoutExpired:
                 self.kill()
                 self.wait(timeout=30)
-                raise OwuiError(f"owui_side {self.args_[:1]} timed out after {timeout} s; stderr tail:\n{self._read('stderr')[-4000:]}") from None
+                raise OwuiError(
+                    f"owui_side {self.args_[:1]} timed out after {timeout} s; stderr tail:\n{self._read('stderr')[-4000:]}"
+                ) from None
             stdout, stderr = self._read("stdout"), self._read("stderr")
             if self.returncode != 0:
                 raise _fail(" ".join(self.args_[:1]), self.returncode, stdout, stderr)

@@ -68,13 +68,13 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         if self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "owc"}]})
         else:
             self._json(404, {"error": {"message": "not found"}})
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -90,7 +90,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
-        base = {"id": f"chatcmpl-owc{int(time.time() * 1000)}", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model")}
+        base = {
+            "id": f"chatcmpl-owc{int(time.time() * 1000)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model"),
+        }
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> None:
             choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]

@@ -126,7 +126,10 @@ def _file_problem(folder: Path, part: Part) -> str | None:
         if (root / pending).exists():
             return f"{root / pending} exists (postinstall did not finish)"
     for dep in manifest.get("dependencies") or {}:
-        if not ((root / "node_modules" / dep / "package.json").is_file() or (folder / "node_modules" / dep / "package.json").is_file()):
+        if not (
+            (root / "node_modules" / dep / "package.json").is_file()
+            or (folder / "node_modules" / dep / "package.json").is_file()
+        ):
             return f"dependency {dep} of {part.module} is missing"
     return None
 
@@ -175,7 +178,10 @@ def _smoke(cache: Path, part: Part) -> str:
     if part.module == NODE.module:
         cmd, expected = [str(node_bin / "node"), "--version"], f"v{part.version}"
     else:
-        cmd, expected = [str(node_bin / "node"), str(part.root(cache / part.folder) / "openclaw.mjs"), "--version"], part.version
+        cmd, expected = (
+            [str(node_bin / "node"), str(part.root(cache / part.folder) / "openclaw.mjs"), "--version"],
+            part.version,
+        )
     scratch = Path(tempfile.mkdtemp(prefix="owc-realgw-smoke-"))
     try:
         out = subprocess.run(
@@ -190,7 +196,9 @@ def _smoke(cache: Path, part: Part) -> str:
         shutil.rmtree(scratch, ignore_errors=True)
     text = _ANSI.sub("", out.stdout).strip()
     if out.returncode != 0 or expected not in text:
-        raise RealGatewayUnavailable(f"{cmd} exited {out.returncode}, printed {text[-500:]!r}, expected {expected!r}: {out.stderr[-2000:]}")
+        raise RealGatewayUnavailable(
+            f"{cmd} exited {out.returncode}, printed {text[-500:]!r}, expected {expected!r}: {out.stderr[-2000:]}"
+        )
     return text
 
 
@@ -355,10 +363,14 @@ def start(install: Install, home: Path | None = None) -> RealGateway:
                     "api": "openai-completions",
                     "models": [
                         {
-                            "id": "fake-model", "name": "Fake Model", "reasoning": False, "input": ["text"],
+                            "id": "fake-model",
+                            "name": "Fake Model",
+                            "reasoning": False,
+                            "input": ["text"],
                             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
-                            "contextWindow": 128000, "maxTokens": 4096,
-                        }  # fmt: skip
+                            "contextWindow": 128000,
+                            "maxTokens": 4096,
+                        }
                     ],
                 }
             },
@@ -385,7 +397,9 @@ def start(install: Install, home: Path | None = None) -> RealGateway:
         OPENCLAW_NO_RESPAWN="1",
     )
     model_log = open(home / "logs" / "model.out", "wb")
-    model = subprocess.Popen([sys.executable, str(HERE / "fake_model.py"), str(model_port)], stdout=model_log, stderr=subprocess.STDOUT)
+    model = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_model.py"), str(model_port)], stdout=model_log, stderr=subprocess.STDOUT
+    )
     gw_log = open(home / "logs" / "gateway.out", "wb")
     gateway = subprocess.Popen(
         [str(install.node_bin / "node"), str(install.openclaw_mjs), "gateway", "run", "--port", str(port), "--bind", "loopback"],
@@ -408,7 +422,9 @@ def _wait_ready(gw: RealGateway) -> None:
     while time.monotonic() < deadline:
         if gw.gateway.poll() is not None:
             raise RealGatewayUnavailable(f"gateway exited with {gw.gateway.returncode}:\n{gw.log_tail()}")
-        if any(ready.search(line.strip()) for line in _ANSI.sub("", _read(gw.home / "logs" / "gateway.out")).splitlines()):
+        if any(
+            ready.search(line.strip()) for line in _ANSI.sub("", _read(gw.home / "logs" / "gateway.out")).splitlines()
+        ):
             return
         time.sleep(0.25)
     raise RealGatewayUnavailable(f"gateway not ready after {READY_TIMEOUT_S} s:\n{gw.log_tail()}")
