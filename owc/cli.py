@@ -202,7 +202,7 @@ def _print_played(played, *, tabs: bool) -> None:
             quiet.append(f"run {op_name!r}: its session {run.run.key} is not an Open WebUI chat")
         elif mid is None:
             quiet.append(f"run {op_name!r}: an Open WebUI action's own run")
-        elif mid not in shown:
+        elif mid not in shown and not any(name == op_name for _, name in played.missing):
             why = "a heartbeat (never shown)" if run.run.heartbeat else "it showed nothing (a silent reply)"
             quiet.append(f"run {op_name!r}: {why}")
     if quiet:
@@ -251,8 +251,13 @@ async def _run_scenario(args: argparse.Namespace) -> int:
         _print_played(played, tabs=False)
     for chat, run in played.unfinished:
         print(f"NOT FINISHED in chat {chat}: the message of run {run}, which has ended", file=sys.stderr)
-    print(f"{args.file}: {played.claims} claimed, {played.finalized} finalized, {len(played.unfinished)} unfinished")
-    return 0 if not played.unfinished else 1
+    for chat, run in played.missing:
+        print(f"MISSING in chat {chat}: run {run} showed something and has no message", file=sys.stderr)
+    print(
+        f"{args.file}: {played.claims} claimed, {played.finalized} finalized, {len(played.unfinished)} unfinished,"
+        f" {len(played.missing)} missing"
+    )
+    return 0 if not played.unfinished and not played.missing else 1
 
 
 class _LogEmitter:

@@ -14,8 +14,17 @@ KEY = "agent:main:openwebui-u1-3f0c9f2e-8a51-4b1e-9d7a-0c6f2b1e4a55"
 
 
 def test_chat_delta_fields() -> None:
-    e = parse_chat({"runId": "r", "sessionKey": KEY, "seq": 7, "state": "delta", "deltaText": " world", "replace": True,
-                    "message": {"role": "assistant", "content": [{"type": "text", "text": "hello world"}]}})  # fmt: skip
+    e = parse_chat(
+        {
+            "runId": "r",
+            "sessionKey": KEY,
+            "seq": 7,
+            "state": "delta",
+            "deltaText": " world",
+            "replace": True,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "hello world"}]},
+        }
+    )
     assert (e.run_seq, e.delta_text, e.replace, e.text, e.is_terminal) == (7, " world", True, "hello world", False)
     plain = parse_chat({"runId": "r", "sessionKey": KEY, "state": "delta", "deltaText": "x"})
     assert plain.replace is False and plain.delta_text == "x"
@@ -44,8 +53,17 @@ def test_chat_error_and_terminal_fields() -> None:
 
 
 def test_agent_assistant_tool_and_heartbeat_fields() -> None:
-    a = parse_agent({"runId": "r", "stream": "assistant", "sessionKey": KEY, "seq": 3, "ts": 5, "isHeartbeat": True,
-                     "data": {"text": "hello", "delta": "lo", "itemId": "i1"}})  # fmt: skip
+    a = parse_agent(
+        {
+            "runId": "r",
+            "stream": "assistant",
+            "sessionKey": KEY,
+            "seq": 3,
+            "ts": 5,
+            "isHeartbeat": True,
+            "data": {"text": "hello", "delta": "lo", "itemId": "i1"},
+        }
+    )
     assert a.assistant is not None and (a.assistant.text, a.assistant.delta, a.assistant.item_id) == (
         "hello",
         "lo",
@@ -71,12 +89,31 @@ def test_agent_assistant_tool_and_heartbeat_fields() -> None:
 
 
 def test_sessions_changed_fields() -> None:
-    e = parse_sessions_changed({"sessionKey": KEY, "phase": "end", "runId": "internal", "clientRunId": "client", "ts": 9, "hasActiveRun": False,
-                                "activeRunIds": [], "status": "failed", "abortedLastRun": False, "lastRunId": "client",
-                                "lastRunError": "Claude Code process exited with code 143", "updatedAt": 11})  # fmt: skip
+    e = parse_sessions_changed(
+        {
+            "sessionKey": KEY,
+            "phase": "end",
+            "runId": "internal",
+            "clientRunId": "client",
+            "ts": 9,
+            "hasActiveRun": False,
+            "activeRunIds": [],
+            "status": "failed",
+            "abortedLastRun": False,
+            "lastRunId": "client",
+            "lastRunError": "Claude Code process exited with code 143",
+            "updatedAt": 11,
+        }
+    )
     assert e.effective_run_id == "client" and e.run_id == "internal"
     assert (e.status, e.last_run_error, e.active_run_ids, e.updated_at, e.is_lifecycle, e.is_settled) == (
-        "failed", "Claude Code process exited with code 143", (), 11, True, False)  # fmt: skip
+        "failed",
+        "Claude Code process exited with code 143",
+        (),
+        11,
+        True,
+        False,
+    )
     start = parse_sessions_changed(
         {"sessionKey": KEY, "phase": "start", "runId": "r", "activeRunIds": None, "hasActiveRun": True}
     )

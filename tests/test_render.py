@@ -115,12 +115,19 @@ def test_transcript_takes_only_its_own_run() -> None:
     assert output_text(output_from_transcript(history, second)) == CANNED
     assert output_from_transcript(history, "some-other-run") is None
     # And with different texts, nothing crosses over.
-    raw = {"sessionKey": "k", "messages": [
-        {"role": "user", "content": "a", "idempotencyKey": "r1:user"},
-        {"role": "assistant", "content": [{"type": "text", "text": "first answer"}], "__openclaw": {"runId": "r1"}},
-        {"role": "user", "content": "b", "idempotencyKey": "r2:user"},
-        {"role": "assistant", "content": [{"type": "text", "text": "second answer"}], "__openclaw": {"runId": "r2"}},
-    ]}  # fmt: skip
+    raw = {
+        "sessionKey": "k",
+        "messages": [
+            {"role": "user", "content": "a", "idempotencyKey": "r1:user"},
+            {"role": "assistant", "content": [{"type": "text", "text": "first answer"}], "__openclaw": {"runId": "r1"}},
+            {"role": "user", "content": "b", "idempotencyKey": "r2:user"},
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "second answer"}],
+                "__openclaw": {"runId": "r2"},
+            },
+        ],
+    }
     h = parse_chat_history(raw)
     assert output_text(output_from_transcript(h, "r1")) == "first answer"
     assert output_text(output_from_transcript(h, "r2")) == "second answer"
@@ -306,16 +313,58 @@ def test_tool_cards_from_transcript_when_events_were_lost() -> None:
     r.feed(chat("r", 9, "final", text="All three done"))
     streamed = finish(r, None)
     assert streamed.source == "stream" and not streamed.complete and streamed.cards == 1
-    history = parse_chat_history({"sessionKey": "k", "messages": [
-        {"role": "user", "content": "go", "idempotencyKey": "r:user"},
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "exec", "arguments": {}}, {"type": "toolCall", "id": "c2", "name": "exec", "arguments": {}}], "__openclaw": {"runId": "r"}},
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": [{"type": "text", "text": "1"}], "isError": False},
-        {"role": "toolResult", "toolCallId": "c2", "toolName": "exec", "content": [{"type": "text", "text": "2"}], "isError": False},
-        {"role": "assistant", "content": [{"type": "toolCall", "id": "c3", "name": "read", "arguments": {"path": "x"}}], "__openclaw": {"runId": "r"}},
-        {"role": "toolResult", "toolCallId": "c3", "toolName": "read", "content": [{"type": "text", "text": "3"}], "isError": True},
-        {"role": "assistant", "content": [{"type": "text", "text": "All three done"}], "__openclaw": {"runId": "r"}},
-        {"role": "assistant", "content": [{"type": "text", "text": "a later run"}], "__openclaw": {"runId": "r-later"}},
-    ]})  # fmt: skip
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "go", "idempotencyKey": "r:user"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "toolCall", "id": "c1", "name": "exec", "arguments": {}},
+                        {"type": "toolCall", "id": "c2", "name": "exec", "arguments": {}},
+                    ],
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c1",
+                    "toolName": "exec",
+                    "content": [{"type": "text", "text": "1"}],
+                    "isError": False,
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c2",
+                    "toolName": "exec",
+                    "content": [{"type": "text", "text": "2"}],
+                    "isError": False,
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": "c3", "name": "read", "arguments": {"path": "x"}}],
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c3",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": "3"}],
+                    "isError": True,
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "All three done"}],
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "a later run"}],
+                    "__openclaw": {"runId": "r-later"},
+                },
+            ],
+        }
+    )
     finished = finish(r, history)
     assert finished.source == "transcript" and finished.complete
     assert finished.cards == 3 == sum(1 for m in history.messages if m.role == "toolResult")
@@ -325,9 +374,18 @@ def test_tool_cards_from_transcript_when_events_were_lost() -> None:
 def test_cli_assistant_and_error_terminal() -> None:
     r = TurnRenderer("R1")
     r.feed(chat("R1", 1, "error", errorMessage="Claude Code process exited with code 143"))
-    history = parse_chat_history({"sessionKey": "k", "messages": [
-        {"role": "assistant", "content": [{"type": "text", "text": "partial work"}], "idempotencyKey": "cli-assistant:R1"},
-    ]})  # fmt: skip
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "partial work"}],
+                    "idempotencyKey": "cli-assistant:R1",
+                },
+            ],
+        }
+    )
     finished = finish(r, history)
     assert finished.content == "partial work" and finished.error == {
         "content": "Claude Code process exited with code 143"
@@ -424,11 +482,35 @@ def test_diff_stream_reproduces_the_rendering(steps) -> None:
 
 def test_aborted_partial_after_a_tool_does_not_repeat_text() -> None:
     """The Gateway's aborted partial is its run-wide buffer; the text an earlier message holds is not repeated."""
-    history = parse_chat_history({"sessionKey": "k", "messages": [
-        {"role": "assistant", "content": [{"type": "text", "text": "First part."}, {"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}}], "__openclaw": {"runId": "r"}},
-        {"role": "toolResult", "toolCallId": "c1", "toolName": "ls", "content": [{"type": "text", "text": "x"}], "isError": False, "__openclaw": None},
-        {"role": "assistant", "content": [{"type": "text", "text": "First part.\n\nSecond, cut"}], "idempotencyKey": "r:assistant", "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "r"}},
-    ]})  # fmt: skip
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "First part."},
+                        {"type": "toolCall", "id": "c1", "name": "ls", "arguments": {}},
+                    ],
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "c1",
+                    "toolName": "ls",
+                    "content": [{"type": "text", "text": "x"}],
+                    "isError": False,
+                    "__openclaw": None,
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "First part.\n\nSecond, cut"}],
+                    "idempotencyKey": "r:assistant",
+                    "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "r"},
+                },
+            ],
+        }
+    )
     out = output_from_transcript(history, "r")
     assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
     assert output_text(out) == "First part.\nSecond, cut"

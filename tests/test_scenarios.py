@@ -41,11 +41,13 @@ SIM_SCENARIOS = [p for p in SCENARIOS if not any(op.op in HOST_OPS for op in par
         ('{"op": "text", "run": "ghost", "text": "x"}', "line 1: unknown run 'ghost'"),
         ('{"op": "restart", "mode": "reboot"}', "line 1: restart mode must be one of"),
         (
-            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "end", "run": "r", "state": "done"}',
+            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n'
+            '{"op": "end", "run": "r", "state": "done"}',
             "line 3: end state must be one of",
         ),
         (
-            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}',
+            '{"op": "chat", "chat": "c"}\n{"op": "run", "run": "r", "chat": "c"}\n'
+            '{"op": "run", "run": "r", "chat": "c"}',
             "line 3: run 'r' already started",
         ),
         ("{not json", "line 1: not valid JSON"),
@@ -182,14 +184,29 @@ async def test_host_ops_reach_the_host() -> None:
 def test_owc_sim_cli_plays_a_scenario(tmp_path: Path) -> None:
     scenario = tmp_path / "s.jsonl"
     scenario.write_text(
-        '{"op": "chat", "chat": "c"}\n{"op": "run", "chat": "c", "run": "r", "steps": [{"text": "hi"}, {"end": "final"}]}\n{"op": "wait"}\n'
+        '{"op": "chat", "chat": "c"}\n'
+        '{"op": "run", "chat": "c", "run": "r", "steps": [{"text": "hi"}, {"end": "final"}]}\n{"op": "wait"}\n'
     )
     token = tmp_path / "token"
     token.write_text("cli-token\n")
     out = subprocess.run(
-        [sys.executable, "-m", "owc", "sim", "--port", "0", "--token-file", str(token), "--scenario", str(scenario), "--exit-after-scenario"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "owc",
+            "sim",
+            "--port",
+            "0",
+            "--token-file",
+            str(token),
+            "--scenario",
+            str(scenario),
+            "--exit-after-scenario",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "owc sim listening on ws://127.0.0.1:" in out.stdout and "scenario played" in out.stdout
     assert "cli-token" not in out.stdout + out.stderr
@@ -200,6 +217,8 @@ def test_owc_sim_cli_refuses_a_bad_scenario(tmp_path: Path) -> None:
     scenario.write_text('{"op": "explode"}\n')
     out = subprocess.run(
         [sys.executable, "-m", "owc", "sim", "--port", "0", "--token", "t", "--scenario", str(scenario)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode != 0 and "line 1: unknown op 'explode'" in out.stderr

@@ -20,7 +20,9 @@ import trio
 from owc import ids
 from owc.emit import RecordingEmitter
 from owc.gateway import GatewayConfig
+from owc.protocol import parse_chat_history
 from owc.registry import WriterRegistry
+from owc.render import output_from_transcript
 from owc.runs import Bridge
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim.scenario import ChatSpec, ScenarioPlayer, parse_scenario
@@ -131,6 +133,8 @@ class Played:
     finalized: int
     #: Messages of runs that have ended and are still ``done: false`` (owc's own report, not the tests' oracle).
     unfinished: list[tuple[str, str]]  # (chat name, run name or id)
+    #: Runs on a chat's key whose transcript shows something and that have no message at all.
+    missing: list[tuple[str, str]] = attrs.field(factory=list)
 
 
 @asynccontextmanager
@@ -164,7 +168,9 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
             chats[name] = chat["history"]["messages"] if chat else {}
         claims = sum(b.totals()[0] for b in deployments.bridges)
         finalized = sum(b.totals()[1] for b in deployments.bridges)
-        return Played(player, chats, deployments.emitter, claims, finalized, _unfinished(chats, player))
+        return Played(
+            player, chats, deployments.emitter, claims, finalized, _unfinished(chats, player), _missing(chats, player)
+        )
 
 
 def _unfinished(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[tuple[str, str]]:
@@ -176,6 +182,24 @@ def _unfinished(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> lis
             run_id = (message.get("meta") or {}).get("openclaw_run")
             if run_id in ended and message.get("done") is not True:
                 out.append((chat, names.get(run_id, run_id)))
+    return out
+
+
+def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[tuple[str, str]]:
+    """Ended runs on a scenario chat's key that have no message although their transcript shows something: the
+    case a report of unfinished messages cannot see."""
+    names = {run_id: name for name, run_id in player.run_ids.items()}
+    by_key = {spec.session_key: name for name, spec in player.chats.items()}
+    out = []
+    for run in player.sim.runs.values():
+        chat = by_key.get(run.key)
+        message_id = ids.message_id(run.key, run.run_id)
+        if chat is None or message_id is None or run.heartbeat or run.state != "ended" or message_id in chats[chat]:
+            continue
+        session = player.sim.sessions.get(run.key)
+        history = parse_chat_history({"sessionKey": run.key, "messages": session.transcript if session else []})
+        if output_from_transcript(history, run.run_id):
+            out.append((chat, names.get(run.run_id, run.run_id)))
     return out
 
 

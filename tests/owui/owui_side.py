@@ -95,7 +95,7 @@ async def cmd_create_user(ns: argparse.Namespace) -> dict[str, Any]:
     try:
         user = await Users.insert_new_user(
             ns.user_id, ns.name or ns.user_id, ns.email or f"{ns.user_id}@owc.test", role=ns.role
-        )  # fmt: skip
+        )
         if user is None:
             raise RuntimeError(f"Users.insert_new_user({ns.user_id!r}) returned None")
         return {"user": _dump(user)}
@@ -142,7 +142,9 @@ async def cmd_create_chat(ns: argparse.Namespace) -> dict[str, Any]:
 
     try:
         models = [ns.model] if ns.model else []
-        chat = await Chats.insert_new_chat(ns.chat_id, ns.user_id, ChatForm(chat=_new_chat_blob(ns.chat_id, ns.title, models)))
+        chat = await Chats.insert_new_chat(
+            ns.chat_id, ns.user_id, ChatForm(chat=_new_chat_blob(ns.chat_id, ns.title, models))
+        )
         if chat is None:
             raise RuntimeError(f"Chats.insert_new_chat({ns.chat_id!r}) returned None")
         if ns.user_message_id:
@@ -234,7 +236,9 @@ async def cmd_hammer(ns: argparse.Namespace) -> dict[str, Any]:
             if i % 2 == 0:
                 message_id = f"{ns.tag}-u{i}"
                 leaf = read.chat.get("history", {}).get("currentId")
-                message = _user_message(message_id, leaf, f"{ns.tag} user message {i}", read.chat.get("models") or [], user)
+                message = _user_message(
+                    message_id, leaf, f"{ns.tag} user message {i}", read.chat.get("models") or [], user
+                )
                 result = await Chats.upsert_message_to_chat_by_id_and_message_id(ns.chat_id, message_id, message)
                 entry = {"i": i, "kind": "user_message", "id": message_id, "parent_id": leaf}
                 user_ids.append(message_id)
@@ -276,7 +280,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("migrate")
     p = sub.add_parser("create-user")
     p.add_argument("--user-id", required=True)
-    p.add_argument("--role", default="admin", help="Open WebUI's own default is 'pending'; admin skips permission checks")
+    p.add_argument(
+        "--role", default="admin", help="Open WebUI's own default is 'pending'; admin skips permission checks"
+    )
     p.add_argument("--name")
     p.add_argument("--email")
     p = sub.add_parser("create-chat")

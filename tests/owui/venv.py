@@ -250,7 +250,10 @@ def _build(venv: Path) -> dict[str, float]:
     (site_packages(python).parent / "CHANGELOG.md").write_text(CHANGELOG_STUB)
 
     t = time.monotonic()
-    check = "import open_webui, sqlalchemy, aiosqlite, alembic, psycopg, fastapi, pydantic, orjson; print(open_webui.__file__)"
+    check = (
+        "import open_webui, sqlalchemy, aiosqlite, alembic, psycopg, fastapi, pydantic, orjson;"
+        " print(open_webui.__file__)"
+    )
     _run([str(python), "-I", "-c", check], CHECK_TIMEOUT_S, "import check")
     timings["check_s"] = round(time.monotonic() - t, 2)
     return timings
@@ -389,8 +392,10 @@ def _last_json(stdout: str) -> Any:
 def _fail(what: str, returncode: int | None, stdout: str, stderr: str) -> OwuiError:
     return OwuiError(
         f"owui_side {what} failed (exit {returncode}); stderr tail:\n{stderr[-4000:]}\nstdout tail:\n{stdout[-1000:]}",
-        returncode, stderr, stdout,
-    )  # fmt: skip
+        returncode,
+        stderr,
+        stdout,
+    )
 
 
 def run_owui(
@@ -445,7 +450,8 @@ class OwuiProcess(subprocess.Popen):
                 self.kill()
                 self.wait(timeout=30)
                 raise OwuiError(
-                    f"owui_side {self.args_[:1]} timed out after {timeout} s; stderr tail:\n{self._read('stderr')[-4000:]}"
+                    f"owui_side {self.args_[:1]} timed out after {timeout} s;"
+                    f" stderr tail:\n{self._read('stderr')[-4000:]}"
                 ) from None
             stdout, stderr = self._read("stdout"), self._read("stderr")
             if self.returncode != 0:
@@ -467,7 +473,8 @@ class OwuiProcess(subprocess.Popen):
 
 
 def start_owui(args: list[str], database_url: str, *, env: dict[str, str] | None = None) -> OwuiProcess:
-    """Start ``owui_side.py ARGS`` in the background (e.g. ``hammer`` next to our own writer); see :class:`OwuiProcess`."""
+    """Start ``owui_side.py ARGS`` in the background (e.g. ``hammer`` next to our own writer); see
+    :class:`OwuiProcess`."""
     python = ensure_owui_python()
     workdir = Path(tempfile.mkdtemp(prefix="owc-owui-"))
     try:
@@ -475,8 +482,12 @@ def start_owui(args: list[str], database_url: str, *, env: dict[str, str] | None
         with open(workdir / "stdout", "wb") as out, open(workdir / "stderr", "wb") as err:
             proc = OwuiProcess(
                 [str(python), "-I", str(SIDE), *args],
-                env=run_env, cwd=workdir, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-            )  # fmt: skip
+                env=run_env,
+                cwd=workdir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

@@ -89,8 +89,13 @@ def _npm_install(folder: Path, package: str, env: dict[str, str]) -> None:
     try:
         out = subprocess.run(
             ["npm", "install", "--no-audit", "--no-fund", "--save-exact", package],
-            cwd=folder, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
         raise RealGatewayUnavailable(f"npm install {package} timed out after {INSTALL_TIMEOUT_S} s") from exc
     if out.returncode != 0:
@@ -185,9 +190,14 @@ def _smoke(cache: Path, part: Part) -> str:
     scratch = Path(tempfile.mkdtemp(prefix="owc-realgw-smoke-"))
     try:
         out = subprocess.run(
-            cmd, env=_smoke_env(scratch, node_bin), cwd=scratch, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S,
+            cmd,
+            env=_smoke_env(scratch, node_bin),
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=SMOKE_TIMEOUT_S,
             stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
     except subprocess.TimeoutExpired as exc:
         raise RealGatewayUnavailable(f"{cmd} timed out after {SMOKE_TIMEOUT_S} s") from exc
     except OSError as exc:
@@ -402,9 +412,21 @@ def start(install: Install, home: Path | None = None) -> RealGateway:
     )
     gw_log = open(home / "logs" / "gateway.out", "wb")
     gateway = subprocess.Popen(
-        [str(install.node_bin / "node"), str(install.openclaw_mjs), "gateway", "run", "--port", str(port), "--bind", "loopback"],
-        env=env, stdout=gw_log, stderr=subprocess.STDOUT, cwd=str(home),
-    )  # fmt: skip
+        [
+            str(install.node_bin / "node"),
+            str(install.openclaw_mjs),
+            "gateway",
+            "run",
+            "--port",
+            str(port),
+            "--bind",
+            "loopback",
+        ],
+        env=env,
+        stdout=gw_log,
+        stderr=subprocess.STDOUT,
+        cwd=str(home),
+    )
     gw = RealGateway(url=f"ws://127.0.0.1:{port}/", token=token, port=port, home=home, gateway=gateway, model=model)
     try:
         _wait_ready(gw)
