@@ -302,3 +302,36 @@ async def test_reconcile_leaves_history_from_before_owc_alone(tmp_path, clock, d
         await env.connect()
         await env.settled()
         assert set(await env.messages(key_chat)) == {"u1"}
+
+
+@pytest.mark.virtual_seconds(32)  # owc's downtime, a second of its life, then one reconnect's backoff
+async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_path, clock, db_url) -> None:
+    """The first hello's reconcile does not finish (here its database read fails; a close mid-pass is the same):
+    the next connection must look again from the same watermark, not from the events the first one saw, or
+    the run that ended while owc was down is never given its message (found by a random fault schedule)."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        clock.jump(30)
+        env.sim.start_run(key, "ended-unseen").text("Ended before owc started.").end()
+        real_facts, calls = env.store.chat_facts, []
+
+        async def fails_once(chat_ids):
+            calls.append(chat_ids)
+            if len(calls) == 1:
+                raise RuntimeError("database went away")
+            return await real_facts(chat_ids)
+
+        env.store.chat_facts = fails_once
+        bridge = await env.connect()
+        await bridge.until(bridge.quiet)  # the hello and its (failed) reconcile are done
+        m = ids.message_id(key, "ended-unseen")
+        assert m not in await env.messages(chat_id)  # the first pass failed
+        clock.jump(1)
+        env.sim.start_run(key, "seen-live").text("Seen live.").end()  # moves the connection's last event on
+        await env.settled()
+        await _reconnect(env)
+        await _next_connection(env, clock)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert messages[m]["done"] is True and messages[m]["content"] == "Ended before owc started."
+        assert len(calls) == 2

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("owc.runs")
 
 
-async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int) -> None:
+async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int) -> bool:
+    """Returns whether the pass covered every candidate (none left for a later hello, none cut short)."""
     store = table.bridge.store
     rows: list[tuple[SessionRow, ids.SessionRef]] = []
     for row in resync.rows:
@@ -34,12 +35,12 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
         if ref is not None:
             rows.append((row, ref))
     if not rows:
-        return
+        return True
     try:
         facts = await store.chat_facts(sorted({ref.chat_id for _, ref in rows}))
     except Exception:
         log.exception("runs.reconcile_failed (reading the chats' facts)")
-        return
+        return False
     candidates = []
     for row, ref in rows:
         chat = facts.get(ref.chat_id)
@@ -50,17 +51,20 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
         if changed or chat.unfinished:
             candidates.append((row, ref, watermark))
     candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
-    if len(candidates) > limit:
+    complete = len(candidates) <= limit
+    if not complete:
         log.warning("runs.reconcile_bounded sessions=%d limit=%d (the rest at a later hello)", len(candidates), limit)
     done = 0
     for row, ref, watermark in candidates[:limit]:
         try:
             done += await _session(table, row, ref, watermark)
         except (SessionClosed, NotConnected):
-            return  # the next connection's hello reconciles again
+            return False  # the next connection's hello reconciles again, from the same watermark
         except (GatewayError, ProtocolError, StoreError) as exc:
+            complete = False
             log.warning("runs.reconcile_skipped session=%s error=%s", row.key, exc)
     log.info("runs.reconciled sessions=%d runs=%d", min(len(candidates), limit), done)
+    return complete
 
 
 async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int) -> int:

@@ -75,6 +75,9 @@ class RunTable:
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
         self.reconciling = 0
+        #: The hello's reconcile pass ran to its end (only then may the next connection look past this one's
+        #: events: a pass cut short by a close must be done again from the same watermark).
+        self.reconciled = False
         self.hello: HelloInfo | None = None
         #: Runs carried from earlier connections (unsettled in the ledger when this one began).
         self.carried: set[RunKey] = {run.key for run in self.ledger.unsettled()}
@@ -187,9 +190,8 @@ class RunTable:
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
         self._resync(resync, carried=True)
         watermark = self.bridge.watermark_ms if not info.first else None
-        if resync.rows:
-            self.reconciling += 1
-            self._nursery.start_soon(self._reconcile, resync, watermark)
+        self.reconciling += 1
+        self._nursery.start_soon(self._reconcile, resync, watermark)
 
     async def on_resync(self, resync: Resync) -> None:
         self._resync(resync)
@@ -213,7 +215,7 @@ class RunTable:
 
     async def _reconcile(self, resync: Resync, watermark: int | None) -> None:
         try:
-            await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit)
+            self.reconciled = await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit)
         finally:
             self.reconciling -= 1
             self.bridge.wake()
@@ -238,8 +240,10 @@ class RunTable:
         """The connection is gone and its writers have ended: every unsettled run hears so."""
         for run in self.ledger.unsettled():
             self.apply(run, ConnectionClosed())
-        if self.conn.last_ts:
-            self.bridge.watermark_ms = self.conn.last_ts  # the next connection's reconcile looks past it
+        if self.reconciled and self.conn.last_ts:
+            # Everything up to this connection's last event was seen live or reconciled: the next connection's
+            # pass looks past it. A pass that did not finish leaves the watermark where it was.
+            self.bridge.watermark_ms = self.conn.last_ts
 
 
 class Bridge:
