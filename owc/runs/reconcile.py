@@ -46,7 +46,10 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
         chat = facts.get(ref.chat_id)
         if chat is None:
             continue  # not (or no longer) an Open WebUI chat of this database
-        watermark = watermark_ms if watermark_ms is not None else chat.updated_at * 1000
+        if watermark_ms is not None:
+            watermark = watermark_ms
+        else:  # no pass has finished yet in this process: the chat's own time from before this process wrote it
+            watermark = (table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000)
         changed = row.updated_at is not None and row.updated_at >= watermark
         if changed or chat.unfinished:
             candidates.append((row, ref, watermark))

@@ -87,6 +87,7 @@ class RunTable:
     def apply(self, run: Run, event: Input) -> None:
         """Feed one input to a run's lifecycle and do what it answers. An illegal input is a bug: logged and
         recorded (tests fail on it, ``strict`` raises), never a crash of the connection."""
+        before = run.life.state
         try:
             actions = run.life.apply(event)
         except IllegalTransition as exc:
@@ -95,6 +96,9 @@ class RunTable:
             if self.ledger.strict:
                 raise
             return
+        log.debug(
+            "runs.input run=%s %s -> %s on %s", run.run_id, before.value, run.life.state.value, type(event).__name__
+        )
         for action in actions:
             if action is Action.START_WRITER:
                 self._start_writer(run)
@@ -189,7 +193,7 @@ class RunTable:
             elif run.key in ended:
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
         self._resync(resync, carried=True)
-        watermark = self.bridge.watermark_ms if not info.first else None
+        watermark = self.bridge.watermark_ms
         self.reconciling += 1
         self._nursery.start_soon(self._reconcile, resync, watermark)
 
@@ -266,9 +270,12 @@ class Bridge:
         self.stats = Stats()
         self.reconcile_limit = reconcile_limit
         self.table: RunTable | None = None
-        #: The Gateway time of the last event the previous connection saw: runs that ended after it ended
-        #: while owc was away from the Gateway (None before the first connection: the chats' own times serve).
+        #: The Gateway time of the last event a connection saw whose reconcile pass finished: runs that ended
+        #: after it ended while owc was away from the Gateway. None until then: the chats' own times serve.
         self.watermark_ms: int | None = None
+        #: Every chat's ``updated_at`` (ms) as this process found it, read before its first connection reads a
+        #: frame: the chats' own times, taken before this process's claims move them.
+        self.chat_times: dict[str, int] | None = None
         self._changed = trio.Event()
 
     @asynccontextmanager
@@ -278,6 +285,12 @@ class Bridge:
         for run in carried:
             run.mark_missed("reconnect")  # its events while no connection was up are lost to the stream
         conn.active.carry(run.key for run in carried if not run.life.ended)
+        if self.chat_times is None:
+            try:
+                self.chat_times = {chat: updated * 1000 for chat, updated in (await self.store.chat_times()).items()}
+            except Exception:
+                log.exception("runs.chat_times_failed (the reconcile falls back to each chat's current time)")
+                self.chat_times = {}
         with self.registry.registered(self.registry.writer_id(conn.id)):
             table: RunTable | None = None
             try:

@@ -206,6 +206,10 @@ class Simulator:
     def now_ms(self) -> int:
         return self._epoch_ms + int(trio.current_time() * 1000)
 
+    def skew(self, ms: int) -> None:
+        """Move the Gateway's clock by ``ms`` (negative: behind this host's): two hosts never agree exactly."""
+        self._epoch_ms += ms
+
     async def _ticker(self) -> None:
         while True:
             await trio.sleep(self.tick_interval_ms / 1000)

@@ -375,6 +375,15 @@ class ChatStore:
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
 
+    def chat_times(self) -> dict[str, int]:
+        """Every chat's ``updated_at`` (seconds): what the chats looked like before this process wrote any (read
+        once, at the first connection, as the ended-while-away watermark). One indexed scan of two columns."""
+        with self.engine.connect() as conn:
+            return {
+                chat_id: int(updated or 0)
+                for chat_id, updated in conn.execute(select(chat_t.c.id, chat_t.c.updated_at))
+            }
+
     def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
         """For each existing chat: when it was last written, and its unfinished assistant messages. Two indexed
         queries, no lock (``chat_message_chat_role_done_idx`` serves the second)."""
@@ -480,6 +489,9 @@ class TrioChatStore:
 
     async def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
         return await self._run(self.sync.chat_facts, chat_ids)
+
+    async def chat_times(self) -> dict[str, int]:
+        return await self._run(self.sync.chat_times)
 
     async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
         await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)
