@@ -168,7 +168,24 @@ def postgres_url() -> str:
     return _postgres()
 
 
+def _postgres_database(name: str) -> str:
+    """A database of its own in the session's PostgreSQL cluster (created once): run tests make owc's embedded
+    tables there, and must not leave them where the Open WebUI tier runs Open WebUI's own migrations."""
+    import psycopg
+
+    base = _postgres()
+    url = base.rsplit("/", 1)[0] + f"/{name}"
+    if url not in _POSTGRES:
+        with psycopg.connect(base.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        _POSTGRES[url] = True
+    return url
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request) -> str | None:
-    """Both databases owc supports: ``None`` (the test's own SQLite file) or the PostgreSQL server's URL."""
-    return _postgres() if request.param == "postgres" else None
+    """Both databases owc supports: ``None`` (the test's own SQLite file) or a PostgreSQL database of the run
+    tests' own."""
+    return _postgres_database("owc_runs") if request.param == "postgres" else None

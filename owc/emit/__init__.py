@@ -5,7 +5,7 @@ parent's children; tabs add it and move their view to it), ``response:completion
 for the owner's tabs), ``chat:completion`` (output snapshots for the shared chat room, and the final one with
 ``done``), ``chat:active``, ``chat:message:error``. The live copy of a message in flight is kept in a
 response stream, so a tab that loads the chat mid-turn sees it (Open WebUI's ``save_response_stream``).
-The Open WebUI socket adapter comes with the Pipe issue; the recording emitter serves tests and the CLI.
+The Open WebUI socket adapter is not built yet (the host issue); the recording emitter serves tests and the CLI.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ the run's lifecycle state says, one step at a time, until the state needs no wri
 * ``CLAIMING``: claim the message at the chat's true tail (or adopt one: a dead writer's, Open WebUI's orphan
   stub) under the row lock, and tell the tabs;
 * ``STREAMING``: flush the renderer's changes to the tabs and wait for the next, **with no timeout**: only an
-  intent (the run's terminal, a Stop, a handover) ends it;
+  intent ends it: the run's terminal, a Stop (``RunTable.stop``), or a handover (a lifecycle input already;
+  nothing delivers it until the Pipe's inline turns exist);
 * ``FINALIZING`` / ``FINISHING``: read the transcript once, write the finished message in one transaction
   (conditional, for a message another process held), tell the tabs.
 
