@@ -24,11 +24,6 @@ from harness import USER, Env, open_env
 RECOVERY = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request) -> str | None:
-    return request.getfixturevalue("postgres_url") if request.param == "postgres" else None
-
-
 async def _reconnect(env: Env, name: str = "A") -> None:
     """Cut owc's TCP stream and wait until owc has seen it close (it then waits its 1 s backoff: the test
     jumps the clock when it wants the next connection)."""
