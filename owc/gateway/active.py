@@ -51,15 +51,23 @@ class ActiveRuns:
             self.known.pop((event.session_key, event.run_id), None)
 
     def resync(
-        self, rows: Iterable[SessionRow], reason: str, *, complete: bool = True, position: int | None = None
+        self,
+        rows: Iterable[SessionRow],
+        reason: str,
+        *,
+        complete: bool = True,
+        position: int | None = None,
+        unreadable_keys: Iterable[str] = (),
     ) -> Resync:
         """Diff the list against what is known and adopt the list's view.
 
         ``complete`` says the list covers every session; a run on a session absent from an incomplete
         (paged) list is not reported ended. ``position`` is where the list's response sat in the frame
         stream: a run learned after it started after the list was built, so its absence means nothing.
+        ``unreadable_keys``: sessions whose rows could not be read: their runs are neither listed nor ended.
         """
         rows = tuple(rows)
+        unreadable = frozenset(unreadable_keys)  # sessions whose row could not be read: nothing is known of them
         listed: dict[RunKey, None] = {}
         unknown: list[str] = []
         by_key = {row.key: row for row in rows}
@@ -77,7 +85,7 @@ class ActiveRuns:
                 continue
             if position is not None and learned_at > position:
                 continue
-            if row is None and not complete:
+            if row is None and (not complete or key[0] in unreadable):
                 continue
             if row is not None and row.has_active_run and row.active_run_ids is None:
                 continue  # active without ids: cannot tell, keep it

@@ -474,8 +474,11 @@ class GatewayClient:
                     self._wake()
                     self.backoff.reset()  # a healthy hello: handshake done and the subscription answered
                     rows = listed.list.sessions if listed.list is not None else ()
-                    complete = listed.list is None or not listed.list.has_more
-                    resync = conn.active.resync(rows, "hello", complete=complete, position=position)
+                    complete = listed.list is None or listed.list.complete
+                    unreadable = listed.list.unreadable_keys if listed.list is not None else ()
+                    resync = conn.active.resync(
+                        rows, "hello", complete=complete, position=position, unreadable_keys=unreadable
+                    )
                     await self._call(runs.on_hello(info, resync), "on_hello")
                     await conn.wait_closed()  # until the reader ends it (a close, silence) or a cancel from outside
         finally:
@@ -591,7 +594,13 @@ class GatewayClient:
                     log.warning("gateway.resync_failed url=%s error=%s", self.url, exc)
                     conn.close(None, f"resync failed: {exc}")
                     return
-                resync = conn.active.resync(listed.sessions, "gap", complete=not listed.has_more, position=position)
+                resync = conn.active.resync(
+                    listed.sessions,
+                    "gap",
+                    complete=listed.complete,
+                    position=position,
+                    unreadable_keys=listed.unreadable_keys,
+                )
                 await self._call(conn.runs.on_resync(resync), "on_resync")
                 if conn.last_gap_at <= position:
                     return

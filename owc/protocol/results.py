@@ -16,13 +16,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from owc.protocol import fields as f
+from owc.protocol.errors import ProtocolError
 from owc.protocol.events import message_text
+
+log = logging.getLogger("owc.protocol")
 
 RAW = attrs.field(default=attrs.Factory(dict), repr=False, eq=False)
 
@@ -69,21 +73,43 @@ def parse_session_row(d: object, where: str = "session") -> SessionRow:
 
 @attrs.frozen
 class SessionsList:
+    """``unreadable``: rows that could not be read (a field of an unexpected type), skipped one by one so the
+    rest of the list still counts; ``unreadable_keys`` names those whose ``key`` was readable. A list with an
+    unreadable row cannot say that a run on that row's session ended."""
+
     sessions: tuple[SessionRow, ...]
     ts: int | None = None
     count: int | None = None
     total_count: int | None = None
     has_more: bool = False
     next_offset: int | None = None
+    unreadable: int = 0
+    unreadable_keys: tuple[str, ...] = ()
     raw: Mapping[str, Any] = RAW
+
+    @property
+    def complete(self) -> bool:
+        """The list covers every session: no more pages, and every unreadable row at least named its key."""
+        return not self.has_more and self.unreadable == len(self.unreadable_keys)
 
 
 def parse_sessions_list(payload: object) -> SessionsList:
     w = "sessions.list"
     d = f.obj(payload, w)
     rows = f.opt_list(d, "sessions", w)
+    good: list[SessionRow] = []
+    unreadable: list[str | None] = []
+    for i, r in enumerate(rows):
+        try:
+            good.append(parse_session_row(r, f"{w}.sessions[{i}]"))
+        except ProtocolError as exc:
+            key = r.get("key") if isinstance(r, Mapping) and isinstance(r.get("key"), str) else None
+            unreadable.append(key)
+            log.error("protocol.bad_session_row index=%d error=%s (skipped; the rest of the list counts)", i, exc)
     return SessionsList(
-        sessions=tuple(parse_session_row(r, f"{w}.sessions[{i}]") for i, r in enumerate(rows)),
+        sessions=tuple(good),
+        unreadable=len(unreadable),
+        unreadable_keys=tuple(k for k in unreadable if k is not None),
         ts=f.opt_int(d, "ts", w),
         count=f.opt_int(d, "count", w),
         total_count=f.opt_int(d, "totalCount", w),
