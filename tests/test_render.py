@@ -600,3 +600,31 @@ def test_a_transcript_that_cannot_be_rendered_falls_back_to_the_stream(monkeypat
     history = parse_chat_history({"sessionKey": "k", "messages": []})
     finished = transcript.finish(r, history)
     assert (finished.source, finished.content, finished.complete) == ("stream", "Streamed.", True)
+
+
+def test_tool_call_ids_reused_across_runs_keep_their_own_results() -> None:
+    """A model that says ``call_1`` in every run: each run's card shows its own result (issue 11)."""
+    from owc.protocol import parse_chat_history
+    from owc.render import output_from_transcript
+
+    def turn(run: str, result: str) -> list[dict]:
+        call = {"type": "toolCall", "id": "call_1", "name": "exec", "arguments": {}}
+        return [
+            {"role": "user", "content": "go", "idempotencyKey": f"{run}:user"},
+            {"role": "assistant", "content": [call], "__openclaw": {"runId": run}},
+            {
+                "role": "toolResult",
+                "toolCallId": "call_1",
+                "toolName": "exec",
+                "content": result,
+                "__openclaw": {"runId": run},
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": f"{run} done"}], "__openclaw": {"runId": run}},
+        ]
+
+    history = parse_chat_history(
+        {"sessionKey": "k", "messages": turn("r1", "first result") + turn("r2", "second result")}
+    )
+    for run, result in (("r1", "first result"), ("r2", "second result")):
+        outputs = [i for i in output_from_transcript(history, run) if i["type"] == "function_call_output"]
+        assert len(outputs) == 1 and result in str(outputs[0]["output"]), run

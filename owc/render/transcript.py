@@ -44,18 +44,25 @@ class FinishedRun:
 
 
 def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
+    """R's assistant messages and the tool results answering R's calls, in transcript order. A tool result that
+    names its run (``__openclaw.runId``, as the real Gateway writes them) belongs to that run alone, whatever its
+    call id says: models reuse ids (``call_1`` in every run), and one run's card must not show another's result.
+    One without a run id is matched by call id, among those that follow R's first message."""
     mine = [m for m in history.messages if m.role == "assistant" and m.assistant_run_id == run_id]
     call_ids = {c.id for m in mine for c in m.tool_calls}
     wanted = {id(m) for m in mine}
-    return [
-        m
-        for m in history.messages
-        if id(m) in wanted
-        or (
-            m.role == "toolResult"
-            and (m.tool_call_id in call_ids or (m.raw.get("__openclaw") or {}).get("runId") == run_id)
-        )
-    ]
+    out: list[HistoryMessage] = []
+    started = False
+    for m in history.messages:
+        if id(m) in wanted:
+            started = True
+            out.append(m)
+        elif m.role == "toolResult":
+            meta = m.raw.get("__openclaw")
+            owner = meta.get("runId") if isinstance(meta, dict) else None
+            if owner == run_id or (owner is None and started and m.tool_call_id in call_ids):
+                out.append(m)
+    return out
 
 
 def reaches_run_start(history: ChatHistory, run_id: str) -> bool:
