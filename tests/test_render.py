@@ -628,3 +628,21 @@ def test_tool_call_ids_reused_across_runs_keep_their_own_results() -> None:
     for run, result in (("r1", "first result"), ("r2", "second result")):
         outputs = [i for i in output_from_transcript(history, run) if i["type"] == "function_call_output"]
         assert len(outputs) == 1 and result in str(outputs[0]["output"]), run
+
+
+def test_a_stale_delta_after_the_final_changes_nothing() -> None:
+    """A delta that arrives after the run's final (reordered, or replayed) must not replace the final text in the
+    stream copy (issue 11)."""
+    from owc.protocol import ChatEvent
+    from owc.render import TurnRenderer
+
+    def chat(state: str, text: str, seq: int, delta: str | None = None) -> ChatEvent:
+        message = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+        return ChatEvent(run_id="r", session_key="k", state=state, run_seq=seq, message=message, delta_text=delta)
+
+    renderer = TurnRenderer("r")
+    renderer.feed(chat("delta", "Hello wor", 1, "Hello wor"))
+    renderer.feed(chat("final", "Hello world.", 2))
+    renderer.feed(chat("delta", "Hello there", 3, "there"))
+    assert renderer.text == "Hello world."
+    assert [i["content"][0]["text"] for i in renderer.output(done=True) if i["type"] == "message"] == ["Hello world."]

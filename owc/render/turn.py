@@ -104,6 +104,8 @@ class TurnRenderer:
         if event.is_terminal:
             if self.terminal is not None:
                 return  # a run has one terminal; a repeat changes nothing
+        elif self.terminal is not None:
+            return  # a delta after the run's terminal is stale: the terminal's text stands
         elif event.run_seq is not None:
             # The flushed last delta and the terminal share a seq (live), so only deltas are ordered here.
             if event.run_seq <= self._last_chat_seq:
