@@ -159,7 +159,8 @@ async def test_recovery_started_before_subscribe(tmp_path, clock, db_url, after_
 async def test_recovery_that_ended_before_subscribe(tmp_path, clock, db_url) -> None:
     """The recovery ended before owc's first hello: the ended-while-away rule gives it its message."""
     async with open_env(tmp_path, db_url=db_url) as env:
-        chat_id, key = await env.chat()
+        # The chat was last written a minute before (this clock never moves: say so rather than race a second).
+        chat_id, key = await env.chat(now=env.sim.now_ms() // 1000 - 60)
         env.sim.start_run(
             key, "recovery-2", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY
         ).text("Done while nobody listened.").end()

@@ -25,12 +25,13 @@ def chain_ok(messages: dict) -> bool:
 async def test_agent_turn_renders_normally(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        await env.connect()
+        bridge = await env.connect()
         start = trio.current_time()
         run = env.sim.start_run(key, "cron-wake-1", user_text="Nightly check")
-        run.text("Checking the disks.").tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool(
-            "exec", {"cmd": "uptime"}, "up 3 days"
-        )
+        run.text("Checking the disks.")
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await trio.testing.wait_all_tasks_blocked()  # the writer has streamed what there is and waits for more
+        run.tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool("exec", {"cmd": "uptime"}, "up 3 days")
         run.text("All disks are fine.").end()
         await env.settled()
         assert trio.current_time() - start == 0  # the whole turn takes 0 virtual seconds

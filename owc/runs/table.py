@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from owc.emit import Emitter
-from owc.gateway import GatewayError, HelloInfo, Resync
-from owc.protocol import AgentEvent, ChatEvent, Event, ProtocolError, SessionsChanged
+from owc.gateway import HelloInfo, Resync
+from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged
 from owc.registry import WRITERS, WriterRegistry
 from owc.rules.lifecycle import (
     Action,
@@ -42,7 +42,7 @@ from owc.rules.lifecycle import (
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import Run, RunKey
-from owc.runs.writer import Stats, WriterContext, write_run
+from owc.runs.writer import Stats, WriterContext, abort_run, write_run
 from owc.store import TrioChatStore
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class RunTable:
                 if run.writer is not None and isinstance(event, (Terminal, Stop, Handover)):
                     run.writer.end(event)
             elif action is Action.ABORT_RUN:
-                self._nursery.start_soon(self._abort, run)
+                self._nursery.start_soon(abort_run, self.conn.request, run)
             elif action is Action.RETIRE:
                 self.ledger.retire(run)
         run.poke()
@@ -124,12 +124,6 @@ class RunTable:
         finally:
             run.starting = False
             self.bridge.wake()
-
-    async def _abort(self, run: Run) -> None:
-        try:
-            await self.conn.request("chat.abort", {"sessionKey": run.session_key, "runId": run.run_id})
-        except (GatewayError, ProtocolError) as exc:
-            log.warning("runs.abort_failed run=%s error=%s", run.run_id, exc)
 
     # ------------------------------------------------------------------ events
 

@@ -95,6 +95,14 @@ class WriterContext:
     stats: Stats
 
 
+async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
+    """Ask the Gateway to abort the run (a Stop). A failure is logged: the run's own terminal still ends it."""
+    try:
+        await request("chat.abort", {"sessionKey": run.session_key, "runId": run.run_id})
+    except (GatewayError, ProtocolError) as exc:
+        log.warning("runs.abort_failed run=%s error=%s", run.run_id, exc)
+
+
 class _Gone(Exception):
     """The connection closed under the writer: stop here; the next connection carries the run on."""
 
@@ -273,12 +281,8 @@ class _Writer:
     async def _abort(self) -> None:
         """A Stop: the run is aborted at the Gateway before its message is finalized (the abort's terminal
         then reaches the transcript the finalize reads)."""
-        r = self.run_
         self.aborted = True
-        try:
-            await self.ctx.request("chat.abort", {"sessionKey": r.session_key, "runId": r.run_id})
-        except (GatewayError, ProtocolError) as exc:
-            log.warning("runs.abort_failed run=%s error=%s", r.run_id, exc)
+        await abort_run(self.ctx.request, self.run_)
 
     # ------------------------------------------------------------------ finalize
 
