@@ -335,10 +335,11 @@ async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_p
 
 @pytest.mark.virtual_seconds(30)
 async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, clock, db_url) -> None:
-    """A run ended while owc was down; when owc starts, another run in the same chat is live and claims its
-    message (moving the chat's ``updated_at``) before the reconcile reads the chats. The watermark is the chat's
-    time from before this process wrote anything, so the first run still gets its message (found by a random
-    fault schedule: the chat's current time hid it)."""
+    """A run ended while owc was down; when owc starts, another run in the same chat is live. The live run's
+    claim waits for the hello's reconcile pass over its chat, so the run that ended while away gets its message
+    first and the two chain in run-start order (found by a random fault schedule: before, the live claim moved
+    the chat's ``updated_at`` first and hid the other run; later the live message sat above it). The chats'
+    facts are read while the live claim waits, not after it."""
     async with open_env(tmp_path, db_url=db_url) as env:
         env.sim.skew(-120_000)  # the Gateway's clock is 2 minutes behind: the live claim's time is after the end
         chat_id, key = await env.chat(now=env.sim.now_ms() // 1000 - 60)
@@ -346,13 +347,13 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
         live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
         real_facts = env.store.chat_facts
+        claims_before_facts: list[int] = []
 
-        async def after_the_live_claim(chat_ids):
-            bridge = env.bridges["A"]
-            await bridge.until(lambda: bridge.totals()[0] >= 1)  # the live run's claim came first
+        async def facts(chat_ids):
+            claims_before_facts.append(env.bridges["A"].totals()[0])
             return await real_facts(chat_ids)
 
-        env.store.chat_facts = after_the_live_claim
+        env.store.chat_facts = facts
         await env.connect()
         live.end()
         await env.settled()
@@ -360,3 +361,5 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         first, second = ids.message_id(key, "ended-unseen"), ids.message_id(key, "live-now")
         assert messages[first]["done"] and messages[first]["content"] == "Ended while owc was down."
         assert messages[second]["done"] and messages[second]["content"] == "Live when owc starts."
+        assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
+        assert claims_before_facts == [0]

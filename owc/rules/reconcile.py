@@ -30,11 +30,18 @@ class Owed:
     message_id: str
     #: The message exists unfinished: finish it even if the transcript shows nothing of the run.
     unfinished: bool
+    #: The timestamp of the run's first transcript message (its place in the chat's run order), if any.
+    first_ms: int | None = None
 
 
 def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
     """The runs a transcript window holds, in order of first appearance, with each one's newest timestamp."""
-    newest: dict[str, int] = {}
+    return [(run_id, newest) for run_id, (_, newest) in _run_times(history).items()]
+
+
+def _run_times(history: ChatHistory) -> dict[str, tuple[int | None, int]]:
+    """Each run of the window, in order of first appearance: (its first message's timestamp, its newest)."""
+    times: dict[str, tuple[int | None, int]] = {}
     for message in history.messages:
         run_id = message.user_run_id or message.assistant_run_id
         if run_id is None and message.role == "toolResult":
@@ -45,9 +52,9 @@ def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
             )
         if not isinstance(run_id, str) or not run_id:
             continue
-        ts = message.timestamp or 0
-        newest[run_id] = max(newest.get(run_id, 0), ts)
-    return list(newest.items())
+        first, newest = times.get(run_id, (message.timestamp, 0))
+        times[run_id] = (first, max(newest, message.timestamp or 0))
+    return times
 
 
 def runs_owed(
@@ -65,11 +72,11 @@ def runs_owed(
     ``active_unknown``: the session is active but the list gave no ids (the newest run is then taken as the
     active one); ``message_id_of``: the identity rule for this session key.
     """
-    runs = transcript_runs(history)
+    runs = _run_times(history)
     if active_unknown and runs:
-        active = active | {runs[-1][0]}
+        active = active | {list(runs)[-1]}
     owed: list[Owed] = []
-    for run_id, newest in runs:
+    for run_id, (first, newest) in runs.items():
         if run_id in active:
             continue
         message_id = message_id_of(run_id)
@@ -78,7 +85,7 @@ def runs_owed(
         existing = messages.get(message_id)
         if isinstance(existing, Mapping):
             if existing.get("done") is not True and existing.get("role", "assistant") == "assistant":
-                owed.append(Owed(run_id, message_id, unfinished=True))
+                owed.append(Owed(run_id, message_id, unfinished=True, first_ms=first))
         elif newest >= watermark_ms:  # a run at the watermark itself may have ended unseen: look
-            owed.append(Owed(run_id, message_id, unfinished=False))
+            owed.append(Owed(run_id, message_id, unfinished=False, first_ms=first))
     return owed

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from owc import ids
 from owc.render import TurnRenderer
+from owc.rules.lifecycle import State
 from owc.runs.run import Run, RunKey
 
 log = logging.getLogger("owc.runs")
@@ -37,6 +38,9 @@ class Ledger:
         self.strict = strict
         #: Illegal lifecycle inputs seen (bugs): logged, and kept here so a test can fail on them.
         self.illegal: list[str] = []
+        self._opened = 0
+        #: The newest Gateway time any run was first known at: the stand-in for a run first seen without one.
+        self._latest_ms = 0
 
     def __iter__(self) -> Iterator[Run]:
         return iter(list(self.runs.values()))
@@ -50,9 +54,10 @@ class Ledger:
     def is_settled(self, session_key: str, run_id: str) -> bool:
         return (session_key, run_id) in self._settled
 
-    def open(self, session_key: str, run_id: str) -> Run | None:
+    def open(self, session_key: str, run_id: str, *, seen_ms: int | None = None) -> Run | None:
         """The run, opened if it belongs to an Open WebUI chat and may have a message (not an action's run,
-        not settled already)."""
+        not settled already). ``seen_ms``: the Gateway time of the earliest thing known of the run (its first
+        event's ``ts``, its first transcript message's timestamp), which places it in its chat's run order."""
         key = (session_key, run_id)
         run = self.runs.get(key)
         if run is not None:
@@ -64,6 +69,10 @@ class Ledger:
         if ref is None or message_id is None:
             return None
         run = self.runs[key] = Run(session_key, run_id, ref, message_id, TurnRenderer(run_id, session_key))
+        if seen_ms is not None:
+            self._latest_ms = max(self._latest_ms, seen_ms)
+        self._opened += 1
+        run.order = (seen_ms if seen_ms is not None else self._latest_ms, self._opened)
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
 
@@ -77,3 +86,25 @@ class Ledger:
 
     def unsettled(self) -> list[Run]:
         return list(self.runs.values())
+
+    def claim_blocker(self, run: Run) -> Run | None:
+        """An earlier run of the same chat whose claim (or the transcript check that may lead to one) is still
+        under way: ``run`` claims after it, so the chain follows run-start order, not the database lock's luck
+        (claims run in worker threads, and SQLite's busy wait is not first-come, first-served).
+
+        Only a run with a live writer blocks (one without waits for a connection and holds nobody up). On one
+        session key the Gateway runs one run at a time, so an earlier run is past its terminal, or nearly.
+        A reconciled run (it ended while owc was away) ended before any run live now on its key began: only
+        another reconciled run can come before it (the live ones wait for the pass instead, ``RunTable``), so
+        no two claims ever wait on each other."""
+        for other in self.runs.values():
+            if (
+                other is not run
+                and (other.reconciled or not run.reconciled)
+                and other.ref.chat_id == run.ref.chat_id
+                and other.order < run.order
+                and other.life.state in (State.CLAIMING, State.CHECKING)
+                and other.writer_live
+            ):
+                return other
+        return None

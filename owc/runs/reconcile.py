@@ -54,6 +54,10 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
         if changed or chat.unfinished:
             candidates.append((row, ref, watermark))
     candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
+    looked_at = {ref.chat_id for _, ref, _ in candidates[:limit]}
+    for _, ref in rows:
+        if ref.chat_id not in looked_at:
+            table.reconciled_chat(ref.chat_id)  # nothing owed there this pass: its live claims go on now
     complete = len(candidates) <= limit
     if not complete:
         log.warning("runs.reconcile_bounded sessions=%d limit=%d (the rest at a later hello)", len(candidates), limit)
@@ -61,10 +65,12 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
     for row, ref, watermark in candidates[:limit]:
         try:
             done += await _session(table, row, ref, watermark)
+            table.reconciled_chat(ref.chat_id)
         except (SessionClosed, NotConnected):
             return False  # the next connection's hello reconciles again, from the same watermark
         except (GatewayError, ProtocolError, StoreError) as exc:
             complete = False
+            table.reconciled_chat(ref.chat_id)
             log.warning("runs.reconcile_skipped session=%s error=%s", row.key, exc)
     log.info("runs.reconciled sessions=%d runs=%d", min(len(candidates), limit), done)
     return complete
@@ -85,9 +91,10 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
     )
     count = 0
     for item in owed:
-        run = table.ledger.open(row.key, item.run_id)
+        run = table.ledger.open(row.key, item.run_id, seen_ms=item.first_ms)
         if run is None or run.life.state is not State.OPEN or run.life.ended or run.writer_live:
             continue  # settled, or the live path has it
+        run.reconciled = True
         run.history = history
         run.life.owed = item.unfinished
         run.mark_missed("ended while owc was away")

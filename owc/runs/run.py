@@ -49,6 +49,11 @@ class Run:
     writer: WriterHandle | None = None
     #: A writer is being started for it (``nursery.start`` has not returned yet).
     starting: bool = False
+    #: Where the run stands in its chat's run-start order: (the Gateway time it was first known to have run,
+    #: the ledger's count when it was opened). Claims on one chat go in this order (``Ledger.claim_blocker``).
+    order: tuple[int, int] = (0, 0)
+    #: Given its message by a hello's reconcile pass (it ended while owc was away).
+    reconciled: bool = False
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property

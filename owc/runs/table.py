@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from owc import ids
 from owc.emit import Emitter
 from owc.gateway import HelloInfo, Resync
 from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged
@@ -71,6 +72,7 @@ class RunTable:
             registry=bridge.registry,
             apply=self.apply,
             stats=bridge.stats,
+            claim_turn=self.claim_turn,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -81,6 +83,10 @@ class RunTable:
         self.hello: HelloInfo | None = None
         #: Runs carried from earlier connections (unsettled in the ledger when this one began).
         self.carried: set[RunKey] = {run.key for run in self.ledger.unsettled()}
+        #: Chats the hello's reconcile pass has yet to look at: runs that ended while owc was away come before
+        #: any run now live there, so a live run's claim in one of them waits for the pass (bounded by its
+        #: RPCs' own timeouts; no clock of its own).
+        self.reconcile_pending: set[str] = set()
 
     # ------------------------------------------------------------------ the lifecycle's actions
 
@@ -125,11 +131,32 @@ class RunTable:
             run.starting = False
             self.bridge.wake()
 
+    async def claim_turn(self, run: Run) -> None:
+        """Wait until ``run`` may claim (``WriterContext.claim_turn``): no earlier run of its chat is still
+        claiming or checking (``Ledger.claim_blocker``), and no reconcile pass still owes its chat older runs."""
+
+        def may_claim() -> bool:
+            if run.life.state is not State.CLAIMING:
+                return True
+            if run.ref.chat_id in self.reconcile_pending and not run.reconciled:
+                return False
+            return self.ledger.claim_blocker(run) is None
+
+        if not may_claim():
+            log.info("runs.claim_waits run=%s chat=%s (an earlier run of the chat first)", run.run_id, run.ref.chat_id)
+            await self.bridge.until(may_claim)
+
+    def reconciled_chat(self, chat_id: str) -> None:
+        """The reconcile pass is done with ``chat_id``: live claims there may go on."""
+        if chat_id in self.reconcile_pending:
+            self.reconcile_pending.discard(chat_id)
+            self.bridge.wake()
+
     # ------------------------------------------------------------------ events
 
-    def _open(self, session_key: str, run_id: str, *, start: bool) -> Run | None:
+    def _open(self, session_key: str, run_id: str, *, start: bool, seen_ms: int | None = None) -> Run | None:
         known = self.ledger.get(session_key, run_id) is not None
-        run = self.ledger.open(session_key, run_id)
+        run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
             self.bridge.wake()
         if run is not None and not known and not start and session_key in self._unknown:
@@ -143,14 +170,19 @@ class RunTable:
         if isinstance(event, SessionsChanged):
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
-            run = self._open(event.session_key, event.effective_run_id or event.run_id, start=event.phase == "start")
+            run = self._open(
+                event.session_key,
+                event.effective_run_id or event.run_id,
+                start=event.phase == "start",
+                seen_ms=event.ts,
+            )
             if run is not None and event.phase in ("end", "error"):
                 self.apply(run, Terminal(f"sessions.changed {event.phase}"))
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
         start = isinstance(event, AgentEvent) and event.lifecycle is not None and event.lifecycle.phase == "start"
-        run = self._open(event.session_key, event.run_id, start=start)
+        run = self._open(event.session_key, event.run_id, start=start, seen_ms=getattr(event, "ts", None))
         if run is None:
             return
         if run.renderer.feed(event):
@@ -188,6 +220,10 @@ class RunTable:
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
         self._resync(resync, carried=True)
         watermark = self.bridge.watermark_ms
+        for row in resync.rows:
+            ref = ids.parse_session_key(row.key)
+            if ref is not None:
+                self.reconcile_pending.add(ref.chat_id)
         self.reconciling += 1
         self._nursery.start_soon(self._reconcile, resync, watermark)
 
@@ -215,6 +251,7 @@ class RunTable:
         try:
             self.reconciled = await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit)
         finally:
+            self.reconcile_pending.clear()
             self.reconciling -= 1
             self.bridge.wake()
 

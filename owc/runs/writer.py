@@ -93,6 +93,9 @@ class WriterContext:
     registry: WriterRegistry
     apply: Callable[[Run, Input], None]  # report an input to the run's lifecycle (the table performs its actions)
     stats: Stats
+    #: Returns when the run may claim: every earlier run of its chat has claimed (or will not), so the chain
+    #: follows run-start order. Returns early if the run leaves ``CLAIMING`` meanwhile.
+    claim_turn: Callable[[Run], Awaitable[None]]
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -179,6 +182,9 @@ class _Writer:
 
     async def _claim(self) -> None:
         r, ctx = self.run_, self.ctx
+        await ctx.claim_turn(r)
+        if r.life.state is not State.CLAIMING:
+            return  # something else happened to the run while it waited (a Stop, the connection closed)
         create = r.life.may_create
         try:
             result = await ctx.store.claim(

@@ -1,0 +1,86 @@
+"""Runs on one chat chain in run-start order, whatever order their claims reach the database lock (issue 11).
+
+Claims run in worker threads, and SQLite's busy wait is not first-come, first-served: without an order of its
+own, a later run whose claim took the lock first would sit above an earlier one."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from owc import ids
+
+from harness import open_env
+
+
+def chain(messages: dict, tail: str) -> list[str]:
+    """Message ids from the root to ``tail``."""
+    out: list[str] = []
+    m = messages.get(tail)
+    while m is not None:
+        out.append(m["id"])
+        m = messages.get(m.get("parentId"))
+    return out[::-1]
+
+
+async def test_a_later_runs_claim_never_overtakes_an_earlier_ones(tmp_path, clock) -> None:
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        first = ids.message_id(key, "first")
+        real_claim = env.store.claim
+        release = trio.Event()
+        asked: list[str] = []
+
+        async def slow_first_claim(chat, message_id, **kwargs):
+            asked.append(message_id)
+            if message_id == first:
+                await release.wait()  # the first run's claim loses the race for the lock
+            return await real_claim(chat, message_id, **kwargs)
+
+        env.store.claim = slow_first_claim
+        env.sim.start_run(key, "first").text("One.").end()
+        env.sim.start_run(key, "second").text("Two.").end()
+        env.sim.start_run(key, "third").text("Three.").end()
+        await env.sim.wait_for(env.sim.quiescent)
+        await trio.testing.wait_all_tasks_blocked()
+        names = {ids.message_id(key, r): r for r in ("first", "second", "third")}
+        assert [names[m] for m in asked] == ["first"]  # the later runs wait their turn instead of taking the lock
+        release.set()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        order = [ids.message_id(key, r) for r in ("first", "second", "third")]
+        assert chain(messages, order[-1]) == ["u1", *order]
+        assert all(messages[m]["done"] for m in order)
+
+
+async def test_each_chat_keeps_its_own_order_and_others_are_not_held(tmp_path, clock) -> None:
+    """The wait is per chat: a claim held on one chat does not delay another chat's runs."""
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        await env.connect()
+        held = ids.message_id(key_a, "a1")
+        real_claim = env.store.claim
+        release = trio.Event()
+
+        async def slow_claim(chat, message_id, **kwargs):
+            if message_id == held:
+                await release.wait()
+            return await real_claim(chat, message_id, **kwargs)
+
+        env.store.claim = slow_claim
+        env.sim.start_run(key_a, "a1").text("A one.").end()
+        env.sim.start_run(key_a, "a2").text("A two.").end()
+        env.sim.start_run(key_b, "b1").text("B one.").end()
+        env.sim.start_run(key_b, "b2").text("B two.").end()
+        await env.sim.wait_for(env.sim.quiescent)
+        ledger = env.bridges["A"].ledger
+        await env.bridges["A"].until(lambda: ledger.is_settled(key_b, "b2"))
+        b = await env.messages(chat_b)
+        assert chain(b, ids.message_id(key_b, "b2")) == ["u1", ids.message_id(key_b, "b1"), ids.message_id(key_b, "b2")]
+        assert ids.message_id(key_a, "a2") not in await env.messages(chat_a)
+        release.set()
+        await env.settled()
+        a = await env.messages(chat_a)
+        assert chain(a, ids.message_id(key_a, "a2")) == ["u1", held, ids.message_id(key_a, "a2")]
