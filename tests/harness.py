@@ -5,7 +5,7 @@ recording emitter. Every runtime is strict: an illegal lifecycle input fails the
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,19 @@ class Env:
         for runtime in list(self.runtimes.values()):
             await runtime.settled()
 
+    async def until(self, predicate: Callable[[], bool]) -> None:
+        """Wait, without a clock, until ``predicate`` holds; re-checked whenever any runtime's runs move (a
+        predicate over two processes must not wait on one of them only)."""
+        while not predicate():
+            async with trio.open_nursery() as nursery:
+                for bridge in list(self.bridges.values()):
+                    nursery.start_soon(self._first_change, bridge, nursery.cancel_scope)
+
+    @staticmethod
+    async def _first_change(bridge: Bridge, scope: trio.CancelScope) -> None:
+        await bridge.changed()
+        scope.cancel()
+
     async def messages(self, chat_id: str) -> dict[str, Any]:
         chat = await self.store.read_chat(chat_id)
         return chat["history"]["messages"]
@@ -122,9 +135,12 @@ class Env:
 
 
 @asynccontextmanager
-async def open_env(tmp_path: Path, *, db_url: str | None = None, **sim_kwargs: Any) -> AsyncIterator[Env]:
+async def open_env(
+    tmp_path: Path, *, db_url: str | None = None, busy_timeout_ms: int = 5000, **sim_kwargs: Any
+) -> AsyncIterator[Env]:
     async with open_simulator(token=TOKEN, **sim_kwargs) as sim:
-        async with open_store(db_url or f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        db = db_url or f"sqlite:///{tmp_path / 'webui.db'}"
+        async with open_store(db, create=True, busy_timeout_ms=busy_timeout_ms) as store:
             async with trio.open_nursery() as nursery:
                 env = Env(sim, store, nursery)
                 yield env

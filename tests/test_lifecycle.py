@@ -16,6 +16,7 @@ from owc.rules.lifecycle import (
     IllegalTransition,
     Lifecycle,
     Listed,
+    Retry,
     Showable,
     State,
     Stop,
@@ -39,6 +40,7 @@ INPUTS = {
     **{f"Write.{o.name}": WriteResult(o) for o in WriteOutcome},
     "Closed": ConnectionClosed(),
     "Hello": Hello("boot"),
+    "Retry": Retry(),
     "Failed": WriterFailed(),
 }
 
@@ -49,69 +51,76 @@ TABLE = """
 OPEN:
     Showable:CLAIMING+START_WRITER  Terminal:ABANDONED+RETIRE  Stop:OPEN+ABORT_RUN  Handover:-
     Listed:CLAIMING+START_WRITER  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:OPEN  Failed:-
+    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:OPEN  Retry:-  Failed:-
 CLAIMING:
     Showable:CLAIMING  Terminal:CLAIMING  Stop:CLAIMING  Handover:-
     Listed:CLAIMING  Claim.WON:STREAMING  Claim.HELD:STANDBY  Claim.HELD_ELSEWHERE:STANDBY
-    Claim.FINISHED:DONE+RETIRE  Claim.ABSENT:OPEN  Claim.LOCKED:CLAIMING  Claim.FAILED:ABANDONED+RETIRE
+    Claim.FINISHED:DONE+RETIRE  Claim.ABSENT:OPEN  Claim.LOCKED:CLAIMING  Claim.UNAVAILABLE:CLAIMING
+    Claim.FAILED:ABANDONED+RETIRE
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Failed:ABANDONED+RETIRE
+    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 STREAMING:
     Showable:STREAMING  Terminal:FINALIZING+END_STREAM  Stop:FINALIZING+END_STREAM  Handover:-
     Listed:STREAMING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:-  Failed:ABANDONED+RETIRE
+    Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 STANDBY:
     Showable:STANDBY  Terminal:CLAIMING+START_WRITER  Stop:STANDBY  Handover:-
     Listed:STANDBY  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Failed:-
+    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:-
 DETACHED:
     Showable:DETACHED  Terminal:CLAIMING+START_WRITER  Stop:DETACHED  Handover:-
     Listed:CLAIMING+START_WRITER  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:DETACHED  Failed:-
+    Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:DETACHED  Retry:-  Failed:-
 CHECKING:
     Showable:CHECKING  Terminal:CHECKING  Stop:CHECKING  Handover:-
     Listed:CHECKING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:CLAIMING  Checked.no:ABANDONED+RETIRE  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Failed:ABANDONED+RETIRE
+    Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 FINISHING:
     Showable:FINISHING  Terminal:FINISHING  Stop:FINISHING  Handover:-
     Listed:FINISHING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
-    Write.NOT_WRITTEN:ABANDONED+RETIRE  Closed:OPEN  Hello:-  Failed:ABANDONED+RETIRE
+    Write.NOT_WRITTEN:UNSAVED  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 FINALIZING:
     Showable:FINALIZING  Terminal:FINALIZING  Stop:FINALIZING  Handover:-
     Listed:FINALIZING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
-    Write.NOT_WRITTEN:ABANDONED+RETIRE  Closed:DETACHED  Hello:-  Failed:ABANDONED+RETIRE
+    Write.NOT_WRITTEN:UNSAVED  Closed:DETACHED  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 INLINE:
     Showable:INLINE  Terminal:INLINE  Stop:INLINE  Handover:CLAIMING+START_WRITER
     Listed:INLINE  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
-    Write.NOT_WRITTEN:ABANDONED+RETIRE  Closed:INLINE  Hello:INLINE  Failed:-
+    Write.NOT_WRITTEN:UNSAVED  Closed:INLINE  Hello:INLINE  Retry:-  Failed:-
+UNSAVED:
+    Showable:UNSAVED  Terminal:UNSAVED  Stop:UNSAVED  Handover:UNSAVED
+    Listed:UNSAVED  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
+    Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
+    Write.NOT_WRITTEN:-  Closed:UNSAVED  Hello:UNSAVED  Retry:UNSAVED  Failed:-
 DONE:
     Showable:DONE  Terminal:DONE  Stop:DONE  Handover:DONE
     Listed:DONE  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:DONE  Hello:DONE  Failed:-
+    Write.NOT_WRITTEN:-  Closed:DONE  Hello:DONE  Retry:-  Failed:-
 ABANDONED:
     Showable:ABANDONED  Terminal:ABANDONED  Stop:ABANDONED  Handover:ABANDONED
     Listed:ABANDONED  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
-    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.FAILED:-
+    Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
-    Write.NOT_WRITTEN:-  Closed:ABANDONED  Hello:ABANDONED  Failed:-
+    Write.NOT_WRITTEN:-  Closed:ABANDONED  Hello:ABANDONED  Retry:-  Failed:-
 """
 
 

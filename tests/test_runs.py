@@ -283,8 +283,8 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         a = await env.connect("A")
         b = await env.connect("B")
         run = env.sim.start_run(key, "failover", steps=[Text("Begun by one deploy."), Hold()])
-        await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
-        await b.until(
+        await env.until(lambda: a.totals()[0] + b.totals()[0] == 1)
+        await env.until(
             lambda: all(r.life.state in (State.STREAMING, State.STANDBY) for x in (a, b) for r in x.ledger.unsettled())
         )
         winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
@@ -308,7 +308,7 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
         a = await env.connect("A", emitters["A"], WriterRegistry())
         b = await env.connect("B", emitters["B"], WriterRegistry())
         run = env.sim.start_run(key, "shared", steps=[Text("Streamed by one process."), Hold()])
-        await a.until(lambda: a.totals()[0] + b.totals()[0] == 1)
+        await env.until(lambda: a.totals()[0] + b.totals()[0] == 1)
         run.release()
         env.sim.active_run(key).text(" Still one.").tool("ls", {}, "x").end()
         await env.settled()
@@ -358,34 +358,65 @@ async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> N
         ] * 2  # A's claim, B's finish
 
 
-async def test_a_finalize_that_cannot_be_written_is_reported_not_dropped(tmp_path, clock, caplog) -> None:
+def refuse_writes(env, chat_id: str, times: int) -> None:
+    """The chat's next ``times`` finalizes find the database locked through every attempt."""
+    real_write = env.store.write
+    left = [times]
+
+    async def locked_write(chat, message_id, **kwargs):
+        if chat == chat_id and left[0] > 0:
+            left[0] -= 1
+            return NotWritten(detail="database is locked", attempts=6)
+        return await real_write(chat, message_id, **kwargs)
+
+    env.store.write = locked_write
+
+
+@pytest.mark.virtual_seconds(30)  # one Gateway tick: the retry's only trigger while nothing else happens
+async def test_a_finalize_that_cannot_be_written_is_kept_and_written_on_the_next_tick(tmp_path, clock, caplog) -> None:
     """The database stays locked through every finalize attempt: the writer logs NOT WRITTEN and tells the
-    chat's open tabs; the connection and other runs go on."""
+    chat's open tabs (once), and the message is kept: the Gateway's next tick tries again and writes it
+    (before, it was left ``done: false`` for good)."""
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
-        chat_b, key_b = await env.chat()
         bridge = await env.connect()
-        real_write = env.store.write
-
-        async def locked_write(chat_id, message_id, **kwargs):
-            if chat_id == chat_a:
-                return NotWritten(detail="database is locked", attempts=6)
-            return await real_write(chat_id, message_id, **kwargs)
-
-        env.store.write = locked_write
-        env.sim.start_run(key_a, "unlucky").text("Never saved.").end()
-        env.sim.start_run(key_b, "lucky").text("Saved.").end()
-        await env.settled()
+        refuse_writes(env, chat_a, 1)
+        env.sim.start_run(key_a, "unlucky").text("Saved at last.").end()
         m = ids.message_id(key_a, "unlucky")
+        await bridge.until(lambda: env.emitter.of(m, "chat:message:error"))
         assert any(
             "runs.NOT_WRITTEN run=unlucky" in r.getMessage() and "attempts=6" in r.getMessage() for r in caplog.records
         )
         (notice,) = env.emitter.of(m, "chat:message:error")
-        assert notice.chat_id == chat_a and "could not be saved" in notice.event["data"]["error"]["content"]
+        assert notice.chat_id == chat_a and "could not be saved yet" in notice.event["data"]["error"]["content"]
         assert not any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
         assert (await env.messages(chat_a))[m]["done"] is False
+        assert bridge.ledger.get(key_a, "unlucky").life.state is State.UNSAVED
+        clock.jump(30)  # the Gateway's next tick
+        await env.settled()
+        assert (await env.messages(chat_a))[m]["done"] is True
+        assert (await env.messages(chat_a))[m]["content"] == "Saved at last."
+        assert any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
+        assert len(env.emitter.of(m, "chat:message:error")) == 1
+        assert bridge.totals() == (1, 1)
+
+
+async def test_a_message_kept_unsaved_is_written_when_another_write_goes_through(tmp_path, clock) -> None:
+    """Another run's write that goes through means the database takes writes again: the kept message is
+    tried at once, not at the next tick. The connection and the other run go on meanwhile."""
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        bridge = await env.connect()
+        refuse_writes(env, chat_a, 1)
+        env.sim.start_run(key_a, "unlucky").text("Kept.").end()
+        m = ids.message_id(key_a, "unlucky")
+        await bridge.until(lambda: env.emitter.of(m, "chat:message:error"))
+        env.sim.start_run(key_b, "lucky").text("Saved.").end()
+        await env.settled()
+        assert (await env.messages(chat_a))[m]["done"] is True
         assert (await env.messages(chat_b))[ids.message_id(key_b, "lucky")]["done"] is True
-        assert bridge.totals() == (2, 1)
+        assert bridge.totals() == (2, 2) and env.clients["A"].connections_opened == 1
 
 
 async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, clock, caplog) -> None:

@@ -562,7 +562,15 @@ class GatewayClient:
                 log.exception("gateway.handler_failed url=%s callback=on_gap", self.url)
             if conn.want_resync():
                 conn.nursery.start_soon(self._resync, conn)
-        if isinstance(event, (Tick, ConnectChallenge)):
+        if isinstance(event, ConnectChallenge):
+            return
+        if isinstance(event, Tick):
+            # Not a run's event; the handler may still act on it (a message the database would not take is
+            # tried again on the next tick: the Gateway's own heartbeat, not a clock of owc's).
+            try:
+                conn.runs.on_event(event)
+            except Exception:
+                log.exception("gateway.handler_failed url=%s event=tick", self.url)
             return
         if isinstance(event, Shutdown):
             conn.notice = event

@@ -17,8 +17,11 @@ States (seed 000 sections 2.2-2.7; NOTES.md has the diagram)::
     FINISHING   the run ended while another process held the message: one conditional write, no streaming
     FINALIZING  the run ended (or was stopped): read the transcript once, write the finished message
     INLINE      a live Pipe request streams the run through Open WebUI's own request (the Pipe issue)
+    UNSAVED     the run ended and the database would not take its message (locked past every try, full,
+                read-only, gone): kept, and tried again on a ``Retry`` (a Gateway tick or terminal, another
+                write that went through) or the next hello; never on a clock of its own
     DONE        the message is finished (here or by whoever held it)
-    ABANDONED   no message from this run here: it showed nothing, or it could not be written (logged)
+    ABANDONED   no message from this run here: it showed nothing, or the chat cannot take it (logged)
 
 An input a state does not take raises ``IllegalTransition``; the shell logs it and leaves the run as it was
 (a bug must never kill the connection), and the tests make it fail.
@@ -42,6 +45,7 @@ class State(enum.Enum):
     FINISHING = "finishing"
     FINALIZING = "finalizing"
     INLINE = "inline"
+    UNSAVED = "unsaved"
     DONE = "done"
     ABANDONED = "abandoned"
 
@@ -66,13 +70,17 @@ class ClaimOutcome(enum.Enum):
     FINISHED = "finished"  # the message is already done
     ABSENT = "absent"  # an adopt-only claim found no message
     LOCKED = "locked"  # the database stayed locked for the whole busy wait
+    #: The database refused the write (locked past every try after the run's end, full, read-only, gone).
+    UNAVAILABLE = "unavailable"
     FAILED = "failed"  # the chat cannot take the message (missing, another user's, corrupt): logged
 
 
 class WriteOutcome(enum.Enum):
     WRITTEN = "written"
     FINISHED_ELSEWHERE = "finished_elsewhere"  # a conditional write found it done already
-    NOT_WRITTEN = "not_written"  # still locked after every attempt: logged NOT WRITTEN, tabs told
+    #: The database would not take it (locked after every attempt, full, read-only, gone): logged NOT WRITTEN,
+    #: tabs told, kept for a retry.
+    NOT_WRITTEN = "not_written"
 
 
 # ---------------------------------------------------------------------------------------------------- inputs
@@ -140,6 +148,12 @@ class Hello:
 
 
 @attrs.frozen
+class Retry:
+    """The database may take writes again (a Gateway tick or a run's terminal arrived, or another write went
+    through): an ``UNSAVED`` run tries once more."""
+
+
+@attrs.frozen
 class WriterFailed:
     """The writer hit an unexpected error (logged): the run is this connection's loss alone."""
 
@@ -155,12 +169,13 @@ Input = (
     | WriteResult
     | ConnectionClosed
     | Hello
+    | Retry
     | WriterFailed
 )
 #: Every input type, for the exhaustive transition-table test.
 INPUT_TYPES: tuple[type, ...] = (
     Showable, Terminal, Stop, Handover, Listed, ClaimResult, TranscriptChecked, WriteResult, ConnectionClosed, Hello,
-    WriterFailed,
+    Retry, WriterFailed,
 )  # fmt: skip
 
 
@@ -346,6 +361,9 @@ def _claiming_result(life: Lifecycle, event: Input) -> tuple[Action, ...]:
         return life._to(State.OPEN)
     if outcome is ClaimOutcome.LOCKED:
         return ()  # the writer tries again on the run's next change (or, once ended, a bounded number of times)
+    if outcome is ClaimOutcome.UNAVAILABLE:
+        # Ended: kept until the database takes writes again. Still running: the run's next event tries again.
+        return life._to(State.UNSAVED) if life.ended else ()
     return life._to(State.ABANDONED)  # FAILED
 
 
@@ -437,7 +455,7 @@ _on(State.CHECKING, Showable, Terminal, Stop, Listed)(_record)
 def _written(life: Lifecycle, event: Input) -> tuple[Action, ...]:
     assert isinstance(event, WriteResult)
     if event.outcome is WriteOutcome.NOT_WRITTEN:
-        return life._to(State.ABANDONED)
+        return life._to(State.UNSAVED)
     return life._to(State.DONE)
 
 
@@ -458,6 +476,21 @@ _on(State.INLINE, Showable, Terminal, Stop, Listed, ConnectionClosed, Hello)(_re
 @_on(State.INLINE, WriteResult)
 def _inline_written(life: Lifecycle, event: Input) -> tuple[Action, ...]:
     return _written(life, event)
+
+
+@_on(State.UNSAVED, Retry)
+def _retry(life: Lifecycle, event: Input) -> tuple[Action, ...]:
+    return life._resume()  # its own message back (or made now, or finished where another process holds it)
+
+
+@_on(State.UNSAVED, Hello)
+def _unsaved_hello(life: Lifecycle, event: Input) -> tuple[Action, ...]:
+    _note_boot(life, event)
+    return life._resume()
+
+
+_on(State.UNSAVED, Showable, Terminal, Stop, Listed, Handover)(_record)
+_on(State.UNSAVED, ConnectionClosed)(_stay)
 
 
 @_on((State.CLAIMING, State.STREAMING, State.CHECKING, State.FINISHING, State.FINALIZING), WriterFailed)

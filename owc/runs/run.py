@@ -54,6 +54,8 @@ class Run:
     order: tuple[int, int] = (0, 0)
     #: Given its message by a hello's reconcile pass (it ended while owc was away).
     reconciled: bool = False
+    #: The tabs were told its message is not saved yet (once; they hear again when it is).
+    told_unsaved: bool = False
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property

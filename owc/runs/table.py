@@ -25,20 +25,25 @@ import trio
 from owc import ids
 from owc.emit import Emitter
 from owc.gateway import HelloInfo, Resync
-from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged
+from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged, Tick
 from owc.registry import WRITERS, WriterRegistry
 from owc.rules.lifecycle import (
     Action,
+    ClaimOutcome,
+    ClaimResult,
     ConnectionClosed,
     Handover,
     Hello,
     IllegalTransition,
     Input,
     Listed,
+    Retry,
     Showable,
     State,
     Stop,
     Terminal,
+    WriteOutcome,
+    WriteResult,
 )
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
@@ -105,6 +110,8 @@ class RunTable:
         log.debug(
             "runs.input run=%s %s -> %s on %s", run.run_id, before.value, run.life.state.value, type(event).__name__
         )
+        if isinstance(event, (ClaimResult, WriteResult)) and event.outcome in (ClaimOutcome.WON, WriteOutcome.WRITTEN):
+            self.retry_unsaved("a write went through")
         for action in actions:
             if action is Action.START_WRITER:
                 self._start_writer(run)
@@ -165,8 +172,19 @@ class RunTable:
             run.mark_missed("joined mid-run (its session was active at the list, run ids unknown)")
         return run
 
+    def retry_unsaved(self, why: str) -> None:
+        """The database may take writes again: every run whose message it would not take tries once more
+        (one writer each; a run whose retry is under way is left to it)."""
+        for run in self.ledger.unsettled():
+            if run.life.state is State.UNSAVED and not run.writer_live:
+                log.info("runs.retry_unsaved run=%s chat=%s (%s)", run.run_id, run.ref.chat_id, why)
+                self.apply(run, Retry())
+
     def on_event(self, event: Event) -> None:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
+        if isinstance(event, Tick):
+            self.retry_unsaved("a Gateway tick")
+            return
         if isinstance(event, SessionsChanged):
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
@@ -178,6 +196,7 @@ class RunTable:
             )
             if run is not None and event.phase in ("end", "error"):
                 self.apply(run, Terminal(f"sessions.changed {event.phase}"))
+                self.retry_unsaved("a run's terminal")
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
@@ -191,6 +210,7 @@ class RunTable:
             self.apply(run, Showable())
         if isinstance(event, ChatEvent) and event.is_terminal:
             self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
+            self.retry_unsaved("a run's terminal")
 
     def on_gap(self) -> None:
         """Events were lost: any run still going may have lost some, so a run that then ends showing nothing
@@ -342,6 +362,10 @@ class Bridge:
     def wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
+
+    async def changed(self) -> None:
+        """Return at the next change of any run or connection of this bridge."""
+        await self._changed.wait()
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait, without a clock, until ``predicate`` holds; re-checked whenever a run or a connection moves."""

@@ -52,6 +52,7 @@ from owc.store import (
     StoreError,
     TakenOver,
     TrioChatStore,
+    Unavailable,
     Written,
 )
 
@@ -67,10 +68,10 @@ HISTORY_MAX_CHARS = 500_000
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
-#: What the tabs are told when a finished message could not be written.
+#: What the tabs are told when a finished message could not be written (yet).
 NOT_SAVED = (
-    "This reply could not be saved: the database stayed locked (another writer held it). "
-    "The text above is only in this tab."
+    "This reply could not be saved yet: the database would not take it ({why}). owc keeps it and saves it "
+    "as soon as the database takes writes again; until then the text above is only in this tab."
 )
 
 
@@ -139,6 +140,14 @@ class _Writer:
         self.snapshot_first = False
         self.claim_attempts_after_end = 0
         self.aborted = False
+
+    async def _not_saved(self, why: str) -> None:
+        """Tell the tabs, once per run, that its message is not saved yet (it is kept and tried again)."""
+        r = self.run_
+        if r.told_unsaved:
+            return
+        r.told_unsaved = True
+        await self._emit({"type": "chat:message:error", "data": {"error": {"content": NOT_SAVED.format(why=why)}}})
 
     async def run(self) -> None:
         life = self.run_.life
@@ -244,12 +253,29 @@ class _Writer:
         if isinstance(result, Absent):
             ctx.apply(r, ClaimResult(ClaimOutcome.ABSENT))
             return
+        if isinstance(result, Unavailable):
+            if r.life.ended:
+                log.error(
+                    "runs.NOT_WRITTEN run=%s chat=%s (kept for a retry): %s", r.run_id, r.ref.chat_id, result.detail
+                )
+                ctx.apply(r, ClaimResult(ClaimOutcome.UNAVAILABLE))
+                await self._not_saved("it refused the write")
+                return
+            ctx.apply(r, ClaimResult(ClaimOutcome.UNAVAILABLE))
+            await r.wait_changed()  # try again on the run's next event
+            return
         assert isinstance(result, Locked)
         if r.life.ended:
             self.claim_attempts_after_end += 1  # each attempt already waited the busy timeout
             if self.claim_attempts_after_end >= CLAIM_ATTEMPTS_AFTER_END:
-                log.error("runs.NOT_WRITTEN run=%s chat=%s: the database stayed locked", r.run_id, r.ref.chat_id)
-                ctx.apply(r, ClaimResult(ClaimOutcome.FAILED))
+                self.claim_attempts_after_end = 0
+                log.error(
+                    "runs.NOT_WRITTEN run=%s chat=%s (kept for a retry): the database stayed locked",
+                    r.run_id,
+                    r.ref.chat_id,
+                )
+                ctx.apply(r, ClaimResult(ClaimOutcome.UNAVAILABLE))
+                await self._not_saved("it stayed locked")
             return
         ctx.apply(r, ClaimResult(ClaimOutcome.LOCKED))
         await r.wait_changed()  # try again on the run's next event
@@ -349,19 +375,14 @@ class _Writer:
             return
         if isinstance(result, NotWritten):
             log.error(
-                "runs.NOT_WRITTEN run=%s chat=%s attempts=%d: %s",
+                "runs.NOT_WRITTEN run=%s chat=%s attempts=%d (kept for a retry): %s",
                 r.run_id,
                 r.ref.chat_id,
                 result.attempts,
                 result.detail,
             )
             ctx.apply(r, WriteResult(WriteOutcome.NOT_WRITTEN))
-            await self._emit(
-                {
-                    "type": "chat:message:error",
-                    "data": {"error": {"content": NOT_SAVED}},
-                }
-            )
+            await self._not_saved("it stayed locked" if result.locked else "it refused the write")
             return
         assert isinstance(result, Written)
         ctx.stats.finalized += 1

@@ -8,6 +8,7 @@ JSON columns are written as compact orjson text, as Open WebUI's ``JSONCodec`` w
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
 
@@ -29,12 +30,43 @@ def normalize_url(url: str) -> str:
     return url
 
 
+#: The key under which a SQLite connection records the identity of the file it opened.
+FILE_ID = "owc_file_id"
+
+
+def file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, or None if there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def sqlite_file(engine: Engine) -> str | None:
+    """The path of a SQLite engine's database file (None for an in-memory one, or another backend)."""
+    url = engine.url
+    if url.get_backend_name() != "sqlite" or not url.database or url.query.get("uri") != "true":
+        return None
+    return url.database[len("file:") :] if url.database.startswith("file:") else None
+
+
 def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) -> Engine:
     url = normalize_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        path = parsed.database
+        if path and path != ":memory:" and not path.startswith("file:"):
+            # The file is made here if it does not exist yet (the embedded default); every connection then
+            # opens it read-write without creating: a database deleted under owc fails the write (and is
+            # reported) instead of being silently replaced by an empty file at the first reconnect.
+            path = os.path.abspath(path)
+            sqlite3.connect(path).close()
+            parsed = parsed.set(database=f"file:{path}", query={**parsed.query, "mode": "rw", "uri": "true"})
+        else:
+            path = None
         engine = create_engine(
-            url,
+            parsed,
             connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
@@ -43,7 +75,9 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
         )
 
         @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        def _pragmas(dbapi_conn: sqlite3.Connection, record: Any) -> None:
+            if path is not None:
+                record.info[FILE_ID] = file_id(path)  # what this connection opened (``ChatStore._same_file``)
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")

@@ -28,10 +28,11 @@ import trio
 from sqlalchemy import Connection, Engine, Text, false, insert, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from owc.store import tree
-from owc.store.engine import is_locked_error, make_engine
+from owc.store.engine import FILE_ID, file_id, is_locked_error, make_engine, sqlite_file
 from owc.store.schema import chat as chat_t
 from owc.store.schema import chat_message as msg_t
 from owc.store.schema import message_row_id, metadata
@@ -72,6 +73,22 @@ class MessageMissing(StoreError):
         self.chat_id, self.message_id = chat_id, message_id
 
 
+class DatabaseGone(Exception):
+    """The SQLite file owc opened was deleted or replaced under it: a write there would land in a file nobody
+    reads. Reported as ``Unavailable`` (nothing written); the pooled connection is dropped, so a later try
+    opens the file at its path again (and fails, rather than making an empty one, until it is back)."""
+
+
+#: What a database that refuses writes raises (full, read-only, I/O error, unreachable, gone), as opposed to
+#: what a chat that cannot take the message raises (``StoreError``).
+REFUSALS = (DBAPIError, PoolTimeout, DatabaseGone, OSError)
+
+
+def refusal_text(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc) or type(exc).__name__
+
+
 #: owc made M at the tail: the new message and the parent's new ``childrenIds`` (what the tabs are told).
 Claimed = tree.Inserted
 
@@ -105,7 +122,15 @@ class Locked:
     detail: str
 
 
-ClaimResult = Claimed | TakenOver | AlreadyThere | Absent | Locked
+@attrs.frozen
+class Unavailable:
+    """The database refused the transaction for a reason of its own (full, read-only, an I/O error, gone,
+    unreachable): nothing was written. Like ``Locked``, a later try may succeed."""
+
+    detail: str
+
+
+ClaimResult = Claimed | TakenOver | AlreadyThere | Absent | Locked | Unavailable
 
 
 @attrs.frozen
@@ -116,10 +141,13 @@ class Written:
 
 @attrs.frozen
 class NotWritten:
-    """Still locked after every attempt. The writer logs ``NOT WRITTEN`` and tells the user's tabs."""
+    """Still locked after every attempt, or refused by the database (``locked=False``: full, read-only, gone;
+    not tried again at once). The writer logs ``NOT WRITTEN``, tells the user's tabs, and keeps the run for a
+    later try."""
 
     detail: str
     attempts: int
+    locked: bool = True
 
 
 @attrs.frozen
@@ -169,6 +197,7 @@ class ChatStore:
         with self.engine.connect() as conn:
             if self.is_sqlite:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
+                self._same_file(conn)
             row = conn.execute(
                 select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
                 .where(chat_t.c.id == chat_id)
@@ -182,6 +211,17 @@ class ChatStore:
                 log.warning("store.long_hold chat=%s seconds=%.3f", chat_id, held)
             if self.on_hold is not None:
                 self.on_hold(chat_id, held)
+
+    def _same_file(self, conn: Connection) -> None:
+        """Under the write lock: the file this connection has open is still the one at the database's path
+        (one ``stat``). A deleted or replaced file raises ``DatabaseGone`` and drops the connection."""
+        path = sqlite_file(self.engine)
+        if path is None:
+            return
+        opened = conn.info.get(FILE_ID)
+        if opened is None or file_id(path) != opened:
+            conn.invalidate()
+            raise DatabaseGone(f"the database file {path} was deleted or replaced")
 
     @staticmethod
     def _load(chat_id: str, row: Any, user_id: str | None) -> dict[str, Any]:
@@ -321,7 +361,11 @@ class ChatStore:
             if is_locked_error(exc):
                 log.warning("store.claim_locked chat=%s message=%s", chat_id, message_id)
                 return Locked(str(exc.orig))
-            raise
+            log.error("store.claim_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+            return Unavailable(refusal_text(exc))
+        except REFUSALS as exc:
+            log.error("store.claim_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+            return Unavailable(refusal_text(exc))
 
     # ------------------------------------------------------------------ handover and finalize
 
@@ -360,9 +404,10 @@ class ChatStore:
                     self._save(conn, chat_id, chat, now)
                     self._mirror(conn, chat_id, row.user_id, message, now)
                     return Written(message=message, attempts=attempt)
-            except OperationalError as exc:
-                if not is_locked_error(exc):
-                    raise
+            except REFUSALS as exc:
+                if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
+                    log.error("store.write_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+                    return NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False)
                 last = str(exc.orig)
                 log.warning(
                     "store.write_locked chat=%s message=%s attempt=%d/%d",
