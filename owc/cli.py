@@ -19,8 +19,8 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Sequence
-from contextlib import AsyncExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 
 import trio
@@ -366,24 +366,51 @@ class _LogEmitter:
 
 
 def _check_database(url: str) -> None:
-    """Open the database once and create owc's tables if absent, before anything else starts: a URL owc cannot
-    use is a configuration error, reported in one line (redacted: a database URL may hold a password)."""
+    """Connect to the database once before anything else starts: a URL owc cannot use (unsupported, malformed,
+    unreachable, a file that cannot be opened) is a configuration error, reported in one line (redacted: a
+    database URL may hold a password). Tables are left to ``open_store``: two processes starting at once may
+    race to create them, which is no configuration error."""
+    from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from owc.gateway.url import redact_url
-    from owc.store import ChatStore, make_engine
+    from owc.store import make_engine
 
-    shown = redact_url(url)
     try:
         engine = make_engine(url)
     except (ValueError, SQLAlchemyError, ImportError) as exc:
-        raise CliError(EXIT_CONFIG, f"database {shown}: {_first_line(exc)}") from None
+        raise _database_error(url, exc) from None
     try:
-        ChatStore(engine).create_tables()
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
-        raise CliError(EXIT_CONFIG, f"database {shown}: {_first_line(getattr(exc, 'orig', None) or exc)}") from None
+        raise _database_error(url, exc) from None
     finally:
         engine.dispose()
+
+
+@contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """A database error that escapes ``owc run`` (creating the tables at start: a missing privilege, a
+    read-only file) is the database's configuration; a writer's own errors never escape (they are its run's)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise _database_error(url, exc) from None
+    except BaseExceptionGroup as group:
+        matched, rest = group.split(SQLAlchemyError)
+        if matched is None:
+            raise
+        if rest is not None:
+            raise
+        raise _database_error(url, _leaves(matched)[0]) from None
+
+
+def _database_error(url: str, exc: BaseException) -> CliError:
+    from owc.gateway.url import redact_url
+
+    return CliError(EXIT_CONFIG, f"database {redact_url(url)}: {_first_line(getattr(exc, 'orig', None) or exc)}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -436,7 +463,7 @@ async def _run_bridge(args: argparse.Namespace) -> int:
     args.token_source = source  # for the refusal's message
     await trio.to_thread.run_sync(_check_database, args.db)
     config = RuntimeConfig(url=args.gateway, token=token, gateway=GatewayConfig(instance_id=args.instance))
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, _database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
             async for signum in signals:

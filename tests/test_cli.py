@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -78,6 +79,11 @@ async def test_owc_run_configuration_errors_exit_3(tmp_path: Path) -> None:
     token.chmod(0o600)
     db = f"sqlite:///{tmp_path / 'webui.db'}"
     gw = "ws://127.0.0.1:9/"
+    readonly = tmp_path / "readonly.db"
+    conn = sqlite3.connect(readonly)
+    conn.execute("CREATE TABLE other (x)")
+    conn.commit()
+    conn.close()
     cases = {
         "missing token file": (["--gateway", gw, "--token-file", str(tmp_path / "nope"), "--db", db], "no such file"),
         "token file not a file": (["--gateway", gw, "--token-file", os.devnull, "--db", db], "not a regular file"),
@@ -86,6 +92,10 @@ async def test_owc_run_configuration_errors_exit_3(tmp_path: Path) -> None:
         "database unreachable": (
             ["--gateway", gw, "--token-file", str(token), "--db", f"postgresql://owc:{DB_PASSWORD}@127.0.0.1:1/w"],
             "database postgresql://***@127.0.0.1:1/w:",
+        ),
+        "tables cannot be created": (
+            ["--gateway", gw, "--token-file", str(token), "--db", f"sqlite:///file:{readonly}?mode=ro&uri=true"],
+            "attempt to write a readonly database",
         ),
         "http gateway": (["--gateway", "http://127.0.0.1:9/", "--token-file", str(token), "--db", db], "http://"),
         "token in the url": (
@@ -124,7 +134,7 @@ async def test_owc_run_with_a_wrong_token_exits_4_and_warns_about_a_readable_tok
             )
 
         async def by_env() -> None:
-            args = ("run", "--gateway", sim.url, "--db", db)
+            args = ("run", "--gateway", sim.url, "--db", f"sqlite:///{tmp_path / 'other.db'}")
             from_env["r"] = await _owc(*args, cwd=tmp_path, env=_env(**{TOKEN_ENV: WRONG_TOKEN}))
 
         async with trio.open_nursery() as nursery:
