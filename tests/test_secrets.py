@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import stat
 from pathlib import Path
 
 import pytest
 import trio
+import trustme
 
-from owc.gateway import GatewayClient
+from owc.gateway import GatewayClient, GatewayConfig, open_gateway_connection
 from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, redact_url, url_credentials
 from owc.runtime import RuntimeConfig
 from owc.sim import open_simulator
@@ -98,6 +100,22 @@ async def test_credentials_in_the_client_url_are_redacted_in_its_logs(autojump_c
     assert any("gateway.reconnecting" in line and shown in line for line in lines), lines
     assert not any(leaked(line) for line in lines)
     assert not leaked(repr(client)) and not leaked(repr(RuntimeConfig(url=url, token=TOKEN)))
+
+
+async def test_an_upper_case_wss_url_is_tls_too(autojump_clock) -> None:
+    """Before: ``WSS://`` passed the scheme check (parsed lower case) but the TLS choice compared the text, so
+    owc spoke plain TCP, token included, to a TLS port (and retried forever)."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    async with open_simulator(token=TOKEN, ssl_context=server_ctx) as sim:
+        url = f"WSS://127.0.0.1:{sim.port}/"
+        async with open_gateway_connection(url, TOKEN, config=GatewayConfig(ssl_context=client_ctx)) as client:
+            with trio.fail_after(60):
+                conn = await client.wait_connection()
+            assert conn.boot_id == sim.boot_id
 
 
 # ---------------------------------------------------------------------------------------------- token files

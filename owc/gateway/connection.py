@@ -40,7 +40,7 @@ from owc.gateway.errors import (
     RequestTimeout,
     SessionClosed,
 )
-from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, redact_url
+from owc.gateway.url import check_gateway_url, redact_url
 from owc.protocol import (
     DEFAULT_MAX_PAYLOAD,
     ConnectParams,
@@ -366,9 +366,6 @@ class GatewayClient:
         except* MissingScopes as group:
             fatal = group.exceptions[0]
             log.error("gateway.refused url=%s error=%s", self.url, fatal)
-        except* InvalidGatewayUrl as group:
-            fatal = group.exceptions[0]
-            log.error("gateway.bad_url error=%s", fatal)
         except* Refused as group:
             for exc in _leaves(group):
                 assert isinstance(exc, Refused)
@@ -400,7 +397,7 @@ class GatewayClient:
     # ------------------------------------------------------------------ one connection
 
     def _ssl(self) -> ssl.SSLContext | None:
-        if not self._url.startswith("wss://"):
+        if check_gateway_url(self._url).scheme != "wss":  # the parsed scheme: ``WSS://`` is TLS too
             return None
         return self.config.ssl_context or ssl.create_default_context()  # verifies certificates and host names
 
