@@ -164,6 +164,11 @@ async def test_owc_scenario_errors_exit_2(tmp_path: Path) -> None:
     assert "absent.jsonl: No such file or directory" in _one_clear_line(err)
     code, _, err = await _owc("scenario", "run", str(playing), "--db", "nosuch://db", cwd=tmp_path)
     assert code == EXIT_CONFIG, err
+    # ``owc sim`` playing a file: a scenario error while playing was exit 1 there too.
+    args = ("sim", "--port", "0", "--token", "x" * 12, "--scenario", str(playing), "--exit-after-scenario")
+    code, _, err = await _owc(*args, cwd=tmp_path)
+    assert code == EXIT_USAGE, err
+    assert "scenario failed: line 1" in _one_clear_line(err)
 
 
 async def test_owc_sim_writes_its_token_file_0600_and_never_through_a_link(tmp_path: Path) -> None:
