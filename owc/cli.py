@@ -6,6 +6,9 @@
   settled and every ended run's message is finished.
 * ``owc run --gateway URL --token-file F --db URL``: owc as a standalone bridge to a real Gateway.
 * ``owc sim``: the Gateway simulator, standalone (optionally playing a scenario file).
+
+Every failure the user can fix ends in one line on stderr and an exit code of its own (``EPILOG``), never a
+traceback: a traceback is left for owc's own bugs.
 """
 
 from __future__ import annotations
@@ -16,18 +19,59 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 
 import trio
 
 from owc import __version__
 
+EXIT_OK = 0
+#: A scenario or the demo found an ended run's message unfinished, or a run that showed something without one.
+EXIT_INVARIANTS = 1
+#: Bad arguments, a scenario file that cannot be read or parsed, a scenario error found while playing.
+EXIT_USAGE = 2
+#: The token file, the database URL, the Gateway URL, an address to listen on.
+EXIT_CONFIG = 3
+#: The Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch.
+EXIT_REFUSED = 4
+
+#: ``owc run``'s token when ``--token-file`` is not given.
+TOKEN_ENV = "OWC_GATEWAY_TOKEN"
+
+EPILOG = f"""\
+exit codes:
+  {EXIT_OK}      done (owc run and owc sim: stopped by Ctrl-C or SIGTERM)
+  {EXIT_INVARIANTS}      invariants violated: the scenario or demo left an ended run's message unfinished, or
+         a run that showed something has no message
+  {EXIT_USAGE}      usage or scenario error: bad arguments, a scenario file that cannot be read or parsed, a
+         scenario error found while playing
+  {EXIT_CONFIG}      configuration error: the token file (missing, unreadable, empty), the database URL, the
+         Gateway URL (not ws:// or wss://, or holding a credential), an address to listen on
+  {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch
+  128+N  owc demo / owc scenario run stopped by signal N before the end (130: Ctrl-C)
+
+environment:
+  {TOKEN_ENV}  the Gateway's shared token for owc run when --token-file is not given
+"""
+
+
+class CliError(Exception):
+    """A failure the user can fix: ``main`` prints ``owc: <message>`` on stderr and exits with ``code``."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="owc",
         description="owc: the Trio runtime that puts OpenClaw agent runs into Open WebUI chats.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"owc {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
@@ -47,9 +91,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     play.add_argument("-q", "--quiet", action="store_true", help="print only the result")
 
-    run = sub.add_parser("run", help="run owc against a real Gateway until interrupted")
-    run.add_argument("--gateway", required=True, help="ws:// or wss:// URL of the OpenClaw Gateway")
-    run.add_argument("--token-file", type=Path, required=True, help="file holding the Gateway's shared token")
+    run = sub.add_parser(
+        "run",
+        help="run owc against a real Gateway until interrupted",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "--gateway",
+        required=True,
+        help="ws:// or wss:// URL of the OpenClaw Gateway (no token in it: see --token-file)",
+    )
+    run.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the Gateway's shared token (mode 0600); default: the {TOKEN_ENV} environment variable",
+    )
     run.add_argument("--db", required=True, help="Open WebUI's database URL")
     run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
 
@@ -71,18 +128,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _read_token(path: Path) -> str:
+    """The token in ``path``; its warnings (group/world readable, a symbolic link) go to stderr, one line
+    each. A missing, unreadable or empty file is a configuration error."""
+    from owc.tokenfile import TokenFileError, read_token_file
+
+    try:
+        token = read_token_file(path)
+    except TokenFileError as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
+    for warning in token.warnings:
+        print(f"owc: warning: {warning}", file=sys.stderr, flush=True)
+    return token.value
+
+
 def _sim_token(args: argparse.Namespace) -> tuple[str, str]:
-    """The token and where it came from. A generated token is written to a 0600 file, never printed."""
+    """The token and where it came from. A generated token is written to a new 0600 file (``owc.tokenfile``:
+    exclusive, never through a symbolic link), never printed."""
+    from owc.tokenfile import TokenFileError, write_new_token_file
+
     if args.token is not None:
         return args.token, "--token"
     if args.token_file is not None:
-        return args.token_file.read_text().strip(), str(args.token_file)
-    path = Path("owc-sim.token").resolve()
+        return _read_token(args.token_file), str(args.token_file)
+    path = Path("owc-sim.token").absolute()  # not resolve(): that would follow a planted symbolic link
     token = secrets.token_urlsafe(24)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
+    try:
+        write_new_token_file(path, token)
+    except TokenFileError as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
     return token, str(path)
+
+
+def _read_scenario(path: Path) -> str:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(EXIT_USAGE, f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 async def _run_sim(args: argparse.Namespace) -> int:
@@ -92,25 +174,32 @@ async def _run_sim(args: argparse.Namespace) -> int:
     token, source = _sim_token(args)
     scenario = None
     if args.scenario is not None:
-        scenario = args.scenario.read_text()
+        scenario = _read_scenario(args.scenario)
         try:
             parse_scenario(scenario)  # fail before listening
         except ScenarioError as exc:
-            print(f"{args.scenario}: {exc}", file=sys.stderr)
-            return 2
-    async with open_simulator(token=token, host=args.host, port=args.port, cli_runtime=args.cli_runtime) as sim:
+            raise CliError(EXIT_USAGE, f"{args.scenario}: {exc}") from None
+    async with AsyncExitStack() as stack:
+        try:
+            sim = await stack.enter_async_context(
+                open_simulator(token=token, host=args.host, port=args.port, cli_runtime=args.cli_runtime)
+            )
+        except* OSError as group:
+            reason = _leaves(group)[0]
+            raise CliError(
+                EXIT_CONFIG, f"cannot listen on {args.host}:{args.port}: {getattr(reason, 'strerror', None) or reason}"
+            ) from None
         print(f"owc sim listening on {sim.url} (boot {sim.boot_id}); token from {source}", flush=True)
         if scenario is not None:
             try:
                 await play_file(sim, scenario)
-            except ScenarioError as exc:
-                print(f"scenario failed: {exc}", file=sys.stderr, flush=True)
-                return 1
+            except* ScenarioError as group:
+                raise CliError(EXIT_USAGE, f"{args.scenario}: scenario failed: {_leaves(group)[0]}") from None
             print("scenario played", flush=True)
             if args.exit_after_scenario:
-                return 0
+                return EXIT_OK
         await trio.sleep_forever()  # timer-ok: no deadline; the simulator serves until Ctrl-C
-    return 0
+    return EXIT_OK
 
 
 def _tree_lines(messages: dict, names: dict[str, str], cut: set[str]) -> list[str]:
@@ -220,6 +309,7 @@ async def _run_demo(args: argparse.Namespace) -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     text = files("owc").joinpath("demo.jsonl").read_text()
+    await trio.to_thread.run_sync(_check_database, f"sqlite:///{path}")
     print(f"owc demo: Gateway simulator on 127.0.0.1 -> owc -> {path} (Open WebUI's schema)")
     played = await play_scenario(text, f"sqlite:///{path}", progress=lambda line: print(f"  {line}", flush=True))
     _print_played(played, tabs=True)
@@ -231,22 +321,21 @@ async def _run_demo(args: argparse.Namespace) -> int:
         else f"{len(played.unfinished)} ended runs' messages not finished"
     )
     print(f"\n{played.claims} messages claimed, {played.finalized} finalized; {verdict}")
-    return 0 if not played.unfinished else 1
+    return EXIT_OK if not played.unfinished else EXIT_INVARIANTS
 
 
 async def _run_scenario(args: argparse.Namespace) -> int:
     from owc.sim.play import play_scenario
     from owc.sim.scenario import ScenarioError
 
+    text = _read_scenario(args.file)
+    await trio.to_thread.run_sync(_check_database, args.db)
     try:
         played = await play_scenario(
-            args.file.read_text(),
-            args.db,
-            progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True)),
+            text, args.db, progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True))
         )
-    except ScenarioError as exc:
-        print(f"{args.file}: {exc}", file=sys.stderr)
-        return 2
+    except* ScenarioError as group:  # found while parsing, or while playing (inside the player's nurseries)
+        raise CliError(EXIT_USAGE, f"{args.file}: {_leaves(group)[0]}") from None
     if not args.quiet:
         _print_played(played, tabs=False)
     for chat, run in played.unfinished:
@@ -257,7 +346,7 @@ async def _run_scenario(args: argparse.Namespace) -> int:
         f"{args.file}: {played.claims} claimed, {played.finalized} finalized, {len(played.unfinished)} unfinished,"
         f" {len(played.missing)} missing"
     )
-    return 0 if not played.unfinished and not played.missing else 1
+    return EXIT_OK if not played.unfinished and not played.missing else EXIT_INVARIANTS
 
 
 class _LogEmitter:
@@ -276,41 +365,122 @@ class _LogEmitter:
         pass
 
 
+def _check_database(url: str) -> None:
+    """Connect to the database once before anything else starts: a URL owc cannot use (unsupported, malformed,
+    unreachable, a file that cannot be opened) is a configuration error, reported in one line (redacted: a
+    database URL may hold a password). Tables are left to ``open_store``: two processes starting at once may
+    race to create them, which is no configuration error."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from owc.store import make_engine
+
+    try:
+        engine = make_engine(url)
+    except (ValueError, SQLAlchemyError, ImportError) as exc:
+        raise _database_error(url, exc) from None
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        raise _database_error(url, exc) from None
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def _database_errors(url: str) -> Iterator[None]:
+    """A database error that escapes ``owc run`` (creating the tables at start: a missing privilege, a
+    read-only file) is the database's configuration; a writer's own errors never escape (they are its run's)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise _database_error(url, exc) from None
+    except BaseExceptionGroup as group:
+        matched, rest = group.split(SQLAlchemyError)
+        if matched is None:
+            raise
+        if rest is not None:
+            raise
+        raise _database_error(url, _leaves(matched)[0]) from None
+
+
+def _database_error(url: str, exc: BaseException) -> CliError:
+    from owc.gateway.url import redact_url
+
+    return CliError(EXIT_CONFIG, f"database {redact_url(url)}: {_first_line(getattr(exc, 'orig', None) or exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _gateway_token(args: argparse.Namespace) -> tuple[str, str]:
+    """``owc run``'s token and where it came from: ``--token-file``, else ``$OWC_GATEWAY_TOKEN``."""
+    if args.token_file is not None:
+        return _read_token(args.token_file), str(args.token_file)
+    value = os.environ.get(TOKEN_ENV, "").strip()
+    if not value:
+        raise CliError(EXIT_CONFIG, f"no Gateway token: pass --token-file FILE (mode 0600) or set {TOKEN_ENV}")
+    return value, f"${TOKEN_ENV}"
+
+
+def _check_gateway(url: str) -> str:
+    """The Gateway URL as it may be shown. Not ``ws://`` / ``wss://``, or holding a credential (userinfo, a
+    ``token=`` parameter): a configuration error. A token in a URL ends up in shell history, process lists and
+    proxy logs; it belongs in the token file."""
+    from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, redact_url, url_credentials
+
+    try:
+        check_gateway_url(url)
+    except InvalidGatewayUrl as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
+    found = url_credentials(url)
+    if found:
+        raise CliError(
+            EXIT_CONFIG,
+            f"--gateway {redact_url(url)} holds a credential ({', '.join(found)}): remove it from the URL and put"
+            f" the token in a file passed with --token-file (mode 0600), or in {TOKEN_ENV}",
+        )
+    return redact_url(url)
+
+
 async def _run_bridge(args: argparse.Namespace) -> int:
     """owc against a real Gateway until SIGINT / SIGTERM. The first signal stops it gracefully: runs that have
     ended finish their messages over the still-open connection (bounded by the transport's own timers and the
     database's busy wait), then owc closes; a second signal closes at once. A run still going is left to the
-    next start (its reconcile finishes it)."""
-    from owc.gateway import GatewayConfig, Refused
+    next start (its reconcile finishes it). A refusal retrying cannot fix (a wrong token) ends it with
+    ``EXIT_REFUSED`` (``main`` maps it)."""
+    from owc.gateway import GatewayConfig
     from owc.runtime import RuntimeConfig, open_runtime
     from owc.store import open_store
 
-    token = args.token_file.read_text().strip()
+    shown = _check_gateway(args.gateway)
+    token, source = _gateway_token(args)
+    args.token_source = source  # for the refusal's message
+    await trio.to_thread.run_sync(_check_database, args.db)
     config = RuntimeConfig(url=args.gateway, token=token, gateway=GatewayConfig(instance_id=args.instance))
-    refused = False
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        try:
-            async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
-                print(f"owc running against {args.gateway}; Ctrl-C stops it", flush=True)
-                async for signum in signals:
-                    print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
-                    break
-                async with trio.open_nursery() as nursery:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, _database_errors(args.db):
+        async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
+            print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
+            async for signum in signals:
+                print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                break
+            async with trio.open_nursery() as nursery:
 
-                    async def second_signal() -> None:
-                        async for signum in signals:
-                            print(f"owc stopping now ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
-                            nursery.cancel_scope.cancel()
-                            return
+                async def second_signal() -> None:
+                    async for signum in signals:
+                        print(f"owc stopping now ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                        nursery.cancel_scope.cancel()
+                        return
 
-                    nursery.start_soon(second_signal)
-                    await runtime.drain()
-                    nursery.cancel_scope.cancel()
-        except* Refused as group:
-            refused = True
-            for exc in group.exceptions:
-                print(f"owc: the Gateway refused the connection: {exc}", file=sys.stderr)
-    return 1 if refused else 0
+                nursery.start_soon(second_signal)
+                await runtime.drain()
+                nursery.cancel_scope.cancel()
+    return EXIT_OK
 
 
 async def _until_signal(runner, args: argparse.Namespace) -> int:
@@ -340,6 +510,37 @@ async def _until_signal(runner, args: argparse.Namespace) -> int:
     return result
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _as_cli_error(exc: BaseException, args: argparse.Namespace) -> CliError | None:
+    """The exit code and line for a failure the user can fix; None for anything else (a bug: its traceback
+    is shown)."""
+    from owc.gateway import MissingScopes, Refused
+    from owc.gateway.url import InvalidGatewayUrl
+    from owc.sim.scenario import ScenarioError
+
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, InvalidGatewayUrl):
+        return CliError(EXIT_CONFIG, str(exc))
+    if isinstance(exc, Refused):
+        if exc.error.detail_code == "AUTH_TOKEN_MISMATCH":
+            source = getattr(args, "token_source", "the token file")
+            return CliError(
+                EXIT_REFUSED, f"the Gateway rejected the token from {source} (AUTH_TOKEN_MISMATCH): {exc.error.message}"
+            )
+        return CliError(EXIT_REFUSED, str(exc))
+    if isinstance(exc, MissingScopes):
+        return CliError(EXIT_REFUSED, str(exc))
+    if isinstance(exc, ScenarioError):
+        return CliError(EXIT_USAGE, str(exc))
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -349,7 +550,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command is None:
         parser.print_help()
-        return 0
+        return EXIT_OK
+    try:
+        return _dispatch(parser, args)
+    except KeyboardInterrupt:  # before Trio's signal receivers were installed, or after they were gone
+        print("owc: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Exception as exc:  # an ExceptionGroup too: the nurseries' way to report one failure
+        errors = [_as_cli_error(leaf, args) for leaf in _leaves(exc)]
+        if not errors or any(e is None for e in errors):
+            raise  # a bug: its traceback is what its reader needs
+        for message in dict.fromkeys(f"owc: {e.message}" for e in errors if e is not None):
+            print(message, file=sys.stderr)
+        return min(e.code for e in errors if e is not None)
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     runners = {"sim": _run_sim, "demo": _run_demo, "scenario": _run_scenario}
     if args.command == "run":
         if not args.verbose:
@@ -362,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger("owc").setLevel(logging.ERROR)
         return trio.run(_until_signal, runners[args.command], args)
     parser.error(f"unknown command {args.command}")
-    return 2
+    return EXIT_USAGE
 
 
 if __name__ == "__main__":

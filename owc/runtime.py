@@ -21,6 +21,7 @@ import trio
 
 from owc.emit import Emitter
 from owc.gateway import GatewayClient, GatewayConfig, GatewayError
+from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.runs import Bridge, Ledger
 from owc.runs.table import RECONCILE_LIMIT
@@ -32,7 +33,7 @@ class RuntimeConfig:
     """Where the Gateway is and how to talk to it. ``registry``: the process-wide writer registry unless a test
     stands for another process with its own. ``strict``: an illegal lifecycle input raises (tests)."""
 
-    url: str
+    url: str = attrs.field(repr=lambda url: repr(redact_url(url)))  # a repr may be logged: no credentials
     token: str = attrs.field(repr=False)
     gateway: GatewayConfig = attrs.field(factory=GatewayConfig)
     registry: WriterRegistry = WRITERS

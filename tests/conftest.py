@@ -17,42 +17,96 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The shared token the tests' Gateways accept. Every secret a test uses is registered in ``SECRETS``, and
-#: ``token_never_logged`` fails the run if any of them reached a log record.
+#: The shared token the tests' Gateways accept. Every secret a test uses is registered in ``SECRETS`` (with
+#: ``secret()``), and the secrets guard fails the test in whose time any of them reached a log record or the
+#: test's captured stdout / stderr.
 TOKEN = "owc-test-s3cr3t-token-0123456789"
-SECRETS: set[str] = {TOKEN}
+#: The simulator token ``owc demo`` / ``owc scenario run`` use (``owc.sim.play``): a token all the same.
+SIM_PLAY_TOKEN = "owc-local-sim-token"
+SECRETS: set[str] = {TOKEN, SIM_PLAY_TOKEN}
 
 
-class _Recorder(logging.Handler):
+def secret(value: str) -> str:
+    """Register ``value`` as a secret no log line or output of the suite may hold, and return it."""
+    assert len(value) >= 8, "a secret this short would match innocent text"
+    SECRETS.add(value)
+    return value
+
+
+def leaked(text: str) -> bool:
+    return any(s in text for s in SECRETS)
+
+
+class _SecretsGuard(logging.Handler):
+    """A root handler for the whole session (owc at DEBUG): each record is checked as it is emitted, and a
+    leak is charged to the test that was running."""
+
     def __init__(self) -> None:
         super().__init__(level=logging.DEBUG)
-        self.texts: list[str] = []
+        self.records = 0
+        self.current: str | None = None
+        self.leaks: dict[str | None, list[str]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
+        self.records += 1
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string is the logging call's problem, not a leak
+            text = f"{record.msg!r} {record.args!r}"
         if record.exc_info:
             text += logging.Formatter().formatException(record.exc_info)
-        self.texts.append(f"{record.name}: {text}")
+        if leaked(text):
+            self.leaks.setdefault(self.current, []).append(f"{record.name}: {text}")
+
+
+_GUARD = _SecretsGuard()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def token_never_logged(request):
-    """Capture every log record of the whole suite (owc at DEBUG) and check no secret is in any of them."""
-    recorder = _Recorder()
+    """Install the secrets guard for the whole suite; at the end, check it saw records at all (else it would
+    prove nothing) and that no leak escaped a test (one logged between tests)."""
     root = logging.getLogger()
     owc_logger = logging.getLogger("owc")
     old_level = owc_logger.level
-    root.addHandler(recorder)
+    root.addHandler(_GUARD)
     owc_logger.setLevel(logging.DEBUG)
     try:
-        yield recorder
+        yield _GUARD
     finally:
-        root.removeHandler(recorder)
+        root.removeHandler(_GUARD)
         owc_logger.setLevel(old_level)
-    leaks = [t for t in recorder.texts if any(secret in t for secret in SECRETS)]
     if request.session.testscollected >= 50:  # a whole-suite run logs plenty; a single test may log nothing
-        assert recorder.texts, "no log record was captured: the check would prove nothing"
-    assert not leaks, f"{len(leaks)} log records hold a secret, e.g. {leaks[0][:200]!r}"
+        assert _GUARD.records, "no log record was captured: the check would prove nothing"
+    stray = _GUARD.leaks.get(None, [])
+    assert not stray, f"{len(stray)} log records hold a secret, e.g. {stray[0][:200]!r}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _GUARD.current = item.nodeid
+    try:
+        yield
+    finally:
+        _GUARD.current = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Fail the phase of a test whose log records or captured stdout / stderr hold a secret."""
+    outcome = yield
+    report = outcome.get_result()
+    found = _GUARD.leaks.pop(item.nodeid, [])
+    # Each phase's report repeats the earlier phases' sections: check only this phase's own.
+    found += [name for name, content in report.sections if name.endswith(f" {report.when}") and leaked(content)]
+    if not found:
+        return
+    message = f"a secret reached a log record or the output ({len(found)}x), e.g. {found[0][:300]!r}"
+    if report.outcome == "failed":
+        report.sections.append(("secrets guard", message))
+    else:
+        report.outcome = "failed"
+        report.longrepr = message
 
 
 def shared_dir() -> Path | None:

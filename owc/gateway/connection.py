@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import math
 import ssl
-import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -41,6 +40,7 @@ from owc.gateway.errors import (
     RequestTimeout,
     SessionClosed,
 )
+from owc.gateway.url import check_gateway_url, redact_url
 from owc.protocol import (
     DEFAULT_MAX_PAYLOAD,
     ConnectParams,
@@ -289,7 +289,10 @@ class GatewayClient:
         *,
         backoff: Backoff | None = None,
     ) -> None:
-        self.url = url
+        #: The URL as it may be shown: credentials redacted (``owc.gateway.url``). Every log line uses this one;
+        #: only the connect itself reads ``_url``.
+        self.url = redact_url(url)
+        self._url = url
         self._token = token
         self.handler: ConnectionHandler = handler or NullHandler()
         self.config = config or GatewayConfig()
@@ -335,6 +338,9 @@ class GatewayClient:
         self._cancel.cancel()
 
     async def run(self, *, task_status: trio.TaskStatus[GatewayClient] = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect, serve, back off, reconnect, forever. Raises (from ``nursery.start`` when it cannot even
+        begin) ``InvalidGatewayUrl`` for a URL that is not ``ws://`` / ``wss://``: no backoff fixes that."""
+        check_gateway_url(self._url)
         task_status.started(self)
         with self._cancel:
             while True:
@@ -391,13 +397,13 @@ class GatewayClient:
     # ------------------------------------------------------------------ one connection
 
     def _ssl(self) -> ssl.SSLContext | None:
-        if not self.url.startswith("wss://"):
+        if check_gateway_url(self._url).scheme != "wss":  # the parsed scheme: ``WSS://`` is TLS too
             return None
         return self.config.ssl_context or ssl.create_default_context()  # verifies certificates and host names
 
     async def _connection_once(self) -> None:
         cfg = self.config
-        async with _open_websocket(self.url, self._ssl(), cfg.connect_timeout) as ws:
+        async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout) as ws:
             try:
                 with trio.fail_after(cfg.connect_timeout):
                     hello = await self._handshake(ws)
@@ -626,9 +632,7 @@ async def _open_websocket(
 ) -> AsyncIterator[WebSocketConnection]:
     """TCP (and TLS, verified, with the handshake done first so a bad certificate is reported as such
     rather than as a timeout), then the WebSocket handshake, all within ``timeout``."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise GatewayError(f"not a ws:// or wss:// url: {parts.scheme}://{parts.hostname}")
+    parts = check_gateway_url(url)
     port = parts.port or (443 if parts.scheme == "wss" else 80)
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     host = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
