@@ -57,19 +57,49 @@ async def run_through_fault(env: Env, clock, key: str, chat_id: str, run_id: str
     return message
 
 
+class LockHolder:
+    """Another process's writer holding the chat's lock: SQLite's database-wide ``BEGIN IMMEDIATE``, or
+    PostgreSQL's row lock (``SELECT ... FOR UPDATE``), as Open WebUI's own ``_chat_transaction`` takes them."""
+
+    def __init__(self, tmp_path: Path, db_url: str | None, chat_id: str) -> None:
+        self.chat_id = chat_id
+        if db_url is None:
+            self.conn = sqlite3.connect(db_file(tmp_path), timeout=0)
+            self.pg = False
+        else:
+            import psycopg
+
+            self.conn = psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"))
+            self.pg = True
+
+    def hold(self) -> None:
+        if self.pg:
+            self.conn.execute("SELECT 1 FROM chat WHERE id = %s FOR UPDATE", (self.chat_id,))
+        else:
+            self.conn.execute("BEGIN IMMEDIATE")
+
+    def release(self) -> None:
+        self.conn.rollback()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 @pytest.mark.virtual_seconds(30)
-async def test_a_lock_held_past_the_runs_end_loses_nothing(tmp_path, clock) -> None:
-    """Another process holds the write lock through every finalize attempt (before: NOT WRITTEN in the log
+async def test_a_lock_held_past_the_runs_end_loses_nothing(tmp_path, clock, db_url) -> None:
+    """Another process holds the chat's lock through every finalize attempt (before: NOT WRITTEN in the log
     only, and the message stayed ``done: false`` for good)."""
-    async with open_env(tmp_path, busy_timeout_ms=20) as env:
+    async with open_env(tmp_path, db_url=db_url, busy_timeout_ms=20) as env:
         chat_id, key = await env.chat()
         await env.connect()
-        holder = sqlite3.connect(db_file(tmp_path), timeout=0)
+        holder = LockHolder(tmp_path, db_url, chat_id)
         env.sim.start_run(key, "before").text("Written before the lock.").end()
         await env.settled()
-        holder.execute("BEGIN IMMEDIATE")
-        message = await run_through_fault(env, clock, key, chat_id, "locked-out", holder.rollback)
-        holder.close()
+        holder.hold()
+        try:
+            message = await run_through_fault(env, clock, key, chat_id, "locked-out", holder.release)
+        finally:
+            holder.close()
         assert message["done"] is True and message["content"] == "Kept through the fault."
         assert message["parentId"] == ids.message_id(key, "before")
 
