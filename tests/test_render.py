@@ -282,6 +282,60 @@ def test_sentinels_and_their_prefixes(sentinel: str) -> None:
     assert r2.showable and output_text(r2.output()) == sentinel[:2] + " problem"
 
 
+#: Short answers that are only the beginning of a sentinel ("NO", "A", "ANNOUNCE"): every proper prefix.
+SENTINEL_PREFIXES = sorted({s[:i] for s in SILENT_SENTINELS for i in range(1, len(s))})
+
+
+@pytest.mark.parametrize("terminal", ["final", "aborted", "error"])
+@pytest.mark.parametrize("prefix", SENTINEL_PREFIXES)
+def test_a_sentinel_prefix_is_held_while_streaming_and_shown_at_the_end(prefix: str, terminal: str) -> None:
+    """A prefix of a sentinel may still become one while the run streams; at the run's terminal it no longer
+    can, so a short answer such as ``NO`` is shown (the real Gateway's terminal shows it too:
+    ``suppressLeadFragments: false`` in ``emitChatTerminal``). Before, it was never shown."""
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text=prefix, delta=prefix))
+    assert not r.showable and r.output() == []
+    r.feed(chat("r", 2, terminal, text=prefix, **({"errorMessage": "boom"} if terminal == "error" else {})))
+    assert r.showable
+    assert output_text(r.output()) == output_text(r.output(done=True)) == prefix
+    assert finish(r, None).content == prefix
+
+
+def test_a_sentinel_prefix_from_deltas_alone_is_shown_at_a_terminal_without_text() -> None:
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text="NO", delta="NO"))
+    assert not r.showable
+    r.feed(chat("r", 2, "final"))  # the terminal carries no message: the deltas' text stands
+    assert r.showable and finish(r, None).content == "NO"
+
+
+@pytest.mark.parametrize("text", ["NO_REPLY", " NO_REPLY\n", "ANNOUNCE_SKIP", "", "\n\n"])
+def test_an_exact_sentinel_or_blank_text_stays_hidden_at_the_end(text: str) -> None:
+    r = TurnRenderer("r")
+    if text:
+        r.feed(chat("r", 1, "delta", text=text, delta=text))
+    r.feed(chat("r", 2, "final", text=text))
+    assert not r.showable and r.output() == [] and r.output(done=True) == []
+
+
+@pytest.mark.parametrize(("text", "shown"), [("NO", "NO"), ("ANNOUNCE", "ANNOUNCE"), ("NO_REPLY", "")])
+def test_a_sentinel_prefix_is_shown_from_the_transcript(text: str, shown: str) -> None:
+    """A finalize from the transcript drops only an exact sentinel, like the stream at its end."""
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "hi", "idempotencyKey": "r:user"},
+                {"role": "assistant", "content": [{"type": "text", "text": text}], "__openclaw": {"runId": "r"}},
+            ],
+        }
+    )
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "final", text=text))
+    finished = finish(r, history)
+    assert finished.source == "transcript" and finished.content == shown
+
+
 def test_tools_then_sentinel_gives_cards_only() -> None:
     r = TurnRenderer("r")
     r.feed(agent("r", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}))

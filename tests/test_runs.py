@@ -185,6 +185,21 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
             assert "NO_REPLY" not in str(msg)
 
 
+@pytest.mark.parametrize(("text", "state"), [("NO", "final"), ("ANNOUNCE", "final"), ("A", "aborted")])
+async def test_a_short_answer_that_starts_like_a_sentinel_gets_its_message(tmp_path, clock, text, state) -> None:
+    """A reply that is only a prefix of a silent sentinel is held back while the run streams, and shown once the
+    run's terminal says it will not grow. Before, the run ended "showing nothing" and got no message."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "short").text(text).end(state)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        msg = messages[ids.message_id(key, "short")]
+        assert msg["done"] is True and msg["content"] == text and chain_ok(messages)
+        assert bridge.totals()[1] == 1
+
+
 async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
