@@ -570,6 +570,47 @@ def test_aborted_partial_after_a_tool_does_not_repeat_text() -> None:
     assert output_text(out) == "First part.\nSecond, cut"
 
 
+def test_an_aborted_item_that_starts_with_the_earlier_text_is_kept_whole() -> None:
+    """The real Gateway's transcript of "Hello", a tool call, then "Hello from" stopped (measured on 2026.9.6 by
+    the conformance tier; ``chat.history`` shows the first model turn as two messages with one id). The partial
+    is the run-wide buffer; only the earlier message's text is cut from its start, not a word of the new item."""
+    run = {"runId": "r", "id": "turn-1"}
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "ECHO_TOOL SLOW", "idempotencyKey": "r:user"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Hello"}], "__openclaw": run},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": "call_fake1", "name": "read", "arguments": {}}],
+                    "stopReason": "toolUse",
+                    "__openclaw": run,
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "call_fake1",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": "Validation failed"}],
+                    "isError": True,
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Hello\n\nHello from"}],
+                    "stopReason": "stop",
+                    "idempotencyKey": "r:assistant",
+                    "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "r"},
+                    "__openclaw": {"runId": "r", "idempotencyKey": "r:assistant"},
+                },
+            ],
+        }
+    )
+    out = output_from_transcript(history, "r")
+    assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
+    assert output_text(out) == "Hello\nHello from"
+
+
 def test_a_shortening_replace_never_duplicates_segments() -> None:
     r = TurnRenderer("r")
     r.feed(chat("r", 1, "delta", text="Hello world"))
