@@ -25,12 +25,13 @@ from typing import Any
 
 import trio
 
-from owc.protocol import EventFrame
+from owc.protocol import EventFrame, parse_chat_history
 
 from rawclient import RawClient, raw_client
 
 TOOL_MESSAGE = "USE_TOOL please check the status"
 SLOW_MESSAGE = "SLOW answer please"
+ECHO_MESSAGE = "ECHO_TOOL SLOW answer please"
 
 #: The raw keys owc reads, per normalized kind (what ``owc.protocol`` parses).
 READ_KEYS = {
@@ -131,6 +132,62 @@ async def drive(url: str, token: str, *, timeout: float = 180.0) -> dict[str, An
                 for offset in (0, 3, 6)
             ]
             out["list"] = (await a.request("sessions.list", {"limit": 5})).payload
+    return out
+
+
+def _chat_text(f: EventFrame) -> str:
+    content = (f.payload.get("message") or {}).get("content")
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else ""
+
+
+async def drive_echo_abort(url: str, token: str, *, timeout: float = 180.0) -> dict[str, Any]:
+    """A run whose aborted item starts with an earlier item's text (issue 11): the fake model says ``Hello``,
+    calls ``read``, then starts the answer (``Hello from ...``, slowly); A aborts once the chat buffer shows
+    ``Hello from`` after the tool, then reads ``chat.history``."""
+    key = f"agent:main:openwebui-conformance-{uuid.uuid4()}"
+    run_id = str(uuid.uuid4())
+    out: dict[str, Any] = {"key": key, "run": run_id}
+    with trio.fail_after(timeout):
+        async with raw_client(url, token, instance_id="A") as a:
+            await a.request("sessions.subscribe", {})
+            sent = await a.request("chat.send", {"sessionKey": key, "message": ECHO_MESSAGE, "idempotencyKey": run_id})
+            assert sent.ok, sent.error
+            before = await a.events_until(
+                lambda f: _is("chat", run_id, state="delta")(f) and _chat_text(f).endswith("\n\nHello from")
+            )
+            out["abort"] = (await a.request("chat.abort", {"sessionKey": key, "runId": run_id})).payload
+            rest = await _collect(a, run_id, lambda f: _is("sessions.changed", run_id, phase="error")(f))
+            out["frames"] = [f for f in before if _mine(f, key, run_id)] + rest
+            out["history"] = (await a.request("chat.history", {"sessionKey": key, "limit": 50})).payload
+    return out
+
+
+def aborted_text(frames: list[EventFrame], run_id: str) -> str | None:
+    """The text of the run's ``chat`` aborted event (the Gateway's run-wide buffer at the abort)."""
+    return next((_chat_text(f) for f in frames if _is("chat", run_id, state="aborted")(f)), None)
+
+
+def run_transcript(payload: dict[str, Any], run_id: str) -> list[tuple[str, str, tuple[str, ...], bool]]:
+    """R's transcript as owc reads it: (role, text, tool call ids, aborted) per message. A model turn that the
+    real Gateway's ``chat.history`` shows as two messages with one ``__openclaw.id`` (its text, then its tool
+    call: a display projection) counts as the one message it is, as the simulator stores it."""
+    out: list[tuple[str, str, tuple[str, ...], bool]] = []
+    last_id = None
+    for m in parse_chat_history(payload).messages:
+        if m.role == "assistant" and m.assistant_run_id == run_id:
+            row = (m.role, m.text, tuple(c.id for c in m.tool_calls), m.aborted)
+        elif m.role == "toolResult" and (m.raw.get("__openclaw") or {}).get("runId") == run_id:
+            row = (m.role, "", (m.tool_call_id or "",), False)
+        else:
+            continue
+        mid = (m.raw.get("__openclaw") or {}).get("id")
+        if out and mid is not None and mid == last_id and out[-1][0] == row[0] == "assistant":
+            prev = out[-1]
+            row = ("assistant", prev[1] + row[1], prev[2] + row[2], prev[3] or row[3])
+            out[-1] = row
+        else:
+            out.append(row)
+        last_id = mid
     return out
 
 

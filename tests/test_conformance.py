@@ -14,9 +14,20 @@ import pytest
 import trio
 
 from owc.protocol import HistoryMessage, parse_chat_history, parse_hello_ok, parse_sessions_list, parse_subscribe
+from owc.render import count_cards, output_from_transcript, output_text
 from owc.sim import CANNED_ANSWER, open_simulator
 
-from conformance import READ_KEYS, drive, history_shape, key_sets, run_stream, session_stream
+from conformance import (
+    READ_KEYS,
+    aborted_text,
+    drive,
+    drive_echo_abort,
+    history_shape,
+    key_sets,
+    run_stream,
+    run_transcript,
+    session_stream,
+)
 from rawclient import raw_client
 
 pytestmark = pytest.mark.realgateway
@@ -169,3 +180,33 @@ def test_restart_recovery_provenance_lands_where_owc_reads_it(real_gateway) -> N
             side
         )
         assert "provenance" not in user.raw.get("__openclaw", {}), side
+
+
+@pytest.fixture(scope="module")
+def echo(real_gateway) -> dict[str, dict[str, Any]]:
+    async def sim_drive() -> dict[str, Any]:
+        async with open_simulator(token="conformance") as sim:
+            return await drive_echo_abort(sim.url, "conformance")
+
+    return {"real": trio.run(drive_echo_abort, real_gateway.url, real_gateway.token), "sim": trio.run(sim_drive)}
+
+
+def test_an_aborted_partial_is_the_run_wide_buffer(echo) -> None:
+    """Issue 11: a run says "Hello", calls a tool, starts "Hello from ..." and is aborted. Measured on the real
+    Gateway: the aborted partial (``R:assistant``) holds the run-wide chat buffer, earlier items included
+    ("Hello\n\nHello from", the same text as the ``chat`` aborted event), not just the item being written.
+    The simulator stored only the item being written; owc's finalizer (which keeps what no earlier message
+    holds) was right, and finishes the run to the same text on both."""
+    real, sim = echo["real"], echo["sim"]
+    for name, side in (("real", real), ("sim", sim)):
+        assert side["abort"] == {"ok": True, "aborted": True, "runIds": [side["run"]]}, name
+        assert aborted_text(side["frames"], side["run"]) == "Hello\n\nHello from", name
+        assert run_transcript(side["history"], side["run"]) == [
+            ("assistant", "Hello", ("call_fake1",), False),
+            ("toolResult", "", ("call_fake1",), False),
+            ("assistant", "Hello\n\nHello from", (), True),
+        ], name
+        output = output_from_transcript(parse_chat_history(side["history"]), side["run"])
+        assert output is not None and output_text(output) == "Hello\nHello from" and count_cards(output) == 1, name
+    assert run_stream(sim["frames"]) == run_stream(real["frames"])
+    assert key_sets(sim["frames"]) == key_sets(real["frames"])

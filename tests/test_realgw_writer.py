@@ -179,3 +179,88 @@ async def test_run_ended_while_disconnected_is_finalized_from_the_real_transcrip
     logged = [r.getMessage() for r in caplog.records]
     assert not any("runs.history_failed" in t for t in logged)
     assert any("runs.finalized" in t and f"run={run_id}" in t and "source=transcript" in t for t in logged)
+
+
+@pytest.mark.parametrize("stopper", ["owc", "another client"])
+async def test_stop_after_a_tool_keeps_an_item_that_starts_with_the_earlier_text(
+    real_gateway: RealGateway, tmp_path: Path, caplog: pytest.LogCaptureFixture, stopper: str
+) -> None:
+    """Issue 11, end to end on the real Gateway: the fake model says "Hello", calls ``read``, then starts its
+    answer ("Hello from ...", one word a second); owc streams it and the user presses Stop. The real aborted
+    partial is the run-wide buffer ("Hello\\n\\nHello from..."), and owc's finalizer keeps of it what the earlier
+    message does not hold: "Hello", the card, "Hello from..." (no word dropped, no newline inside a word)."""
+    user, chat_id = "u-real", str(uuid.uuid4())
+    key = ids.session_key("main", user, chat_id)
+    run_id = str(uuid.uuid4())
+    m = ids.message_id(key, run_id)
+    config = RuntimeConfig(url=real_gateway.url, token=real_gateway.token, registry=WriterRegistry(), strict=True)
+    emitter = WatchedEmitter()
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, user)
+        async with open_runtime(config, store, emitter) as runtime:
+            with trio.fail_after(180):  # real seconds: a real external process
+                await runtime.client.wait_connection()
+                async with raw_client(real_gateway.url, real_gateway.token, caps=(), instance_id="other-ui") as other:
+                    params = {"sessionKey": key, "message": "ECHO_TOOL SLOW answer please", "idempotencyKey": run_id}
+                    sent = await other.request("chat.send", params)
+                    assert sent.ok, sent.error
+                    await emitter.until_streamed(chat_id, m, "Hello from")  # the answer's second word, after the card
+                    if stopper == "owc":
+                        assert runtime.stop_chat(chat_id) == 1
+                    else:
+                        stopped = await other.request("chat.abort", {"sessionKey": key, "runId": run_id})
+                        assert stopped.ok, stopped.error
+                    await runtime.settled()
+                    reply = await other.request("chat.history", {"sessionKey": key, "limit": 50, "maxChars": 500_000})
+                    assert reply.ok, reply.error
+                    history = parse_chat_history(reply.payload)
+        saved = await store.read_chat(chat_id)
+    (partial,) = [h for h in run_messages(history, run_id) if h.aborted]
+    assert partial.text.startswith("Hello\n\nHello from")  # the Gateway's run-wide buffer, earlier item included
+    expected = output_from_transcript(history, run_id)
+    assert expected is not None
+    message = saved["history"]["messages"][m]
+    assert message["done"] is True
+    assert message["content"] == output_text(expected)
+    assert message["content"].startswith("Hello\nHello from") and ANSWER.startswith(
+        message["content"][len("Hello\n") :]
+    )
+    assert count_cards(message["output"]) == count_cards(expected) == 1
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("runs.finalized" in t and f"run={run_id}" in t and "source=transcript" in t for t in logged)
+
+
+async def test_a_short_answer_that_starts_like_a_sentinel_is_shown(
+    real_gateway: RealGateway, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 11, on the real Gateway: the model answers only "NO" (a prefix of ``NO_REPLY``). The real Gateway
+    holds it back from the live deltas (a lead fragment of a control token) and shows it in the run's ``chat``
+    final (``suppressLeadFragments: false`` at the terminal); owc makes the run's message and writes "NO"."""
+    user, chat_id = "u-real", str(uuid.uuid4())
+    key = ids.session_key("main", user, chat_id)
+    run_id = str(uuid.uuid4())
+    m = ids.message_id(key, run_id)
+    config = RuntimeConfig(url=real_gateway.url, token=real_gateway.token, registry=WriterRegistry(), strict=True)
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, user)
+        async with open_runtime(config, store, RecordingEmitter()) as runtime:
+            with trio.fail_after(180):  # real seconds: a real external process
+                await runtime.client.wait_connection()
+                async with raw_client(real_gateway.url, real_gateway.token, caps=(), instance_id="other-ui") as other:
+                    params = {"sessionKey": key, "message": "SAY_NO please", "idempotencyKey": run_id}
+                    sent = await other.request("chat.send", params)
+                    assert sent.ok, sent.error
+                    final = await other.event(
+                        lambda f: (
+                            f.event == "chat" and f.payload.get("runId") == run_id and f.payload["state"] == "final"
+                        )
+                    )
+                    await runtime.settled()
+                    await runtime.bridge.until(lambda: runtime.bridge.totals()[1] == 1)
+                    reply = await other.request("chat.history", {"sessionKey": key, "limit": 50, "maxChars": 500_000})
+                    history = parse_chat_history(reply.payload)
+        saved = await store.read_chat(chat_id)
+    assert final.payload["message"]["content"] == [{"type": "text", "text": "NO"}]  # shown at the terminal
+    assert [h.text for h in run_messages(history, run_id)] == ["NO"]
+    message = saved["history"]["messages"][m]
+    assert message["done"] is True and message["content"] == "NO"

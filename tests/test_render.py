@@ -282,6 +282,60 @@ def test_sentinels_and_their_prefixes(sentinel: str) -> None:
     assert r2.showable and output_text(r2.output()) == sentinel[:2] + " problem"
 
 
+#: Short answers that are only the beginning of a sentinel ("NO", "A", "ANNOUNCE"): every proper prefix.
+SENTINEL_PREFIXES = sorted({s[:i] for s in SILENT_SENTINELS for i in range(1, len(s))})
+
+
+@pytest.mark.parametrize("terminal", ["final", "aborted", "error"])
+@pytest.mark.parametrize("prefix", SENTINEL_PREFIXES)
+def test_a_sentinel_prefix_is_held_while_streaming_and_shown_at_the_end(prefix: str, terminal: str) -> None:
+    """A prefix of a sentinel may still become one while the run streams; at the run's terminal it no longer
+    can, so a short answer such as ``NO`` is shown (the real Gateway's terminal shows it too:
+    ``suppressLeadFragments: false`` in ``emitChatTerminal``). Before, it was never shown."""
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text=prefix, delta=prefix))
+    assert not r.showable and r.output() == []
+    r.feed(chat("r", 2, terminal, text=prefix, **({"errorMessage": "boom"} if terminal == "error" else {})))
+    assert r.showable
+    assert output_text(r.output()) == output_text(r.output(done=True)) == prefix
+    assert finish(r, None).content == prefix
+
+
+def test_a_sentinel_prefix_from_deltas_alone_is_shown_at_a_terminal_without_text() -> None:
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "delta", text="NO", delta="NO"))
+    assert not r.showable
+    r.feed(chat("r", 2, "final"))  # the terminal carries no message: the deltas' text stands
+    assert r.showable and finish(r, None).content == "NO"
+
+
+@pytest.mark.parametrize("text", ["NO_REPLY", " NO_REPLY\n", "ANNOUNCE_SKIP", "", "\n\n"])
+def test_an_exact_sentinel_or_blank_text_stays_hidden_at_the_end(text: str) -> None:
+    r = TurnRenderer("r")
+    if text:
+        r.feed(chat("r", 1, "delta", text=text, delta=text))
+    r.feed(chat("r", 2, "final", text=text))
+    assert not r.showable and r.output() == [] and r.output(done=True) == []
+
+
+@pytest.mark.parametrize(("text", "shown"), [("NO", "NO"), ("ANNOUNCE", "ANNOUNCE"), ("NO_REPLY", "")])
+def test_a_sentinel_prefix_is_shown_from_the_transcript(text: str, shown: str) -> None:
+    """A finalize from the transcript drops only an exact sentinel, like the stream at its end."""
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "hi", "idempotencyKey": "r:user"},
+                {"role": "assistant", "content": [{"type": "text", "text": text}], "__openclaw": {"runId": "r"}},
+            ],
+        }
+    )
+    r = TurnRenderer("r")
+    r.feed(chat("r", 1, "final", text=text))
+    finished = finish(r, history)
+    assert finished.source == "transcript" and finished.content == shown
+
+
 def test_tools_then_sentinel_gives_cards_only() -> None:
     r = TurnRenderer("r")
     r.feed(agent("r", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}))
@@ -514,6 +568,47 @@ def test_aborted_partial_after_a_tool_does_not_repeat_text() -> None:
     out = output_from_transcript(history, "r")
     assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
     assert output_text(out) == "First part.\nSecond, cut"
+
+
+def test_an_aborted_item_that_starts_with_the_earlier_text_is_kept_whole() -> None:
+    """The real Gateway's transcript of "Hello", a tool call, then "Hello from" stopped (measured on 2026.9.6 by
+    the conformance tier; ``chat.history`` shows the first model turn as two messages with one id). The partial
+    is the run-wide buffer; only the earlier message's text is cut from its start, not a word of the new item."""
+    run = {"runId": "r", "id": "turn-1"}
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "ECHO_TOOL SLOW", "idempotencyKey": "r:user"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Hello"}], "__openclaw": run},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "toolCall", "id": "call_fake1", "name": "read", "arguments": {}}],
+                    "stopReason": "toolUse",
+                    "__openclaw": run,
+                },
+                {
+                    "role": "toolResult",
+                    "toolCallId": "call_fake1",
+                    "toolName": "read",
+                    "content": [{"type": "text", "text": "Validation failed"}],
+                    "isError": True,
+                    "__openclaw": {"runId": "r"},
+                },
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Hello\n\nHello from"}],
+                    "stopReason": "stop",
+                    "idempotencyKey": "r:assistant",
+                    "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "r"},
+                    "__openclaw": {"runId": "r", "idempotencyKey": "r:assistant"},
+                },
+            ],
+        }
+    )
+    out = output_from_transcript(history, "r")
+    assert [i["type"] for i in out] == ["message", "function_call", "function_call_output", "message"]
+    assert output_text(out) == "Hello\nHello from"
 
 
 def test_a_shortening_replace_never_duplicates_segments() -> None:

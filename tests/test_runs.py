@@ -12,7 +12,7 @@ from owc.emit import RecordingEmitter
 from owc.registry import WriterRegistry
 from owc.render import count_cards
 from owc.rules.lifecycle import State
-from owc.sim import Hold, Text
+from owc.sim import Hold, Text, Tool
 from owc.store import NotWritten
 
 from harness import open_env
@@ -185,6 +185,21 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
             assert "NO_REPLY" not in str(msg)
 
 
+@pytest.mark.parametrize(("text", "state"), [("NO", "final"), ("ANNOUNCE", "final"), ("A", "aborted")])
+async def test_a_short_answer_that_starts_like_a_sentinel_gets_its_message(tmp_path, clock, text, state) -> None:
+    """A reply that is only a prefix of a silent sentinel is held back while the run streams, and shown once the
+    run's terminal says it will not grow. Before, the run ended "showing nothing" and got no message."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "short").text(text).end(state)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        msg = messages[ids.message_id(key, "short")]
+        assert msg["done"] is True and msg["content"] == text and chain_ok(messages)
+        assert bridge.totals()[1] == 1
+
+
 async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
@@ -216,6 +231,28 @@ async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> No
         msg = (await env.messages(chat_id))[ids.message_id(key, "stoppable")]
         assert msg["done"] and msg["content"] == "Partial answer"
         assert env.sim.requests["chat.abort"] == 1 and env.sim.sessions[key].status == "killed"
+
+
+async def test_a_stopped_item_that_starts_with_an_earlier_items_text_is_kept_whole(tmp_path, clock) -> None:
+    """The run says "Hello", calls a tool, then "Hello from" and is stopped. The real Gateway's aborted partial is
+    its run-wide buffer ("Hello\n\nHello from", measured by the conformance tier); the finalizer keeps what no
+    earlier message holds. Before, the simulator stored only the item being written ("Hello from"), and the
+    finalizer cut the earlier text off its start: the message read "Hello\n from", a repeated word dropped."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        steps = [Text("Hello"), Tool("read", {}, "ok", call_id="c1"), Text("Hello from"), Hold()]
+        env.sim.start_run(key, "echo", steps=steps)
+        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        await trio.testing.wait_all_tasks_blocked()  # the run holds after "Hello from"; the writer waits
+        assert env.sim.runs["echo"].text == "Hello\n\nHello from"
+        assert bridge.table.stop(chat_id) == 1
+        await env.settled()
+        (partial,) = [msg for msg in env.sim.sessions[key].transcript if msg.get("openclawAbort")]
+        assert partial["content"] == [{"type": "text", "text": "Hello\n\nHello from"}]
+        msg = (await env.messages(chat_id))[ids.message_id(key, "echo")]
+        assert msg["done"] and msg["content"] == "Hello\nHello from" and count_cards(msg["output"]) == 1
+        assert [i["type"] for i in msg["output"]] == ["message", "function_call", "function_call_output", "message"]
 
 
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer

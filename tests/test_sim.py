@@ -450,3 +450,29 @@ async def test_describe_yield_and_error_terminals() -> None:
         assert bad.error.code == "INVALID_REQUEST" and "idempotencyKey" in bad.error.message
         unknown = await client.request("no.such.method", {})
         assert unknown.error.code == "INVALID_REQUEST"
+
+
+@pytest.mark.parametrize(
+    ("script", "partial"),
+    [
+        ("text", "Hello\n\nHello from"),  # "Hello", a tool, then "Hello from" being written
+        ("during_tool_one_item", None),  # the committed message already holds the whole buffer
+        ("during_tool_two_items", "A\n\nB"),  # the last committed message holds only "B"
+    ],
+)
+async def test_an_aborted_partial_is_the_run_wide_buffer(script: str, partial: str | None) -> None:
+    """As measured on the real Gateway (conformance tier): the partial is the chat buffer of the whole run, and
+    is not written when the transcript's last assistant message of the run already says exactly that."""
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        await client.request("sessions.subscribe", {})
+        run = sim.start_run(KEY, "r1")
+        if script == "text":
+            run.text("Hello").tool("read", {}, "ok").text("Hello from")
+        elif script == "during_tool_one_item":
+            run.text("A").tool_start("read")
+        else:
+            run.text("A").tool("read", {}, "ok").text("B").tool_start("read")
+        run.end("aborted")
+        history = parse_chat_history((await client.request("chat.history", {"sessionKey": KEY})).payload)
+        assert [m.text for m in history.messages if m.aborted] == ([] if partial is None else [partial])
+        assert all(m.assistant_run_id == "r1" for m in history.messages if m.role == "assistant")

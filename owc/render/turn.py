@@ -42,6 +42,11 @@ def _text_length(message: Any) -> int:
     )
 
 
+def _silent_at_end(text: str) -> bool:
+    """Shows nothing once the text is final: blank, or exactly a sentinel (a mere prefix is shown)."""
+    return not text.strip() or is_silent(text)
+
+
 @attrs.define
 class _Call:
     call_id: str
@@ -221,19 +226,28 @@ class TurnRenderer:
     @property
     def showable(self) -> bool:
         """A message is made on the first tool start or the first text that cannot become a sentinel;
-        never for a heartbeat run."""
+        never for a heartbeat run. While the run streams, a prefix of a sentinel (``NO``) is held back: it
+        may still become one. At the run's terminal it no longer can, so only an exact sentinel (or blank
+        text) shows nothing: a short answer such as ``NO`` or ``A`` is a message like any other."""
         if self.heartbeat:
             return False
         if self._calls or self._shows_text:
             return True
         # Only a short text can still be (a prefix of) a sentinel; once known, the answer sticks.
-        self._shows_text = self._length > 0 and not may_become_silent(self.text)
+        if self._length == 0:
+            return False
+        if self.terminal is not None:
+            self._shows_text = not _silent_at_end(self.text)
+        else:
+            self._shows_text = not may_become_silent(self.text)
         return self._shows_text
 
     def output(self, *, done: bool = False) -> list[dict[str, Any]]:
         """The run's output items now. While running, text that may still become a sentinel is held back;
-        once ``done``, only an exact sentinel is dropped."""
+        once ``done`` or past the run's terminal (the text can no longer grow), only an exact sentinel is
+        dropped."""
         items: list[dict[str, Any]] = []
+        ended = done or self.terminal is not None
         # Text segments start at increasing offsets in ``_order``: each ends where the next one starts.
         starts = [v for k, v in self._order if k == "text"]
         ends = dict(zip(starts, starts[1:]))
@@ -243,7 +257,7 @@ class TurnRenderer:
                 end = ends.get(key, self._length)
                 closed = done or index < last
                 item = self._item(
-                    ("text", key, end, closed, done), lambda: self._text_item(key, end, closed=closed, done=done)
+                    ("text", key, end, closed, ended), lambda: self._text_item(key, end, closed=closed, ended=ended)
                 )
                 if item:
                     items.append(item)
@@ -286,11 +300,12 @@ class TurnRenderer:
             self._item_keys[element] = cache_key
         return item
 
-    def _text_item(self, start: int, end: int, *, closed: bool, done: bool) -> dict[str, Any]:
-        """A text segment's message item, or ``{}`` while it shows nothing (blank, or a sentinel)."""
+    def _text_item(self, start: int, end: int, *, closed: bool, ended: bool) -> dict[str, Any]:
+        """A text segment's message item, or ``{}`` while it shows nothing (blank, or a sentinel; before the
+        run's end also a prefix of one)."""
         segment = self.text[start:end].strip("\n")
-        hidden = is_silent(segment) if done else may_become_silent(segment)
-        if hidden or not segment.strip():
+        hidden = _silent_at_end(segment) if ended else may_become_silent(segment)
+        if hidden:
             return {}
         return message_item(item_id("msg", self.run_id, f"text:{start}"), segment, done=closed)
 

@@ -151,11 +151,12 @@ def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_r
     return message
 
 
-def aborted_partial(run: Run, parts: list[dict[str, Any]], now_ms: int, origin: str) -> dict[str, Any]:
+def aborted_partial(run: Run, text: str, now_ms: int, origin: str) -> dict[str, Any]:
+    """What a Stop leaves in the transcript: the run's whole chat buffer (``text``), keyed ``<R>:assistant``."""
     key = f"{run.run_id}:assistant"
     return {
         "role": "assistant",
-        "content": parts,
+        "content": [{"type": "text", "text": text}],
         "api": "openai-responses",
         "provider": "openclaw",
         "model": "gateway-injected",
@@ -163,7 +164,7 @@ def aborted_partial(run: Run, parts: list[dict[str, Any]], now_ms: int, origin: 
         "timestamp": now_ms,
         "idempotencyKey": key,
         "openclawAbort": {"aborted": True, "origin": origin, "runId": run.run_id},
-        "__openclaw": {"idempotencyKey": key},
+        "__openclaw": {"runId": run.run_id, "idempotencyKey": key},  # both, as measured
     }
 
 

@@ -270,6 +270,14 @@ class RunDriver:
     def tool_start(self, run: m.Run, name: str, args: Any, call_id: str | None) -> str:
         session = self._active(run)
         call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
+        said = "".join(p["text"] for p in run.parts if p.get("type") == "text")
+        if said:
+            # Text a model turn says before its tool call is a preamble: the real Gateway also shows it as an
+            # ``item`` (kind "preamble", update then end) before the tool's item (measured on 2026.9.6).
+            preamble = {"kind": "preamble", "title": "Preamble", "progressText": said}
+            preamble["itemId"] = f"commentary-{run.segment - 1}-{uuid.uuid4().hex[:24]}"
+            self._fanout.agent(run, "item", {**preamble, "phase": "update"})
+            self._fanout.agent(run, "item", {**preamble, "phase": "end"})
         run.parts.append({"type": "toolCall", "id": call_id, "name": name, "arguments": args})
         run.open_tools[call_id] = name
         # The model turn that asked for the tool is persisted (and pushed as session.message) before the
@@ -307,6 +315,20 @@ class RunDriver:
         run.parts = []
         self._fanout.session_message(session, message, run.run_id)
 
+    @staticmethod
+    def _committed(session: m.AgentSession, run: m.Run) -> bool:
+        """The Gateway declines an aborted partial that the transcript's last assistant message already holds
+        (same run, same text: ``shouldAppendInTransaction`` in its dist)."""
+        last = next((msg for msg in reversed(session.transcript) if msg.get("role") == "assistant"), None)
+        meta = (last or {}).get("__openclaw") or {}
+        if last is None or run.run_id not in (
+            meta.get("runId"),
+            str(meta.get("idempotencyKey") or "").removeprefix("cli-assistant:"),
+        ):
+            return False
+        said = "".join(p.get("text", "") for p in last.get("content") or [] if p.get("type") == "text")
+        return said.strip() == run.text.strip()
+
     def end(self, run: m.Run, step: End) -> None:
         """End the active run with its terminal, settle the row, then begin the next queued run."""
         fanout = self._fanout
@@ -338,9 +360,11 @@ class RunDriver:
             session.status, session.last_run_error = "done", None
         elif state == "aborted":
             stop_reason = step.stop_reason or "rpc"
-            if run.parts:
-                partial = session.append(m.aborted_partial(run, run.parts, now, stop_reason), now)
-                run.parts = []
+            run.parts = []
+            if run.text.strip() and not self._committed(session, run):
+                # The partial is the run-wide chat buffer, every item said so far joined by blank lines, not
+                # just the item being written (measured on 2026.9.6: "Hello\n\nHello from" after a tool).
+                partial = session.append(m.aborted_partial(run, run.text, now, stop_reason), now)
                 fanout.session_message(session, partial, run.run_id)
             fanout.agent(
                 run,

@@ -71,12 +71,17 @@ RecoveryScript = Callable[[str, str | None], Sequence[Step]]
 
 def fake_model_responder(session_key: str, message: str) -> Sequence[Step]:
     """Behaves like the offline Gateway's fake model: ``USE_TOOL`` makes it call ``read`` once (which the
-    real tool rejects) before answering; ``SLOW`` makes it start answering and then hold."""
+    real tool rejects) before answering; ``ECHO_TOOL`` says the answer's first word before that call (so the
+    answer starts with an earlier item's text); ``SLOW`` makes it start answering and then hold (after two
+    words with ``ECHO_TOOL``: the conformance tier stops it there)."""
     steps: list[Step] = []
-    if "USE_TOOL" in message:
+    echo = "ECHO_TOOL" in message
+    if echo:
+        steps.append(Text(CANNED_ANSWER.split(" ")[0]))
+    if "USE_TOOL" in message or echo:
         steps.append(Tool("read", {}, result=READ_VALIDATION_ERROR, is_error=True, call_id="call_fake1"))
     if "SLOW" in message:
-        return [*steps, Text("Hello"), Hold()]
+        return [*steps, Text("Hello from" if echo else "Hello"), Hold()]
     return [*steps, Text(CANNED_ANSWER), End()]
 
 

@@ -5,6 +5,9 @@ same interaction can be driven against both and compared:
 
 * the last real user message contains ``USE_TOOL`` and no tool result followed it: one call to ``read``
   with ``{}`` (the real ``read`` tool then rejects the missing ``path``);
+* it contains ``ECHO_TOOL`` and no tool result followed it: the answer's first word (``Hello``), then the
+  same call: the next item's text then starts with this one's (how the Gateway's aborted partial holds both);
+* it contains ``SAY_NO``: ``NO`` alone (a short answer that is only a prefix of ``NO_REPLY``);
 * it contains ``SLOW``: the canned answer, one word every ``SLOW_DELAY`` seconds (long enough to abort);
 * otherwise: the canned answer, streamed a word at a time.
 
@@ -26,6 +29,9 @@ ANSWER = "Hello from the fake model. This is a canned answer."
 INTERNAL_MARK = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 SLOW_DELAY = 1.0
 TOOL = "read"
+ECHO = ANSWER.split(" ")[0]  # what ECHO_TOOL says before its tool call
+ECHO_PAUSE = 0.5
+SHORT = "NO"  # what SAY_NO answers: only a prefix of the silent sentinel NO_REPLY
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -38,7 +44,7 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def plan(body: dict[str, Any]) -> tuple[str, bool]:
-    """What to answer: ``("tool", _)`` or ``("text", slow)``."""
+    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)`` or ``("text", slow)``."""
     messages = body.get("messages") or []
     user_words = ""
     tool_after_user = False
@@ -49,8 +55,12 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         elif role == "tool":
             tool_after_user = True
     offered = {(t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    if "ECHO_TOOL" in user_words and not tool_after_user and TOOL in offered:
+        return "echo_tool", False
     if "USE_TOOL" in user_words and not tool_after_user and TOOL in offered:
         return "tool", False
+    if "SAY_NO" in user_words:
+        return "no", False
     return "text", "SLOW" in user_words
 
 
@@ -104,13 +114,18 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             chunk({"role": "assistant", "content": ""})
-            if kind == "tool":
+            if kind in ("tool", "echo_tool"):
+                if kind == "echo_tool":
+                    chunk({"content": ECHO})
+                    # A pause before the call: the Gateway streams text it has before it knows a tool call
+                    # follows (sent together, the text was at times kept back as the call's commentary).
+                    time.sleep(ECHO_PAUSE)
                 call = {"index": 0, "id": "call_fake1", "type": "function", "function": {"name": TOOL, "arguments": ""}}
                 chunk({"tool_calls": [call]})
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
                 chunk({}, "tool_calls")
             else:
-                words = ANSWER.split(" ")
+                words = [SHORT] if kind == "no" else ANSWER.split(" ")
                 for i, word in enumerate(words):
                     time.sleep(SLOW_DELAY if slow else 0.02)
                     chunk({"content": word if i == 0 else " " + word})
