@@ -236,13 +236,13 @@ def _check_expect(op: Op, chats: set[str], runs: dict[str, str | None], messages
                 raise ScenarioError(f"line {op.line}: each of 'messages' is a role or a {{role, text, run, done}}")
             if item.get("run") is not None and item["run"] not in runs:
                 raise ScenarioError(f"line {op.line}: unknown run {item['run']!r}")
-    for field, kind in (("count", int), ("cards", int), ("done", bool), ("absent", bool)):
-        if op.get(field) is not None and (
-            not isinstance(op.get(field), kind) or isinstance(op.get(field), bool) != (kind is bool)
-        ):
-            raise ScenarioError(
-                f"line {op.line}: expect {field} must be {'true/false' if kind is bool else 'a number'}"
-            )
+    for field in ("count", "cards"):  # a number, and true is no number here
+        value = op.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ScenarioError(f"line {op.line}: expect {field} must be a number")
+    for field in ("done", "absent"):
+        if op.get(field) is not None and not isinstance(op.get(field), bool):
+            raise ScenarioError(f"line {op.line}: expect {field} must be true/false")
 
 
 #: Ops that name a deploy: each must be running when it plays.
