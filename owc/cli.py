@@ -342,11 +342,13 @@ async def _run_scenario(args: argparse.Namespace) -> int:
         print(f"NOT FINISHED in chat {chat}: the message of run {run}, which has ended", file=sys.stderr)
     for chat, run in played.missing:
         print(f"MISSING in chat {chat}: run {run} showed something and has no message", file=sys.stderr)
+    for failure in played.failures:
+        print(f"EXPECTED {failure}", file=sys.stderr)
     print(
         f"{args.file}: {played.claims} claimed, {played.finalized} finalized, {len(played.unfinished)} unfinished,"
-        f" {len(played.missing)} missing"
+        f" {len(played.missing)} missing, {len(played.failures)} expectations failed"
     )
-    return EXIT_OK if not played.unfinished and not played.missing else EXIT_INVARIANTS
+    return EXIT_OK if not played.unfinished and not played.missing and not played.failures else EXIT_INVARIANTS
 
 
 class _LogEmitter:

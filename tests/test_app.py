@@ -33,6 +33,7 @@ async def test_scenario_through_owc_meets_the_invariants(path: Path, tmp_path: P
     played = await play_scenario(path.read_text(), f"sqlite:///{tmp_path / 'webui.db'}")
     assert violations(played) == []
     assert played.unfinished == [] and played.missing == []  # owc's own report agrees
+    assert played.failures == []  # and so do the scenario's own expectations
     assert played.claims >= 1 and played.finalized >= 1
     shown = [
         m for messages in played.chats.values() for m in messages.values() if (m.get("meta") or {}).get("openclaw_run")

@@ -21,8 +21,9 @@ from rawclient import Refused, raw_client
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.jsonl"))
 #: Scenarios whose ops need owc itself (its deploys, the database's placeholders, its claims) play only through
-#: owc (tests/test_app.py).
-HOST_OPS = ("connect", "kill", "start", "stub", "wait_claimed")
+#: owc (tests/test_app.py); so do those that wait for owc's requests (``await_held``: this file's client sends
+#: none).
+HOST_OPS = ("connect", "kill", "start", "stub", "wait_claimed", "owui_message", "current", "stop", "await_held")
 SIM_SCENARIOS = [p for p in SCENARIOS if not any(op.op in HOST_OPS for op in parse_scenario(p.read_text()))]
 
 

@@ -65,6 +65,8 @@ class SimConn:
     closing: bool = False
     stalled: bool = False  # requests are read and never answered (a hung server)
     failing: frozenset[str] = frozenset()  # methods answered with an UNAVAILABLE error (a failing backend)
+    stalling: frozenset[str] = frozenset()  # methods whose requests are held, unanswered, until released
+    held: list[Any] = attrs.field(factory=list)  # those requests (``protocol.Request``), oldest first
     muted: bool = False  # nothing is sent any more (a half-open socket)
     dropped: int = 0
     send: trio.MemorySendChannel[Any] | None = None

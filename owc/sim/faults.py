@@ -4,12 +4,26 @@ so the fault takes effect at the next frame, in order with everything else on th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import trio
+
+from owc.protocol import Request
 from owc.sim.delivery import Fanout, SimConn
 
 
 class Faults:
-    def __init__(self, fanout: Fanout) -> None:
+    def __init__(
+        self,
+        fanout: Fanout,
+        *,
+        nursery: trio.Nursery | None = None,
+        answer: Callable[[SimConn, Request], None] | None = None,
+    ) -> None:
         self._fanout = fanout
+        self._nursery = nursery
+        self._answer = answer
+        self._stall_seconds: dict[str, float] = {}  # conn id -> how long each held request waits
 
     def connection(self, name: str | None = None) -> SimConn:
         """A live connection by conn id or ``client.instanceId``; the only one if ``name`` is None."""
@@ -47,9 +61,44 @@ class Faults:
 
     def fail_requests(self, *methods: str, conn: str | None = None) -> None:
         """The connection's requests of these methods are answered with an ``UNAVAILABLE`` error (a Gateway
-        whose transcript store fails); ``fail_requests()`` with no method heals it."""
+        whose transcript store fails); ``fail_requests()`` with no method heals it, and releases what a stall
+        holds."""
         for c in self._targets(conn):
             c.failing = frozenset(methods)
+            if not methods:
+                self._release(c)
+
+    def stall_requests(self, *methods: str, conn: str | None = None, seconds: float | None = None) -> None:
+        """The connection's requests of these methods are held unanswered (a Gateway whose transcript store is
+        slow): until ``fail_requests()`` heals the connection or, with ``seconds``, each for that long on
+        Trio's clock. The reply is built when it is sent, from the state then."""
+        for c in self._targets(conn):
+            c.stalling = frozenset(methods)
+            if seconds is None:
+                self._stall_seconds.pop(c.conn_id, None)
+            else:
+                self._stall_seconds[c.conn_id] = seconds
+
+    def hold(self, conn: SimConn, frame: Request) -> None:
+        """A request of a stalled method arrived: keep it (``Rpc`` calls this)."""
+        conn.held.append(frame)
+        seconds = self._stall_seconds.get(conn.conn_id)
+        if seconds is not None and self._nursery is not None:
+            self._nursery.start_soon(self._release_after, conn, frame, seconds)
+
+    async def _release_after(self, conn: SimConn, frame: Request, seconds: float) -> None:
+        await trio.sleep(seconds)  # the stall's own length, a fault the scenario asked for
+        if any(f is frame for f in conn.held):
+            conn.held = [f for f in conn.held if f is not frame]
+            if self._answer is not None:
+                self._answer(conn, frame)
+
+    def _release(self, conn: SimConn) -> None:
+        conn.stalling = frozenset()
+        held, conn.held = conn.held, []
+        for frame in held:
+            if self._answer is not None:
+                self._answer(conn, frame)
 
     def mute(self, conn: str | None = None) -> None:
         """Nothing more reaches the connection, ticks included, and the socket stays open: a half-open

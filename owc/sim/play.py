@@ -2,9 +2,12 @@
 Open WebUI's schema, and a recording emitter standing for the tabs. ``owc demo`` and ``owc scenario run`` use
 it; owc's run path never imports it (it sits beside the simulator, not in the runtime).
 
-A deploy is an owc process: its own runtime, writer registry and ledger. ``kill`` is that process dying (its
-connection cut, nothing written on the way out); ``start`` after a kill is a new process on the same database,
-which must finish what the dead one left (the reconcile pass, the claims' take-over rules).
+A deploy is an owc runtime (its connection, ledger) in an owc process (its writer registry): each deploy is a
+process of its own unless ``connect`` names a ``process`` two deploys share (a worker holding a retired and a new
+connection after a redeploy). ``kill`` is that deploy dying (its connection cut, nothing written on the way out);
+``start`` after a kill is a new runtime on the same database, in its process if another deploy still keeps that
+process alive, else in a new process, which must finish what the dead one left (the reconcile pass, the claims'
+take-over rules).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class Deployments:
         #: Every deploy's bridge ever started (a killed process's counts still happened).
         self.bridges: list[Bridge] = []
         self._scopes: dict[str, trio.CancelScope] = {}
+        self._process_of: dict[str, str] = {}  # deploy -> its process name
+        self._registries: dict[str, WriterRegistry] = {}  # live process name -> its writer registry
 
     async def create_chat(self, chat: ChatSpec) -> None:
         await self.store.create_chat(
@@ -70,14 +75,55 @@ class Deployments:
         user_id = f"{message_id}-user"
         await self.store.add_turn(chat.chat_id, user_id, message_id, text=text)
 
-    async def connect(self, deploy: str) -> None:
+    async def add_message(self, chat: ChatSpec, message: dict[str, Any], *, current: bool) -> None:
+        await self.store.add_message(chat.chat_id, message, current=current)
+
+    async def set_current(self, chat: ChatSpec, message_id: str) -> None:
+        await self.store.set_current(chat.chat_id, message_id)
+
+    async def read_chat(self, chat: ChatSpec) -> dict[str, Any] | None:
+        return await self.store.read_chat(chat.chat_id)
+
+    async def connect(self, deploy: str, process: str | None = None) -> None:
+        self._process_of[deploy] = process or deploy
         await self.start(deploy)
+
+    async def send(self, deploy: str, key: str, message: str, run_id: str) -> None:
+        """owc's own ``chat.send`` on the deploy's connection (what the Pipe will send): the run's sender."""
+        conn = self.runtimes[deploy].client.connection
+        if conn is None or conn.closed:
+            raise ValueError(f"deploy {deploy!r} has no open connection")
+        await conn.request("chat.send", {"sessionKey": key, "message": message, "idempotencyKey": run_id})
+
+    async def stop(self, chat: ChatSpec, deploy: str | None) -> list[str]:
+        """The user's Stop in the chat's tab: each deploy (or the named one) stops the runs it streams there;
+        returns once the Gateway has ended them (owc's ``chat.abort``)."""
+        session = self.sim.sessions.get(chat.session_key)
+        active = session.active if session is not None else None
+        stopped = 0
+        for name in [deploy] if deploy is not None else self.live():
+            stopped += self.runtimes[name].stop_chat(chat.chat_id)
+        log.info("sim.play.stop chat=%s deploy=%s stopped=%d", chat.name, deploy or "*", stopped)
+        if not stopped or active is None:
+            return []
+        await self.sim.wait_for(lambda: active.state == "ended")
+        return [active.run_id]
+
+    def _registry(self, deploy: str) -> WriterRegistry:
+        """The deploy's process's writer registry: a live process's, or a new process's."""
+        process = self._process_of.setdefault(deploy, deploy)
+        if not any(self._process_of.get(d) == process for d in self._scopes):
+            self._registries[process] = WriterRegistry()  # no deploy keeps it alive: a new process
+        return self._registries[process]
 
     async def start(self, deploy: str) -> None:
         if deploy in self._scopes:
             raise ValueError(f"deploy {deploy!r} is already running")
         config = RuntimeConfig(
-            url=self.sim.url, token=self.token, gateway=GatewayConfig(instance_id=deploy), registry=WriterRegistry()
+            url=self.sim.url,
+            token=self.token,
+            gateway=GatewayConfig(instance_id=deploy),
+            registry=self._registry(deploy),
         )
         runtime, scope = await self.nursery.start(self._serve, config)
         self.runtimes[deploy], self._scopes[deploy] = runtime, scope
@@ -94,15 +140,22 @@ class Deployments:
                 await trio.sleep_forever()  # timer-ok: no deadline; the deploy runs until it is killed
 
     async def claimed(self, key: str, run_id: str, deploy: str | None) -> None:
-        if deploy is None and len(self.runtimes) != 1:
-            raise ValueError(f"{len(self.runtimes)} deploys run; name one")
-        runtime = self.runtimes[deploy] if deploy is not None else next(iter(self.runtimes.values()))
+        """Until the deploy (or, unnamed, any live deploy) holds the run's message, or is done with it."""
+        if not self.runtimes:
+            raise ValueError("no deploy runs")
+        runtimes = [self.runtimes[deploy]] if deploy is not None else list(self.runtimes.values())
 
-        def holds() -> bool:
-            run = runtime.ledger.get(key, run_id)
-            return (run is not None and run.life.claimed) or runtime.ledger.is_settled(key, run_id)
+        async def until_held(runtime: Runtime, done: trio.CancelScope) -> None:
+            def holds() -> bool:
+                run = runtime.ledger.get(key, run_id)
+                return (run is not None and run.life.claimed) or runtime.ledger.is_settled(key, run_id)
 
-        await runtime.bridge.until(holds)
+            await runtime.bridge.until(holds)
+            done.cancel()
+
+        async with trio.open_nursery() as nursery:
+            for runtime in runtimes:
+                nursery.start_soon(until_held, runtime, nursery.cancel_scope)
 
     async def kill(self, deploy: str) -> None:
         """A deploy's process dying: its connection and every writer it had stop at once."""
@@ -135,6 +188,8 @@ class Played:
     unfinished: list[tuple[str, str]]  # (chat name, run name or id)
     #: Runs on a chat's key whose transcript shows something and that have no message at all.
     missing: list[tuple[str, str]] = attrs.field(factory=list)
+    #: What the scenario's own ``expect`` ops found wrong, each naming its line.
+    failures: list[str] = attrs.field(factory=list)
 
 
 @asynccontextmanager
@@ -151,7 +206,7 @@ async def open_owc_with_simulator(
 async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], None] | None = None) -> Played:
     """Play a scenario through owc (simulator on loopback -> owc -> the database). A scenario with no
     ``connect`` op gets one deploy named ``owc`` before it starts."""
-    ops = parse_scenario(text)
+    ops = parse_scenario(text, through_owc=True)
     async with open_owc_with_simulator(db_url) as (sim, deployments):
         if not any(op.op == "connect" for op in ops):
             await deployments.start(DEFAULT_DEPLOY)
@@ -162,6 +217,7 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
             await player.play([op])
         await sim.wait_for(sim.quiescent)
         await deployments.settled()
+        await player.check_expectations()
         chats = {}
         for name, spec in player.chats.items():
             chat = await deployments.store.read_chat(spec.chat_id)
@@ -169,7 +225,14 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
         claims = sum(b.totals()[0] for b in deployments.bridges)
         finalized = sum(b.totals()[1] for b in deployments.bridges)
         return Played(
-            player, chats, deployments.emitter, claims, finalized, _unfinished(chats, player), _missing(chats, player)
+            player,
+            chats,
+            deployments.emitter,
+            claims,
+            finalized,
+            _unfinished(chats, player),
+            _missing(chats, player),
+            player.failures,
         )
 
 

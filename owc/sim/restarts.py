@@ -8,7 +8,7 @@ left ``running`` are then recovered by new runs whose user turn carries the rest
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -17,10 +17,19 @@ import trio
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, everyone
 from owc.sim.runs import RunDriver
-from owc.sim.script import End, RecoveryScript
+from owc.sim.script import End, RecoveryScript, Step
 
 RESTART_MODES = ("restart", "stop", "container", "crash")
 RECOVERY_PROMPT = "The gateway restarted while this turn was running. Continue the interrupted turn."
+
+
+@attrs.frozen
+class PlannedRecovery:
+    """How the Gateway will recover one session at a coming boot: the recovery run's id and its steps (None:
+    the caller drives it step by step, as a scenario does); the default is a fresh id and ``recovery``'s steps."""
+
+    run_id: str
+    steps: Sequence[Step] | None
 
 
 @attrs.define
@@ -48,6 +57,12 @@ class Restarts:
         self._boot = boot
         self.recovery = recovery
         self._notify = notify
+        #: session key -> the recoveries planned for it, used one per boot that recovers the session.
+        self.planned: dict[str, list[PlannedRecovery]] = {}
+
+    def plan_recovery(self, key: str, run_id: str, steps: Sequence[Step] | None) -> None:
+        """The next boot that recovers ``key`` does it with this run (id, steps) instead of the default."""
+        self.planned.setdefault(key, []).append(PlannedRecovery(run_id, steps))
 
     async def restart(self, mode: str, *, down_seconds: float = 0.0) -> None:
         """Stop and boot the Gateway again in one of the four modes of seed 000 section 2.7 F3.
@@ -107,11 +122,15 @@ class Restarts:
                 continue
             session.aborted_last_run = True  # markStartupOrphanedMainSessionsForRecovery
             source = session.last_run_id if session.last_run_id else None
-            steps = self.recovery(session.key, source)
+            planned = self.planned.get(session.key)
+            plan = planned.pop(0) if planned else None
+            if planned == []:
+                del self.planned[session.key]
             self._driver.start_run(
                 session.key,
+                plan.run_id if plan is not None else None,
                 origin="recovery",
                 user_text=RECOVERY_PROMPT,
                 provenance=dict(m.RECOVERY_PROVENANCE),
-                steps=steps,
+                steps=plan.steps if plan is not None else self.recovery(session.key, source),
             )

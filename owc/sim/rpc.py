@@ -76,6 +76,8 @@ class Rpc:
         self._now_ms = now_ms
         self._poke = poke
         self._deferred: list[Callable[[], object]] = []
+        #: Set by the simulator: holds a stalled request until it is released (``Faults.stall_requests``).
+        self.hold: Callable[[SimConn, Request], None] = self.answer
         self._handlers: dict[str, Handler] = {
             "sessions.subscribe": self._sessions_subscribe,
             "sessions.list": self._sessions_list,
@@ -98,6 +100,15 @@ class Rpc:
         self.requests[frame.method] += 1
         self._poke()
         if conn.stalled:
+            return
+        if frame.method in conn.stalling:
+            self.hold(conn, frame)
+            return
+        self.answer(conn, frame)
+
+    def answer(self, conn: SimConn, frame: Request) -> None:
+        """Answer a request (also one a stall held, when it is released: as if it had just arrived)."""
+        if conn.closing:
             return
         if frame.method in conn.failing:
             self._reply_error(conn, frame.id, "UNAVAILABLE", f"{frame.method} failed: the agent's store did not answer")

@@ -82,6 +82,12 @@ class SimRun:
         """Let a run holding on a ``Hold`` step play its remaining steps."""
         self._driver.release(self.run)
 
+    def steer(self, text: str, provenance: dict[str, Any] | None = None) -> SimRun:
+        """An input steered into the running run (a sub-agent's completion while its parent runs, seed 000
+        case 10): no run of its own; the run goes on with it in its context."""
+        self._driver.steer(self.run, text, provenance)
+        return self
+
 
 class RunDriver:
     """Owns the runs' life: the agent sessions and runs (dicts shared with the Simulator), the queue of
@@ -105,6 +111,7 @@ class RunDriver:
         self._now_ms = now_ms
         self._poke = poke
         self.cli_runtime = cli_runtime
+        self.cli_keys: set[str] = set()  # session keys whose runs use the CLI runtime whatever ``cli_runtime`` says
         self.plays: dict[str, trio.CancelScope] = {}  # run id -> the task playing its steps
         self.pending: dict[str, Pending] = {}  # started runs that have not begun (queued, or within start_run)
         self._holds: dict[str, trio.Event] = {}
@@ -136,18 +143,22 @@ class RunDriver:
         hide_ids: bool = False,
         steps: Sequence[Step] | None = None,
         owner: str | None = None,
+        cli_runtime: bool | None = None,
     ) -> SimRun:
         """Start a run on ``key`` as another client would (cron, sessions_send, a sub-agent announce, a
         heartbeat): no connection of ours owns it. With ``steps`` the simulator plays them; without, the
-        caller drives the run through the returned handle. A run on a busy session waits in its queue."""
+        caller drives the run through the returned handle. A run on a busy session waits in its queue.
+        ``cli_runtime``: this run's runtime (default: the simulator's, or the key's in ``cli_keys``)."""
+        if cli_runtime is None:
+            cli_runtime = self.cli_runtime or key in self.cli_keys
         run = m.Run(
             run_id=run_id or str(uuid.uuid4()),
             key=key,
             owner=owner,
             heartbeat=heartbeat,
             origin=origin,
-            hide_ids=hide_ids or self.cli_runtime,
-            cli_runtime=self.cli_runtime,
+            hide_ids=hide_ids or cli_runtime,
+            cli_runtime=cli_runtime,
         )
         if run.run_id in self.runs:
             raise ValueError(f"run {run.run_id} already exists")
@@ -305,6 +316,18 @@ class RunDriver:
         self._fanout.agent(
             run, "item", _tool_item(call_id, name, "end", "blocked" if is_error else "done", endedAt=now)
         )
+
+    def steer(self, run: m.Run, text: str, provenance: dict[str, Any] | None) -> None:
+        """The model turn in progress completes, then the steered input joins the transcript as a user turn
+        that starts no run (modelled, not measured: the real dispatch is subagent-announce-delivery's
+        ``path: "steered"``); what the run says next is a new assistant item of the same run."""
+        session = self._active(run)
+        self._flush(session, run, "stop")
+        now = self._now_ms()
+        message: dict[str, Any] = {"role": "user", "content": text, "timestamp": now, "__openclaw": {}}
+        if provenance is not None:
+            message["provenance"] = dict(provenance)
+        self._fanout.session_message(session, session.append(message, now), run.run_id)
 
     def _flush(self, session: m.AgentSession, run: m.Run, stop_reason: str) -> None:
         """Persist the assistant message being built, as the Gateway does when a model turn completes."""

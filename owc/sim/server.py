@@ -120,7 +120,8 @@ class Simulator:
             now_ms=self.now_ms,
             poke=self._poke,
         )
-        self.faults = Faults(self.fanout)
+        self.faults = Faults(self.fanout, nursery=nursery, answer=self.rpc.answer)
+        self.rpc.hold = self.faults.hold
         self.restarts = Restarts(self.fanout, self.driver, self.boot, recovery=recovery, notify=self._notify)
         # The public API the collaborators implement, as bound methods: one signature and docstring each.
         self.session = self.driver.session
@@ -133,10 +134,12 @@ class Simulator:
         self.slow_consumer = self.faults.slow_consumer
         self.stall_replies = self.faults.stall_replies
         self.fail_requests = self.faults.fail_requests
+        self.stall_requests = self.faults.stall_requests
         self.mute = self.faults.mute
         self.inject = self.faults.inject
         self.disconnect = self.faults.disconnect
         self.restart = self.restarts.restart
+        self.plan_recovery = self.restarts.plan_recovery
 
     # ------------------------------------------------------------------ the collaborators' settings and state
 

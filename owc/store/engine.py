@@ -61,7 +61,10 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
             # opens it read-write without creating: a database deleted under owc fails the write (and is
             # reported) instead of being silently replaced by an empty file at the first reconnect.
             path = os.path.abspath(path)
-            sqlite3.connect(path).close()
+            try:
+                sqlite3.connect(path).close()
+            except sqlite3.Error as exc:
+                raise ValueError(f"cannot open the SQLite database file {path}: {exc}") from None
             parsed = parsed.set(database=f"file:{path}", query={**parsed.query, "mode": "rw", "uri": "true"})
         else:
             path = None

@@ -470,6 +470,34 @@ class ChatStore:
                 self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now, current_id=reply_id)
 
+    def add_message(self, chat_id: str, message: dict[str, Any], *, current: bool) -> None:
+        """A message Open WebUI itself writes (a user turn, its placeholder, an edit that starts a branch), under
+        its ``parentId`` (None: a new root; absent: the chat's tail) and, if ``current``, the one the chat shows
+        (for the scenarios and tests: Open WebUI writes these itself)."""
+        with self._locked(chat_id) as (conn, row):
+            chat = self._load(chat_id, row, None)
+            messages = tree.messages_of(chat)
+            now = int(time.time())
+            message = {"childrenIds": [], "timestamp": now, "user_id": row.user_id, **message}
+            if "parentId" not in message:
+                message["parentId"] = tree.anchor(chat)
+            messages[message["id"]] = message
+            parent = messages.get(message.get("parentId") or "")
+            if isinstance(parent, dict):
+                parent["childrenIds"] = [*(parent.get("childrenIds") or []), message["id"]]
+            if current:
+                chat["history"]["currentId"] = message["id"]
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now, current_id=message["id"] if current else None)
+
+    def set_current(self, chat_id: str, message_id: str) -> None:
+        """The message the chat shows (``history.currentId`` and ``current_message_id``), as Open WebUI sets it
+        when the user picks a branch."""
+        with self._locked(chat_id) as (conn, row):
+            chat = self._load(chat_id, row, None)
+            chat["history"]["currentId"] = message_id
+            self._save(conn, chat_id, chat, int(time.time()), current_id=message_id)
+
     def create_chat(
         self,
         chat_id: str,
@@ -537,6 +565,12 @@ class TrioChatStore:
 
     async def chat_times(self) -> dict[str, int]:
         return await self._run(self.sync.chat_times)
+
+    async def add_message(self, chat_id: str, message: dict[str, Any], *, current: bool) -> None:
+        await self._run(self.sync.add_message, chat_id, message, current=current)
+
+    async def set_current(self, chat_id: str, message_id: str) -> None:
+        await self._run(self.sync.set_current, chat_id, message_id)
 
     async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
         await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)
