@@ -200,6 +200,27 @@ async def test_a_short_answer_that_starts_like_a_sentinel_gets_its_message(tmp_p
         assert bridge.totals()[1] == 1
 
 
+async def test_a_short_answer_whose_chat_terminal_never_comes_is_read_from_the_transcript(tmp_path, clock) -> None:
+    """The run says only "NO" (held back: it may become ``NO_REPLY``) and its ``chat`` terminal never reaches owc;
+    the ``sessions.changed`` end does. Only the transcript can tell a short answer from a sentinel, so it is
+    read (before, the run counted as having shown nothing and got no message)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        fanout = env.sim.fanout
+        real_chat = fanout.chat
+
+        def without_the_chat_final(run, state, **kwargs):
+            if not (run.run_id == "terse" and state == "final"):
+                real_chat(run, state, **kwargs)
+
+        fanout.chat = without_the_chat_final
+        env.sim.start_run(key, "terse").text("NO").end()
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "terse")]
+        assert msg["done"] is True and msg["content"] == "NO"
+
+
 async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()

@@ -224,6 +224,12 @@ class TurnRenderer:
         return len(self._calls)
 
     @property
+    def holds_back(self) -> bool:
+        """Text arrived that shows nothing yet: it may still become a sentinel, or be a short answer that only
+        the run's ``chat`` terminal (or its transcript) can tell from one."""
+        return not self.heartbeat and self._length > 0 and not self.showable
+
+    @property
     def showable(self) -> bool:
         """A message is made on the first tool start or the first text that cannot become a sentinel;
         never for a heartbeat run. While the run streams, a prefix of a sentinel (``NO``) is held back: it

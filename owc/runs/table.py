@@ -195,6 +195,10 @@ class RunTable:
                 seen_ms=event.ts,
             )
             if run is not None and event.phase in ("end", "error"):
+                if run.renderer.holds_back:
+                    # Its chat terminal (which would show a short answer held back as a possible sentinel
+                    # prefix) has not come: the transcript decides whether the run showed something.
+                    run.mark_missed("ended with its text held back")
                 self.apply(run, Terminal(f"sessions.changed {event.phase}"))
                 self.retry_unsaved("a run's terminal")
             return
