@@ -302,12 +302,47 @@ async def test_reconcile_leaves_history_from_before_owc_alone(tmp_path, clock, d
 
 @pytest.mark.virtual_seconds(32)  # owc's downtime, a second of its life, then one reconnect's backoff
 async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_path, clock, db_url) -> None:
-    """The first hello's reconcile does not finish (here its database read fails; a close mid-pass is the same):
-    the next connection must look again from the same watermark, not from the events the first one saw, or
-    the run that ended while owc was down is never given its message (found by a random fault schedule)."""
+    """The first hello's reconcile does not finish (here its database read fails for as long as the connection
+    lasts; a close mid-pass is the same): the next connection must look again from the same watermark, not
+    from the events the first one saw, or the run that ended while owc was down is never given its message
+    (found by a random fault schedule)."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
         clock.jump(30)
+        env.sim.start_run(key, "ended-unseen").text("Ended before owc started.").end()
+        real_facts, calls, failing = env.store.chat_facts, [], [True]
+
+        async def fails_on_the_first_connection(chat_ids):
+            calls.append(chat_ids)
+            if failing[0]:
+                raise RuntimeError("database went away")
+            return await real_facts(chat_ids)
+
+        env.store.chat_facts = fails_on_the_first_connection
+        bridge = await env.connect()
+        await bridge.until(lambda: bridge.table.hello is not None and not bridge.table.reconciling)
+        assert not bridge.quiet()  # a pass that fell short is work left (the next tick runs it again)
+        m = ids.message_id(key, "ended-unseen")
+        assert m not in await env.messages(chat_id)  # the first pass failed
+        clock.jump(1)
+        env.sim.start_run(key, "seen-live").text("Seen live.").end()  # moves the connection's last event on
+        await bridge.until(lambda: bridge.ledger.is_settled(key, "seen-live"))
+        await _reconnect(env)
+        failing[0] = False
+        await _next_connection(env, clock)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert messages[m]["done"] is True and messages[m]["content"] == "Ended before owc started."
+        assert len(calls) == 2
+
+
+@pytest.mark.virtual_seconds(30)  # one Gateway tick
+async def test_a_reconcile_that_fell_short_runs_again_at_the_next_tick(tmp_path, clock) -> None:
+    """The hello's pass falls short (its database read fails once; a ``chat.history`` that fails is the same):
+    the Gateway's next tick runs it again on the same connection (before, nothing did until some later
+    reconnect: found by the fuzzer, ``reconcile-not-retried``)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
         env.sim.start_run(key, "ended-unseen").text("Ended before owc started.").end()
         real_facts, calls = env.store.chat_facts, []
 
@@ -319,18 +354,14 @@ async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_p
 
         env.store.chat_facts = fails_once
         bridge = await env.connect()
-        await bridge.until(bridge.quiet)  # the hello and its (failed) reconcile are done
+        await bridge.until(lambda: bridge.table.hello is not None and not bridge.table.reconciling)
         m = ids.message_id(key, "ended-unseen")
-        assert m not in await env.messages(chat_id)  # the first pass failed
-        clock.jump(1)
-        env.sim.start_run(key, "seen-live").text("Seen live.").end()  # moves the connection's last event on
+        assert m not in await env.messages(chat_id) and not bridge.table.reconciled
+        clock.jump(30)  # the Gateway's next tick
         await env.settled()
-        await _reconnect(env)
-        await _next_connection(env, clock)
-        await env.settled()
-        messages = await env.messages(chat_id)
-        assert messages[m]["done"] is True and messages[m]["content"] == "Ended before owc started."
+        assert (await env.messages(chat_id))[m]["content"] == "Ended before owc started."
         assert len(calls) == 2
+        assert env.clients["A"].connections_opened == 1
 
 
 @pytest.mark.virtual_seconds(30)

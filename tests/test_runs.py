@@ -221,6 +221,33 @@ async def test_a_short_answer_whose_chat_terminal_never_comes_is_read_from_the_t
         assert msg["done"] is True and msg["content"] == "NO"
 
 
+async def test_a_run_first_seen_mid_run_reads_its_transcript_before_it_is_given_up(tmp_path, clock) -> None:
+    """owc never sees the run's start nor its tool call (they came before this connection could see them), only
+    its error terminal: what the run showed is in its transcript, which is read instead of giving the run up
+    as one that showed nothing (found by the fuzzer: ``lost-at-hello``, a run first seen just before the
+    hello's list was applied)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        fanout = env.sim.fanout
+        real_agent, real_tool = fanout.agent, fanout.tool_event
+
+        def unseen_start(run, stream, data, **kwargs):
+            if run.run_id == "late" and data.get("phase") == "start":
+                return None  # lost to owc without a gap, as events before a connection's subscribe are
+            return real_agent(run, stream, data, **kwargs)
+
+        def unseen_tool(run, data):
+            if run.run_id != "late":
+                real_tool(run, data)
+
+        fanout.agent, fanout.tool_event = unseen_start, unseen_tool
+        env.sim.start_run(key, "late").tool("exec", {"cmd": "ls"}, "a b").end("error", error="boom")
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "late")]
+        assert msg["done"] is True and count_cards(msg["output"]) == 1
+
+
 async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()

@@ -26,8 +26,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("owc.runs")
 
 
-async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int) -> bool:
-    """Returns whether the pass covered every candidate (none left for a later hello, none cut short)."""
+async def reconcile(
+    table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int, retry: bool = False
+) -> bool:
+    """Returns whether the pass covered every candidate (none left for a later hello, none cut short).
+    ``retry``: a pass again on the same connection (from the hello's list): runs the ledger knows by now
+    are the live path's."""
     store = table.bridge.store
     rows: list[tuple[SessionRow, ids.SessionRef]] = []
     for row in resync.rows:
@@ -64,7 +68,7 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
     done = 0
     for row, ref, watermark in candidates[:limit]:
         try:
-            done += await _session(table, row, ref, watermark)
+            done += await _session(table, row, ref, watermark, retry=retry)
             table.reconciled_chat(ref.chat_id)
         except (SessionClosed, NotConnected):
             return False  # the next connection's hello reconciles again, from the same watermark
@@ -76,7 +80,7 @@ async def reconcile(table: RunTable, resync: Resync, *, watermark_ms: int | None
     return complete
 
 
-async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int) -> int:
+async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool) -> int:
     params = {"sessionKey": row.key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
     history: ChatHistory = parse_chat_history(await table.conn.request("chat.history", params))
     chat = await table.bridge.store.read_chat(ref.chat_id)
@@ -91,6 +95,8 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
     )
     count = 0
     for item in owed:
+        if retry and table.ledger.get(row.key, item.run_id) is not None:
+            continue  # met on this connection since its hello: the live path has it
         run = table.ledger.open(row.key, item.run_id, seen_ms=item.first_ms)
         if run is None or run.life.state is not State.OPEN or run.life.ended or run.writer_live:
             continue  # settled, or the live path has it

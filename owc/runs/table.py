@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -92,6 +93,8 @@ class RunTable:
         #: any run now live there, so a live run's claim in one of them waits for the pass (bounded by its
         #: RPCs' own timeouts; no clock of its own).
         self.reconcile_pending: set[str] = set()
+        #: What the hello's reconcile pass was given, for a pass again at a tick if it fell short.
+        self._hello_pass: tuple[Resync, int | None] | None = None
 
     # ------------------------------------------------------------------ the lifecycle's actions
 
@@ -166,10 +169,12 @@ class RunTable:
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
             self.bridge.wake()
-        if run is not None and not known and not start and session_key in self._unknown:
-            # The list said this session was active without naming its run: this is that run, and its first
-            # events may have come before this connection did.
-            run.mark_missed("joined mid-run (its session was active at the list, run ids unknown)")
+        if run is not None and not known and not start:
+            # Its start was not seen here: it began before this connection (or this process) did, or its first
+            # events were lost. Whatever it showed meanwhile is in its transcript, which is read before a run
+            # that ends "showing nothing" is given up (before, such a run seen first just before the hello's
+            # list was abandoned at its terminal: found by the fuzzer).
+            run.mark_missed("first seen mid-run")
         return run
 
     def retry_unsaved(self, why: str) -> None:
@@ -184,6 +189,7 @@ class RunTable:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
         if isinstance(event, Tick):
             self.retry_unsaved("a Gateway tick")
+            self._retry_reconcile()
             return
         if isinstance(event, SessionsChanged):
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
@@ -271,13 +277,27 @@ class RunTable:
             if run is not None and not (carried and run.key in self.carried):
                 self.apply(run, Terminal(f"absent from the list ({resync.reason})"))
 
-    async def _reconcile(self, resync: Resync, watermark: int | None) -> None:
+    async def _reconcile(self, resync: Resync, watermark: int | None, *, retry: bool = False) -> None:
+        self._hello_pass = (resync, watermark)
         try:
-            self.reconciled = await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit)
+            self.reconciled = await reconcile(
+                self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=retry
+            )
         finally:
             self.reconcile_pending.clear()
             self.reconciling -= 1
             self.bridge.wake()
+
+    def _retry_reconcile(self) -> None:
+        """The hello's pass did not cover everything (``chat.history`` failed, the bound was reached): the
+        Gateway's tick runs it again, from the same list and watermark, until one pass does. Runs this
+        connection has met since are left to it (the list is the hello's)."""
+        if self.reconciled or self.reconciling or self._hello_pass is None:
+            return
+        resync, watermark = self._hello_pass
+        log.info("runs.reconcile_again (the hello's pass did not cover everything)")
+        self.reconciling += 1
+        self._nursery.start_soon(partial(self._reconcile, resync, watermark, retry=True))
 
     # ------------------------------------------------------------------ commands
 
@@ -382,8 +402,10 @@ class Bridge:
     def quiet(self) -> bool:
         """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no
         run that has ended without being settled (such a run waits for a connection to finish it)."""
-        if self.table is None or self.table.hello is None or self.table.reconciling:
-            return False  # no connection (or its hello not handled yet): what it will say is still to come
+        if self.table is None or self.table.hello is None or self.table.reconciling or not self.table.reconciled:
+            # No connection (or its hello not handled yet): what it will say is still to come. A reconcile pass
+            # that fell short runs again at the Gateway's next tick.
+            return False
         return not any(run.writer_live or (run.life.ended and not run.life.settled) for run in self.ledger.unsettled())
 
     def totals(self) -> tuple[int, int]:
