@@ -76,7 +76,7 @@ def token_never_logged(request):
     finally:
         root.removeHandler(_GUARD)
         owc_logger.setLevel(old_level)
-    if request.session.testscollected >= 50:  # a whole-suite run logs plenty; a single test may log nothing
+    if request.session.testscollected >= 400:  # a whole-suite run logs plenty; a file of pure tests logs nothing
         assert _GUARD.records, "no log record was captured: the check would prove nothing"
     stray = _GUARD.leaks.get(None, [])
     assert not stray, f"{len(stray)} log records hold a secret, e.g. {stray[0][:200]!r}"

@@ -17,6 +17,7 @@ import trio.testing
 from owc import ids
 from owc.registry import WriterRegistry
 from owc.render import count_cards
+from owc.rules.lifecycle import State
 from owc.sim import End, Hold, Text, Tool
 
 from harness import USER, Env, open_env
@@ -394,3 +395,29 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         assert messages[second]["done"] and messages[second]["content"] == "Live when owc starts."
         assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
         assert claims_before_facts == [0]
+
+
+@pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
+async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
+    """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A
+    dies, then the Gateway crashes: the run is cut with nothing in its transcript. B's next hello (a new boot)
+    ends it: no run outlives its boot, even if the list shows the session active (its recovery). Neither the
+    transcript nor B's stream holds anything of it, so B adopts the dead writer's message and finishes it with
+    a word on why it is empty (before: ``done: false`` for good, found by the fuzzer: ``crash-cut-open``)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        a = await env.connect("A", registry=WriterRegistry())
+        env.sim.start_run(key, "cut", steps=[Text("Said live only."), Hold()])
+        await a.until(lambda: a.totals()[0] == 1)
+        b = await env.connect("B", registry=WriterRegistry())
+        await b.until(
+            lambda: b.ledger.get(key, "cut") is not None and b.ledger.get(key, "cut").life.state is State.STANDBY
+        )
+        await env.kill("A")
+        await env.sim.restart("crash")
+        await _next_connection(env, clock, "B")
+        await env.settled()
+        m = ids.message_id(key, "cut")
+        message = (await env.messages(chat_id))[m]
+        assert message["done"] is True
+        assert "cut off before any of it was saved" in (message.get("error") or {}).get("content", "")

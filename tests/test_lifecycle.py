@@ -83,7 +83,7 @@ CHECKING:
     Showable:CHECKING  Terminal:CHECKING  Stop:CHECKING  Handover:-
     Listed:CHECKING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
-    Checked.yes:CLAIMING  Checked.no:ABANDONED+RETIRE  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
+    Checked.yes:CLAIMING  Checked.no:CLAIMING  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 FINISHING:
     Showable:FINISHING  Terminal:FINISHING  Stop:FINISHING  Handover:-

@@ -207,6 +207,8 @@ class Lifecycle:
     terminal: Terminal | None = None
     stop: bool = False
     transcript_shows: bool = False
+    #: The transcript was read after the run's end (``CHECKING``): it is not read again for the same question.
+    checked: bool = False
     #: The message exists unfinished and nobody else will finish it (an orphan stub, a dead process's message
     #: found by the reconcile): it is finished even if the run showed nothing.
     owed: bool = False
@@ -252,7 +254,7 @@ class Lifecycle:
         transcript if the stream may have missed what it showed, else nothing to show."""
         if self.may_create:
             return self._to(State.CLAIMING, Action.START_WRITER)
-        if self.missed:
+        if self.missed and not self.checked:
             return self._to(State.CHECKING, Action.START_WRITER)
         return self._to(State.ABANDONED)
 
@@ -443,9 +445,11 @@ _on(State.DETACHED, ConnectionClosed)(_stay)
 def _checked(life: Lifecycle, event: Input) -> tuple[Action, ...]:
     assert isinstance(event, TranscriptChecked)
     life.transcript_shows = event.shows
-    if event.shows:
-        return life._to(State.CLAIMING)  # the same writer goes on to claim it
-    return life._to(State.ABANDONED)
+    life.checked = True
+    # The same writer goes on to claim: to make the message if the transcript shows something, else only to
+    # adopt one that exists unfinished (a dead writer's, whose run a crash cut before its transcript said
+    # anything): it is finished rather than left ``done: false``. None there: the run is given up.
+    return life._to(State.CLAIMING)
 
 
 _on(State.CHECKING, Showable, Terminal, Stop, Listed)(_record)

@@ -244,7 +244,11 @@ class RunTable:
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
             if run.life.settled or run.life.ended:
                 continue
-            if run.key in listed or run.session_key in unknown:
+            if info.boot_changed:
+                # A run lives in its Gateway process: after a new boot it is over, whatever the list says (a
+                # session active without run ids is the boot's recovery, a new run: 004, "a fresh run ID").
+                self.apply(run, Terminal("the Gateway restarted (a new boot): no run outlives its boot"))
+            elif run.key in listed or run.session_key in unknown:
                 self.apply(run, Listed())
             elif run.key in ended:
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))

@@ -75,6 +75,10 @@ NOT_SAVED = (
 )
 
 
+#: The error a finished message gets when nothing of its run could be saved.
+NOTHING_SAVED = "This reply was cut off before any of it was saved ({reason})."
+
+
 @attrs.define
 class Stats:
     """Counts kept across a runtime's connections."""
@@ -355,6 +359,12 @@ class _Writer:
             await self._abort()
         history = await self._history()
         finished = finish(r.renderer, history)
+        error = finished.error
+        if not finished.output and error is None:
+            # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that
+            # streamed it died): the message is finished with a word on why it is empty, not left open.
+            reason = r.life.terminal.reason if r.life.terminal else "it was stopped"
+            error = {"content": NOTHING_SAVED.format(reason=reason)}
         if not finished.complete:
             log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", r.run_id, r.renderer.gaps)
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
@@ -366,7 +376,7 @@ class _Writer:
                 content=finished.content,
                 output=finished.output,
                 done=True,
-                error=finished.error["content"] if finished.error else None,
+                error=error["content"] if error else None,
                 unless_done=unless_done,
             )
         if isinstance(result, AlreadyDone):
@@ -397,8 +407,8 @@ class _Writer:
         if unless_done:  # this process's tabs never heard of the message: give them all of it
             await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
-        if finished.error:
-            data["error"] = finished.error
+        if error:
+            data["error"] = error
         await self._emit({"type": "chat:completion", "data": data})
         await self._emit({"type": "chat:active", "data": {"active": False}})
         try:
