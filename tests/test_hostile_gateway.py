@@ -1,0 +1,258 @@
+"""Hostile or odd input from the Gateway (issue 11): bad input gets a clear log line and costs only itself; it
+never kills the connection or other runs.
+
+Each test runs owc against the simulator (a real handshake, real runs and transcripts) with frames rewritten
+or injected on the wire (``tests/hostile.py``), and checks the good runs end as finished messages with their
+whole text while owc keeps its one connection.
+"""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hostile import LONE, Hostile, Wire, nested, owc_deaths
+
+from owc import ids
+from owc.protocol import DEFAULT_MAX_PAYLOAD, decode_frame, repair_json
+from owc.runs import writer as writer_module
+from owc.sim import rpc as sim_rpc
+from owc.sim.script import Hold, Text
+
+from harness import open_env
+
+REPLACEMENT = "\ufffd"
+
+
+def _text_of(message: dict) -> str:
+    return message["content"]
+
+
+# ---------------------------------------------------------------------------------------- lone surrogates
+
+
+def test_a_lone_surrogate_is_replaced_not_refused() -> None:
+    frame = decode_frame(
+        '{"type":"event","event":"chat","payload":{"t":"a\\ud83d b \\ud83d\\ude00 \\\\ud83d \\udc00"}}'
+    )
+    assert frame.payload["t"] == f"a{REPLACEMENT} b \U0001f600 \\ud83d {REPLACEMENT}"
+    # The fast path is untouched: a valid frame is not rewritten.
+    assert repair_json(b'{"a":"\\ud83d\\ude00"}') == (b'{"a":"\\ud83d\\ude00"}', [])
+
+
+def test_invalid_utf8_and_a_bom_are_repaired() -> None:
+    assert decode_frame(b'{"type":"event","event":"x\xff"}').event == f"x{REPLACEMENT}"
+    assert decode_frame(b'\xef\xbb\xbf{"type":"event","event":"tick"}').event == "tick"
+
+
+async def test_a_lone_surrogate_in_a_run_keeps_the_run(tmp_path, clock, monkeypatch, caplog) -> None:
+    """Before, orjson refused every frame that carried the run's cumulative text from the surrogate on (the
+    message stored "Before "), and the finalize's ``chat.history`` reply too: it waited 60 s for it."""
+    wire = Wire(monkeypatch)
+    lone = wire.string("LONE", LONE)
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "surrogate").text(
+            f"Before {lone} after.", chunks=["Before ", f"{lone} af", "ter."]
+        ).end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "surrogate")]
+        assert message["done"] and _text_of(message) == f"Before {REPLACEMENT} after."
+        assert env.clients["A"].connections_opened == 1
+        assert owc_deaths(caplog.records) == []
+    assert any("protocol.frame_repaired repairs=lone_surrogate" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_lone_surrogate_in_a_session_row_keeps_the_connection(tmp_path, clock, monkeypatch, caplog) -> None:
+    """Before, the subscribe's reply was refused whole: the subscribe timed out after 60 s and owc reconnected,
+    again and again, processing nothing."""
+    wire = Wire(monkeypatch)
+    lone = wire.string("LONE", LONE)
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        real_list = env.sim.rpc._list
+
+        def with_a_surrogate(params):
+            listed = real_list(params)
+            listed["sessions"].append({"key": "agent:main:main", "displayName": f"cut {lone}", "updatedAt": 1})
+            return listed
+
+        env.sim.rpc._list = with_a_surrogate
+        await env.connect()
+        env.sim.start_run(key, "after-row").text("Still here.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "after-row")]
+        assert message["done"] and _text_of(message) == "Still here."
+        assert env.clients["A"].connections_opened == 1
+        assert owc_deaths(caplog.records) == []
+
+
+# ---------------------------------------------------------------------------------------- depth
+
+
+async def test_tool_arguments_nested_1000_deep(tmp_path, clock, monkeypatch, caplog) -> None:
+    """Valid JSON 1,000 deep: orjson reads it (its limit is 1,024) but writes only 254 levels, and the old
+    fallback, ``str(args)``, raised RecursionError: the writer died and the message stayed ``done: false``."""
+    wire = Wire(monkeypatch)
+    deep = nested(1000)
+    args = wire.value("DEEP", deep)
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "deep").text("Before.").tool("exec", args, "ok").text("After.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "deep")]
+        assert message["done"] and _text_of(message) == "Before.\nAfter."
+        calls = [item for item in message["output"] if item["type"] == "function_call"]
+        assert len(calls) == 1 and calls[0]["arguments"] == deep  # the whole arguments, as sent
+        assert owc_deaths(caplog.records) == []
+
+
+async def test_a_frame_deeper_than_orjson_reads(tmp_path, clock, monkeypatch, caplog) -> None:
+    """3,000 deep: past orjson's 1,024 levels. Before, the frame was refused (and the transcript that repeats
+    the arguments with it, so the finalize waited 60 s); now the part past 512 levels is cut."""
+    wire = Wire(monkeypatch)
+    args = wire.value("DEEP", nested(3000))
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "deeper").text("Before.").tool("exec", args, "ok").text("After.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "deeper")]
+        assert message["done"] and _text_of(message) == "Before.\nAfter."
+        (call,) = [item for item in message["output"] if item["type"] == "function_call"]
+        cut = orjson.loads(call["arguments"])  # JSON again, cut where the frame passed 512 levels
+        depth = 0
+        while isinstance(cut, dict):
+            cut, depth = cut["a"], depth + 1
+        assert cut == "[nested too deep]" and 490 < depth < 512
+        assert owc_deaths(caplog.records) == []
+
+
+# ---------------------------------------------------------------------------------------- seq
+
+
+async def test_an_absurd_seq_does_not_blind_gap_detection(tmp_path, clock, caplog) -> None:
+    """Before, a seq of 2^63-1 became the tracker's last number: every later event was "stale" and a real
+    loss after it (a dropped run start) was never noticed, so no resync recovered it."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        hostile = Hostile(env.sim)
+        hostile.event("presence.delta", {}, seq=2**63 - 1)
+        await env.settled()
+        conn = env.clients["A"].connection
+        gaps_before = conn.gaps
+        assert gaps_before >= 1  # the absurd number itself, and the honest one after it
+        env.sim.drop(4)  # the run's start push is among them
+        run = env.sim.start_run(key, "after-absurd", steps=[Text("Started in the gap."), Hold()])
+        await env.clients["A"].request("sessions.describe", {"key": key})  # everything sent before is read
+        assert conn.gaps > gaps_before  # the loss is seen, and a resync recovers the run
+        run.end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "after-absurd")]
+        assert message["done"] and _text_of(message) == "Started in the gap."
+        assert any("gateway.seq_gap" in r.getMessage() and "kind=absurd" in r.getMessage() for r in caplog.records)
+        assert env.clients["A"].connections_opened == 1
+
+
+# ---------------------------------------------------------------------------------------- chat.history size
+
+
+def _no_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Gateway that keeps large messages whole and has no default page budget (it still honours
+    ``maxBytes`` when asked)."""
+    monkeypatch.setattr(sim_rpc, "HISTORY_MAX_BYTES", 10**12)
+    monkeypatch.setattr(sim_rpc, "HISTORY_MAX_SINGLE_MESSAGE_BYTES", 10**12)
+
+
+@pytest.mark.virtual_seconds(0)
+async def test_a_transcript_over_the_frame_limit_is_read_in_pages(tmp_path, clock, monkeypatch, caplog) -> None:
+    """30 tool results of 1 MB: one ``chat.history`` reply of 30 MB. Before, it went over owc's 25 MiB
+    WebSocket limit: owc's own socket closed with 1009, cancelling every writer, on every finalize."""
+    _no_byte_budget(monkeypatch)
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = env.sim.start_run(key, "big").text("Reading.")
+        for n in range(30):
+            run.tool("read", {"n": n}, f"{n:02d}" + "x" * 1_000_000)
+        run.text("Done.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "big")]
+        assert message["done"] and _text_of(message) == "Reading.\nDone."
+        outputs = [item for item in message["output"] if item["type"] == "function_call_output"]
+        assert [o["output"][0]["text"][:2] for o in outputs] == [f"{n:02d}" for n in range(30)]
+        assert env.clients["A"].connections_opened == 1
+        assert env.sim.requests["chat.history"] >= 7  # 4 MiB pages
+        assert owc_deaths(caplog.records) == []
+
+
+async def test_a_reply_over_the_frame_limit_fails_its_request_only(tmp_path, clock, monkeypatch, caplog) -> None:
+    """A Gateway that ignores ``maxBytes`` and ``limit``: the reply over ``policy.maxPayload`` is refused
+    unparsed, its request fails at once (before, it waited its 60 s timeout), owc asks for fewer messages,
+    then finishes the run from its stream; the connection stays."""
+    _no_byte_budget(monkeypatch)
+    async with open_env(tmp_path, max_payload=1_000_000) as env:
+        chat_id, key = await env.chat()
+        real = env.sim.rpc._chat_history
+        limits = []
+
+        def ignoring_the_bounds(conn, params):
+            limits.append(params.get("limit"))
+            return real(conn, {"sessionKey": params["sessionKey"], "limit": 1000})
+
+        env.sim.rpc._handlers["chat.history"] = ignoring_the_bounds
+        await env.connect()
+        run = env.sim.start_run(key, "huge").text("Reading.")
+        for n in range(3):
+            run.tool("read", {"n": n}, "y" * 600_000)
+        run.text("Done.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "huge")]
+        assert message["done"] and _text_of(message) == "Reading.\nDone."
+        assert limits[:4] == [200, 50, 12, 3]  # asked again for fewer, down to one
+        assert env.clients["A"].connections_opened == 1
+        assert owc_deaths(caplog.records) == []
+    assert any("runs.history_page_too_large" in r.getMessage() for r in caplog.records)
+
+
+def test_the_simulator_cuts_history_pages_as_the_gateway_does() -> None:
+    """``chat.history`` on 2026.9.6: oversized messages replaced, the oldest dropped to fit ``maxBytes`` (the
+    newest always kept), ``nextOffset`` just before the oldest kept."""
+    small = [{"role": "user", "content": "u" * 100, "__openclaw": {"seq": i + 1}} for i in range(10)]
+    big = {"role": "toolResult", "toolCallId": "c1", "toolName": "read", "isError": False}
+    big |= {"content": [{"type": "text", "text": "z" * 200_000}], "__openclaw": {"runId": "r", "id": "i", "seq": 11}}
+    messages = [*small, big]
+    shown, next_offset = sim_rpc.history_page(messages, limit=200, offset=0, max_bytes=1024, now_ms=5)
+    placeholder = shown[-1]
+    assert placeholder["content"] == [{"type": "text", "text": sim_rpc.HISTORY_OVERSIZED_TEXT}]
+    assert placeholder["toolCallId"] == "c1" and placeholder["__openclaw"]["truncated"] is True
+    assert "runId" not in placeholder["__openclaw"]  # measured: the placeholder keeps id and seq, not runId
+    assert len(orjson.dumps(shown)) <= 1024 and next_offset == len(shown)
+    older, again = sim_rpc.history_page(messages, limit=200, offset=next_offset, max_bytes=1024, now_ms=5)
+    end = len(messages) - next_offset
+    assert older == messages[end - len(older) : end] and again is None  # the oldest reached
+    # One message larger than maxBytes still comes (a page is never empty while messages remain).
+    (only,), _ = sim_rpc.history_page(small[:1], limit=5, offset=0, max_bytes=10, now_ms=5)
+    assert only is small[0]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [{"limit": 0}, {"limit": 1001}, {"limit": "5"}, {"maxBytes": 1000}, {"offset": -1}, {"maxChars": 500_001}],
+)
+async def test_the_simulator_refuses_history_params_as_the_gateway_does(tmp_path, clock, params) -> None:
+    async with open_env(tmp_path) as env:
+        _, key = await env.chat()
+        await env.connect()
+        with pytest.raises(Exception, match="INVALID_REQUEST"):
+            await env.clients["A"].request("chat.history", {"sessionKey": key, **params})
+
+
+def test_history_params_are_what_the_gateway_accepts() -> None:
+    params = writer_module.history_params("k")
+    assert params["maxBytes"] >= 1024 and 1 <= params["limit"] <= 1000 and params["maxChars"] <= 500_000
+    # A page's messages and its in-flight snapshot are each bounded by maxBytes: the reply stays far below
+    # the frame limit.
+    assert params["maxBytes"] * 2 < DEFAULT_MAX_PAYLOAD / 2
