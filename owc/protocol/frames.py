@@ -180,8 +180,13 @@ def _loads_repaired(data: str | bytes, exc: orjson.JSONDecodeError) -> Any:
     raise ProtocolError(f"frame is not valid JSON ({exc.msg} at position {exc.pos})") from None
 
 
-#: Values nested deeper than this are replaced by ``TOO_DEEP`` (orjson parses at most 1,024 levels).
+#: orjson parses at most this many levels of arrays and objects.
+ORJSON_MAX_DEPTH = 1024
+#: Values nested deeper than this are replaced by ``TOO_DEEP``, in frames that orjson refused as too deep.
 MAX_DEPTH = 512
+#: The depth repair is a Python-speed scan (about 1 s a MiB of brackets, measured): a larger frame nested
+#: past orjson's limit is refused rather than repaired, so a hostile frame stalls the reader 0.25 s at most.
+MAX_DEPTH_REPAIR_BYTES = 256 * 1024
 TOO_DEEP = "[nested too deep]"
 _BOM = b"\xef\xbb\xbf"
 #: An escaped backslash (skipped whole, so ``\\\\ud83d`` is not an escape), a surrogate pair (kept) or a
@@ -205,7 +210,8 @@ def repair_json(data: str | bytes) -> tuple[bytes, list[str]]:
     * ``invalid_utf8``: bytes that are not UTF-8 (or a str holding surrogates) decode with U+FFFD;
     * ``bom``: a leading UTF-8 byte order mark is dropped;
     * ``lone_surrogate``: a ``\\udXXX`` escape without its pair becomes ``\\ufffd``;
-    * ``too_deep``: a value nested deeper than ``MAX_DEPTH`` becomes the string ``TOO_DEEP``.
+    * ``too_deep``: a value nested deeper than ``MAX_DEPTH`` becomes the string ``TOO_DEEP`` (in a frame of
+      at most ``MAX_DEPTH_REPAIR_BYTES``).
 
     Pure text work on the bytes; it never raises (what is still not JSON stays so).
     """
@@ -227,7 +233,7 @@ def repair_json(data: str | bytes) -> tuple[bytes, list[str]]:
         if fixed != raw:
             raw = fixed
             repairs.append("lone_surrogate")
-    flattened = _flatten_deep(raw, MAX_DEPTH)
+    flattened = _flatten_deep(raw, MAX_DEPTH) if len(raw) <= MAX_DEPTH_REPAIR_BYTES else None
     if flattened is not None:
         raw = flattened
         repairs.append("too_deep")
@@ -237,18 +243,18 @@ def repair_json(data: str | bytes) -> tuple[bytes, list[str]]:
 def _flatten_deep(raw: bytes, limit: int) -> bytes | None:
     """``raw`` with every container opened deeper than ``limit`` replaced by ``"[nested too deep]"``, or None
     when nothing is that deep. Iterative (a regex over strings and brackets): no recursion, whatever the depth."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return None
+    if raw.count(b"[") + raw.count(b"{") <= ORJSON_MAX_DEPTH:
+        return None  # orjson reads this deep: the failure was something else
     out: list[bytes] = []
     depth = 0
     kept = 0  # raw[:kept] is already in out
     skip_from: int | None = None  # where the container being cut opened
     placeholder = b'"' + TOO_DEEP.encode() + b'"'
     for token in _DEPTH_TOKEN.finditer(raw):
-        char = token.group()[:1]
-        if char == b'"':
+        char = raw[token.start()]
+        if char == 0x22:  # a string
             continue
-        if char in (b"[", b"{"):
+        if char in (0x5B, 0x7B):  # [ {
             depth += 1
             if depth == limit + 1 and skip_from is None:
                 skip_from = token.start()
@@ -259,11 +265,11 @@ def _flatten_deep(raw: bytes, limit: int) -> bytes | None:
                 kept = token.end()
                 skip_from = None
             depth -= 1
-    if not out:
-        return None
     if skip_from is not None:  # unclosed at the end: not JSON anyway, cut what there is
         out.append(raw[kept:skip_from])
         out.append(placeholder)
+    elif not out:
+        return None
     else:
         out.append(raw[kept:])
     return b"".join(out)
