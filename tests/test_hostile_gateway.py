@@ -8,12 +8,25 @@ whole text while owc keeps its one connection.
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 import pytest
-from hostile import LONE, Hostile, Wire, nested, owc_deaths
+from hostile import (
+    LONE,
+    Hostile,
+    Recorder,
+    Wire,
+    envelope_frames,
+    nested,
+    owc_deaths,
+    payload_frames,
+    refused_frames,
+)
 
 from owc import ids
 from owc.protocol import DEFAULT_MAX_PAYLOAD, decode_frame, repair_json
+from owc.rules.lifecycle import State
 from owc.runs import writer as writer_module
 from owc.sim import rpc as sim_rpc
 from owc.sim.script import Hold, Text
@@ -37,6 +50,16 @@ def test_a_lone_surrogate_is_replaced_not_refused() -> None:
     assert frame.payload["t"] == f"a{REPLACEMENT} b \U0001f600 \\ud83d {REPLACEMENT}"
     # The fast path is untouched: a valid frame is not rewritten.
     assert repair_json(b'{"a":"\\ud83d\\ude00"}') == (b'{"a":"\\ud83d\\ude00"}', [])
+
+
+def test_the_depth_repair_is_bounded() -> None:
+    """Past orjson's 1,024 levels a frame is cut at 512; the scan is Python-speed, so a frame over 256 KiB
+    nested that deep is refused rather than scanned (a hostile frame cannot stall the reader for seconds)."""
+    cut, repairs = repair_json(b'{"a":' + b"[" * 3000 + b"]" * 3000 + b"}")
+    assert repairs == ["too_deep"] and orjson.loads(cut)
+    assert repair_json(b"[" * 200_000 + b"]" * 200_000) == (b"[" * 200_000 + b"]" * 200_000, [])
+    # A frame orjson reads (1,000 levels) is never rewritten.
+    assert repair_json(b"[" * 1000 + b"]" * 1000)[1] == []
 
 
 def test_invalid_utf8_and_a_bom_are_repaired() -> None:
@@ -256,3 +279,83 @@ def test_history_params_are_what_the_gateway_accepts() -> None:
     # A page's messages and its in-flight snapshot are each bounded by maxBytes: the reply stays far below
     # the frame limit.
     assert params["maxBytes"] * 2 < DEFAULT_MAX_PAYLOAD / 2
+
+
+# ---------------------------------------------------------------------------------------- plans
+
+
+TEMPLATE_EXTRA = [
+    {"type": "event", "event": "tick", "payload": {"ts": 1}},
+    {"type": "event", "event": "shutdown", "payload": {"reason": "x", "restartExpectedMs": 1000}},
+    {"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}},
+]
+
+
+async def test_a_plan_of_bad_frames_between_good_runs(tmp_path, clock, monkeypatch, caplog) -> None:
+    """Every field owc reads, with every wrong type, size, depth and encoding; whole frames that are not
+    frames; unknown events; seq games; and events naming the good runs with ids that cannot be read, all
+    between the steps of good runs in two chats. The good runs end as finished messages with their whole
+    text and cards, and owc keeps its one connection."""
+    recorder = Recorder(monkeypatch)
+    async with open_env(tmp_path) as env:
+        chats = [await env.chat() for _ in range(2)]
+        decoy_key = ids.session_key("main", "user-1", str(uuid.uuid4()))  # no chat owns it
+        bridge = await env.connect()
+        env.sim.start_run(decoy_key, "template").text("Template text.").tool("exec", {"cmd": "ls"}, "out").end()
+        await env.settled()
+        recorder.on = False
+        templates = [*recorder.templates(fine=False), *TEMPLATE_EXTRA]
+        assert {t["event"] for t in templates} >= {"chat", "agent", "sessions.changed", "session.tool"}
+        victim_chat, victim_key = await env.chat()
+        victim = env.sim.start_run(victim_key, "victim").text("Victim.")
+
+        def victim_streams() -> bool:
+            run = bridge.ledger.get(victim_key, "victim")
+            return run is not None and run.life.state is State.STREAMING
+
+        await bridge.until(victim_streams)  # its writer renders what the bad frames put in its stream
+        bad = [
+            *envelope_frames(),
+            *payload_frames(templates, decoy_key=victim_key, run_id="victim", depth=1),
+        ]
+        hostile = Hostile(env.sim)
+        runs = 8
+        share = -(-len(bad) // (runs * 3))
+        chunks = [bad[i : i + share] for i in range(0, len(bad), share)]
+        expected = {}
+        for n in range(runs):
+            chat_id, key = chats[n % 2]
+            run_id = f"good-{n}"
+            refused = refused_frames(templates, key=key, run_id=run_id)
+            run = env.sim.start_run(key, run_id).text(f"Run {n} begins.")
+            for spec in chunks[3 * n] if 3 * n < len(chunks) else []:
+                hostile.send(spec)
+            run.tool("exec", {"n": n}, f"result {n}")
+            for spec in [*refused, *(chunks[3 * n + 1] if 3 * n + 1 < len(chunks) else [])]:
+                hostile.send(spec)
+            run.text(f"Run {n} ends.")
+            for spec in chunks[3 * n + 2] if 3 * n + 2 < len(chunks) else []:
+                hostile.send(spec)
+            run.end()
+            expected[(chat_id, key, run_id)] = f"Run {n} begins.\nRun {n} ends."
+        victim.end()
+        # Well-typed events of runs the Gateway never ran (mutated run ids in the victim's chat) keep their
+        # writers open until a list says those runs are not active: a gap (one number spent unsent) makes the
+        # resync that ends them, as after any lost event.
+        hostile.next_seq()
+        hostile.event("tick", {"ts": 1})
+        await env.settled()
+        lost = []
+        for (chat_id, key, run_id), text in expected.items():
+            message = (await env.messages(chat_id)).get(ids.message_id(key, run_id))
+            cards = [i for i in (message or {}).get("output", []) if i["type"] == "function_call_output"]
+            if not (message and message["done"] and message["content"] == text and len(cards) == 1):
+                lost.append((run_id, message and message["content"], message and message["done"]))
+        assert lost == []
+        for chat_id in (chats[0][0], chats[1][0], victim_chat):
+            unfinished = [m["id"] for m in (await env.messages(chat_id)).values() if m.get("done") is False]
+            assert unfinished == [], "a message left done:false"
+        assert env.clients["A"].connections_opened == 1 and not hostile.conn.closing
+        assert owc_deaths(caplog.records) == []
+        assert hostile.sent > 3000, hostile.sent
+        assert not [r for r in caplog.records if r.exc_info], "an exception was logged"
