@@ -157,9 +157,11 @@ def decode_frame(data: str | bytes, *, max_payload: int | None = DEFAULT_MAX_PAY
     ``max_payload`` is the peer's ``policy.maxPayload``; a larger message is refused before parsing, so a
     hostile or broken server cannot make owc parse an unbounded document.
     """
-    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
-    if max_payload is not None and size > max_payload:
-        raise FrameTooLarge(size, max_payload)
+    if max_payload is not None and len(data) * (4 if isinstance(data, str) else 1) > max_payload:
+        # A str is measured in UTF-8 only when it might be too large (a code point is at most 4 bytes).
+        size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+        if size > max_payload:
+            raise FrameTooLarge(size, max_payload)
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
