@@ -359,3 +359,37 @@ async def test_a_plan_of_bad_frames_between_good_runs(tmp_path, clock, monkeypat
         assert owc_deaths(caplog.records) == []
         assert hostile.sent > 3000, hostile.sent
         assert not [r for r in caplog.records if r.exc_info], "an exception was logged"
+
+
+# ---------------------------------------------------------------------------------------- oversized messages
+
+
+async def test_a_tool_result_the_gateway_leaves_out_of_history_keeps_the_streamed_one(tmp_path, clock) -> None:
+    """The real Gateway replaces a transcript message over 128 KiB by a placeholder in ``chat.history``
+    (the simulator now does too). Before, the finished card showed "[chat.history omitted: message too
+    large]" instead of the result the stream had carried whole."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "big-result").text("Reading.").tool("read", {"p": "f"}, "r" * 200_000).text(
+            "Done."
+        ).end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "big-result")]
+        (result,) = [i for i in message["output"] if i["type"] == "function_call_output"]
+        assert message["done"] and message["content"] == "Reading.\nDone."
+        assert result["output"][0]["text"] == "r" * 200_000
+
+
+async def test_a_reply_the_gateway_leaves_out_of_history_is_finished_from_the_stream(tmp_path, clock) -> None:
+    """An assistant message over 128 KiB comes back from ``chat.history`` as a placeholder without its
+    ``runId``: the transcript holds only the run's later messages. Before, the finished message lost the
+    200,000 characters and the tool card ("Done." alone)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "big-text").text("B" * 200_000).tool("read", {"p": "f"}, "ok").text("Done.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "big-text")]
+        assert message["done"] and message["content"] == "B" * 200_000 + "\nDone."
+        assert [i["type"] for i in message["output"]] == ["message", "function_call", "function_call_output", "message"]
