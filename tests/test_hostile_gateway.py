@@ -25,7 +25,7 @@ from hostile import (
 )
 
 from owc import ids
-from owc.protocol import DEFAULT_MAX_PAYLOAD, decode_frame, repair_json
+from owc.protocol import DEFAULT_MAX_PAYLOAD, decode_frame, older_page, parse_chat_history, repair_json
 from owc.rules.lifecycle import State
 from owc.runs import writer as writer_module
 from owc.sim import rpc as sim_rpc
@@ -393,3 +393,57 @@ async def test_a_reply_the_gateway_leaves_out_of_history_is_finished_from_the_st
         message = (await env.messages(chat_id))[ids.message_id(key, "big-text")]
         assert message["done"] and message["content"] == "B" * 200_000 + "\nDone."
         assert [i["type"] for i in message["output"]] == ["message", "function_call", "function_call_output", "message"]
+
+
+# ---------------------------------------------------------------------------------------- chat.history messages
+
+
+def test_one_unreadable_history_message_costs_only_itself(caplog) -> None:
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "hi", "idempotencyKey": "r1:user"},
+                {"role": "assistant", "content": [], "timestamp": "yesterday"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Hello."}], "__openclaw": {"runId": "r1"}},
+            ],
+        }
+    )
+    assert [m.role for m in history.messages] == ["user", "assistant"] and history.unreadable == (1,)
+    assert any("protocol.bad_history_message index=1" in r.getMessage() for r in caplog.records)
+    older = parse_chat_history({"sessionKey": "k", "messages": [{"role": 5}, {"role": "user", "content": "a"}]})
+    assert older_page(older, history).unreadable == (0, 2)
+
+
+async def test_an_unreadable_message_of_another_run_leaves_the_transcript_usable(tmp_path, clock) -> None:
+    """Before, one mistyped message anywhere in the page (here an older run's ``timestamp: "yesterday"``) failed
+    the whole ``chat.history`` reply: the run finished from its stream, which had joined late and missed its
+    first words."""
+    async with open_env(tmp_path, cli_runtime=True) as env:
+        chat_id, key = await env.chat()
+        session = env.sim.session(key)
+        session.append(
+            {"role": "assistant", "content": [{"type": "text", "text": "Old."}], "timestamp": "yesterday"}, 1
+        )
+        run = env.sim.start_run(key, "late", user_text="Go")
+        run.text("Early words, unseen.")
+        await env.connect()
+        run.text(" And more.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "late")]
+        assert message["done"] and message["content"] == "Early words, unseen. And more."
+
+
+async def test_an_unreadable_message_in_the_run_finishes_it_from_the_stream(tmp_path, clock, caplog) -> None:
+    """A message that could not be read inside the run's own span may be the run's: its transcript would lack
+    it without saying so, so the (complete) stream finishes the run."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = env.sim.start_run(key, "own", user_text="Go").text("Before.")
+        env.sim.session(key).append({"role": "toolResult", "toolCallId": 7, "content": []}, 1)
+        run.tool("exec", {}, "ok").text("After.").end()
+        await env.settled()
+        message = (await env.messages(chat_id))[ids.message_id(key, "own")]
+        assert message["done"] and message["content"] == "Before.\nAfter."
+    assert any("render.transcript_incomplete run=own" in r.getMessage() for r in caplog.records)

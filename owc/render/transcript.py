@@ -160,9 +160,10 @@ def _oversized(message: HistoryMessage) -> bool:
 
 
 def oversized_reply_in_run(history: ChatHistory, run_id: str) -> bool:
-    """Whether an assistant message the Gateway left out as too large (its placeholder keeps no ``runId``) may
-    be R's: one lies between R's user turn (or the user turn before R's first message) and the next user turn.
-    The transcript then lacks R's text and cards without saying so."""
+    """Whether a message missing from the transcript may be R's: an assistant message the Gateway left out as
+    too large (its placeholder keeps no ``runId``), or a message owc could not read, lies between R's user turn
+    (or the user turn before R's first message) and the next user turn. The transcript then lacks R's text and
+    cards without saying so."""
     messages = history.messages
     start = next((i for i, m in enumerate(messages) if m.user_run_id == run_id), None)
     if start is None:
@@ -170,6 +171,8 @@ def oversized_reply_in_run(history: ChatHistory, run_id: str) -> bool:
         first = next((i for i, m in enumerate(messages) if id(m) in mine), len(messages))
         start = max((i for i in range(first) if messages[i].role == "user"), default=0)
     end = next((i for i in range(start + 1, len(messages)) if messages[i].role == "user"), len(messages))
+    if any(start <= i <= end for i in history.unreadable):
+        return True
     return any(m.role == "assistant" and _oversized(m) for m in messages[start:end])
 
 
@@ -187,7 +190,7 @@ def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
     if history is not None:
         try:
             if oversized_reply_in_run(history, renderer.run_id) and not renderer.gaps:
-                log.warning("render.transcript_oversized run=%s (finishing from the stream)", renderer.run_id)
+                log.warning("render.transcript_incomplete run=%s (finishing from the stream)", renderer.run_id)
             else:
                 output = output_from_transcript(history, renderer.run_id)
             if output is not None:
