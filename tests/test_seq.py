@@ -40,14 +40,32 @@ def test_first_event_after_drops_is_a_gap() -> None:
     assert result.is_gap and result.missed == 2
 
 
-def test_duplicate_and_old_are_stale_and_do_not_rewind() -> None:
+def test_duplicate_and_old_are_gaps_and_rebase() -> None:
+    """The Gateway never repeats or rewinds its count: either means the count can no longer vouch for the
+    stream, so it is a gap (a resync), and the tracker re-bases on the new number."""
     tracker = SeqTracker()
     for s in (1, 2, 3):
         tracker.feed(s)
-    assert tracker.feed(3).status is SeqStatus.STALE
-    assert tracker.feed(1).status is SeqStatus.STALE
-    assert tracker.last == 3
-    assert tracker.feed(4).status is SeqStatus.IN_ORDER
+    result = tracker.feed(3)
+    assert result.status is SeqStatus.REWOUND and result.is_gap and result.missed == 0
+    assert tracker.feed(1).is_gap
+    assert tracker.last == 1
+    assert tracker.feed(2).status is SeqStatus.IN_ORDER
+
+
+def test_an_absurd_seq_does_not_blind_gap_detection() -> None:
+    """Before, a seq of 2^63-1 became ``last`` and every later number was "stale": no gap was ever seen
+    again on that connection (issue 11)."""
+    tracker = SeqTracker()
+    tracker.feed(1)
+    absurd = tracker.feed(2**63 - 1)
+    assert absurd.is_gap and absurd.absurd
+    back = tracker.feed(2)
+    assert back.is_gap and not back.absurd  # the count re-bases on the honest number
+    assert tracker.feed(3).status is SeqStatus.IN_ORDER
+    gap = tracker.feed(6)
+    assert gap.is_gap and gap.missed == 2  # and the next real loss is seen
+    assert not tracker.feed(7).is_gap
 
 
 def test_frames_without_seq() -> None:

@@ -36,6 +36,7 @@ from owc.gateway.errors import (
     NotConnected,
     PayloadTooLarge,
     Refused,
+    ReplyTooLarge,
     RequestError,
     RequestTimeout,
     SessionClosed,
@@ -47,6 +48,7 @@ from owc.protocol import (
     Event,
     EventDecoder,
     EventFrame,
+    FrameTooLarge,
     HelloOk,
     ProtocolError,
     Request,
@@ -58,6 +60,7 @@ from owc.protocol import (
     encode_frame,
     parse_hello_ok,
     parse_subscribe,
+    response_id,
 )
 from owc.protocol.handshake import ConnectChallenge, scopes_missing
 from owc.protocol.results import parse_sessions_list
@@ -153,14 +156,21 @@ class NullHandler:
         yield _NullRuns()
 
 
+#: What owc's WebSocket reads at most in one message: the Gateway's own ``MAX_BUFFERED_BYTES``, twice
+#: ``policy.maxPayload``. A message between the two is read and refused unparsed (a reply among them fails
+#: its request at once); only a larger one makes the WebSocket close with 1009.
+MAX_MESSAGE_READ = 2 * DEFAULT_MAX_PAYLOAD
+
+
 class _Pending:
-    __slots__ = ("done", "method", "position", "response")
+    __slots__ = ("done", "method", "position", "response", "too_large")
 
     def __init__(self, method: str) -> None:
         self.method = method
         self.done = trio.Event()
         self.response: Response | None = None
         self.position = 0  # how many frames the connection had received when the response arrived
+        self.too_large: FrameTooLarge | None = None  # the reply came and was refused unparsed
 
 
 class Connection:
@@ -222,6 +232,8 @@ class Connection:
                 await pending.done.wait()
             response = pending.response
             if response is None:
+                if pending.too_large is not None:
+                    raise ReplyTooLarge(method, pending.too_large.size, pending.too_large.limit)
                 if self.closed:
                     raise SessionClosed(method)
                 raise RequestTimeout(method, timeout)
@@ -260,6 +272,17 @@ class Connection:
             log.warning("gateway.unexpected_response id=%s", response.id[:64])
             return
         pending.response = response
+        pending.position = self.frames
+        pending.done.set()
+
+    def _refuse_reply(self, data: str | bytes, error: FrameTooLarge) -> None:
+        """A frame too large to parse: if it is a reply to a pending request, fail that request now rather
+        than let it wait out its timeout."""
+        req_id = response_id(data)
+        pending = self._pending.get(req_id) if req_id is not None else None
+        if pending is None:
+            return
+        pending.too_large = error
         pending.position = self.frames
         pending.done.set()
 
@@ -535,6 +558,8 @@ class GatewayClient:
             frame = decode_frame(message, max_payload=max_payload)
         except ProtocolError as exc:
             log.error("gateway.bad_frame url=%s error=%s", self.url, exc)
+            if isinstance(exc, FrameTooLarge):
+                conn._refuse_reply(message, exc)
             return
         if isinstance(frame, Response):
             conn._resolve(frame)
@@ -555,12 +580,14 @@ class GatewayClient:
         result = conn.seq.feed(frame.seq)
         if result.is_gap:
             conn.gaps += 1
-            log.warning(
-                "gateway.seq_gap url=%s expected=%s received=%s missed=%s",
+            log.log(
+                logging.ERROR if result.absurd else logging.WARNING,
+                "gateway.seq_gap url=%s expected=%s received=%s missed=%s kind=%s",
                 self.url,
                 result.expected,
                 result.received,
                 result.missed,
+                "absurd" if result.absurd else result.status.value,
             )
             try:
                 conn.runs.on_gap()
@@ -649,7 +676,7 @@ async def _open_websocket(
     async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
         try:
             with trio.fail_after(timeout):
-                ws = await wrap_client_stream(nursery, stream, host, resource, max_message_size=DEFAULT_MAX_PAYLOAD)
+                ws = await wrap_client_stream(nursery, stream, host, resource, max_message_size=MAX_MESSAGE_READ)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)

@@ -82,3 +82,14 @@ class NotConnected(GatewayError):
 class PayloadTooLarge(GatewayError):
     def __init__(self, method: str, size: int, limit: int) -> None:
         super().__init__(f"{method}: request of {size} bytes exceeds policy.maxPayload of {limit} bytes")
+
+
+class ReplyTooLarge(GatewayError):
+    """The Gateway's reply was larger than ``policy.maxPayload``: it was refused unparsed (the connection goes
+    on). Asking again for less (a smaller ``limit`` or ``maxBytes``) may succeed."""
+
+    def __init__(self, method: str, size: int, limit: int) -> None:
+        super().__init__(f"{method}: reply of {size} bytes exceeds policy.maxPayload of {limit} bytes")
+        self.method = method
+        self.size = size
+        self.limit = limit

@@ -4,7 +4,7 @@ The Trio shells (``owc.gateway``, ``owc.sim``) feed it bytes and act on what it 
 h11 and wsproto: the protocol's rules live here, where they can be tested without a socket.
 """
 
-from owc.protocol.errors import ErrorShape, ProtocolError
+from owc.protocol.errors import ErrorShape, FrameTooLarge, ProtocolError
 from owc.protocol.events import (
     AgentEvent,
     AssistantData,
@@ -29,6 +29,8 @@ from owc.protocol.frames import (
     decode_frame,
     encode_frame,
     frame_from_json,
+    repair_json,
+    response_id,
 )
 from owc.protocol.handshake import (
     PROTOCOL_VERSION,

@@ -16,6 +16,15 @@ class ProtocolError(ValueError):
     or larger than the Gateway's ``policy.maxPayload``."""
 
 
+class FrameTooLarge(ProtocolError):
+    """A frame larger than ``policy.maxPayload``, refused before parsing. ``size`` and ``limit`` in bytes."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds policy.maxPayload of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+
 @attrs.frozen
 class ErrorShape:
     """The Gateway's ``ErrorShape``: ``{code, message, details?, retryable?, retryAfterMs?}``.

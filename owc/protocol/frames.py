@@ -8,10 +8,18 @@ Shapes (Gateway 2026.9.6, ``RequestFrameSchema`` / ``ResponseFrameSchema`` / ``E
 
 ``decode_frame`` is total: it returns a frame or raises one ``ProtocolError`` that says what was wrong.
 Envelope keys owc does not know are kept in ``extra`` so that re-encoding loses nothing.
+
+Valid JSON that orjson refuses is repaired, not dropped (``repair_json``): a Gateway written in JavaScript
+emits lone UTF-16 surrogates as ``\\udXXX`` escapes (``JSON.stringify`` of a string cut inside an emoji), and one
+such character in a session row, a transcript or a run's cumulative text would otherwise cost the whole frame,
+and with it every later frame that repeats the text. The fast path stays orjson alone; repairs run only after
+it fails.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +27,9 @@ import attrs
 import orjson
 
 from owc.protocol import fields as f
-from owc.protocol.errors import ErrorShape, ProtocolError
+from owc.protocol.errors import ErrorShape, FrameTooLarge, ProtocolError
+
+log = logging.getLogger("owc.protocol")
 
 #: ``MAX_PAYLOAD_BYTES`` of the real Gateway (``server-constants``), also sent as ``hello-ok.policy.maxPayload``.
 DEFAULT_MAX_PAYLOAD = 26_214_400
@@ -147,14 +157,139 @@ def decode_frame(data: str | bytes, *, max_payload: int | None = DEFAULT_MAX_PAY
     ``max_payload`` is the peer's ``policy.maxPayload``; a larger message is refused before parsing, so a
     hostile or broken server cannot make owc parse an unbounded document.
     """
-    size = len(data.encode() if isinstance(data, str) else data)
-    if max_payload is not None and size > max_payload:
-        raise ProtocolError(f"frame of {size} bytes exceeds policy.maxPayload of {max_payload} bytes")
+    if max_payload is not None and len(data) * (4 if isinstance(data, str) else 1) > max_payload:
+        # A str is measured in UTF-8 only when it might be too large (a code point is at most 4 bytes).
+        size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
+        if size > max_payload:
+            raise FrameTooLarge(size, max_payload)
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ProtocolError(f"frame is not valid JSON ({exc.msg} at position {exc.pos})") from None
+        value = _loads_repaired(data, exc)
     return frame_from_json(value)
+
+
+def _loads_repaired(data: str | bytes, exc: orjson.JSONDecodeError) -> Any:
+    repaired, repairs = repair_json(data)
+    if repairs:
+        try:
+            value = orjson.loads(repaired)
+        except orjson.JSONDecodeError:
+            pass
+        else:
+            log.warning("protocol.frame_repaired repairs=%s bytes=%d", ",".join(repairs), len(repaired))
+            return value
+    raise ProtocolError(f"frame is not valid JSON ({exc.msg} at position {exc.pos})") from None
+
+
+#: orjson parses at most this many levels of arrays and objects.
+ORJSON_MAX_DEPTH = 1024
+#: Values nested deeper than this are replaced by ``TOO_DEEP``, in frames that orjson refused as too deep.
+MAX_DEPTH = 512
+#: The depth repair is a Python-speed scan (about 1 s a MiB of brackets, measured): a larger frame nested
+#: past orjson's limit is refused rather than repaired, so a hostile frame stalls the reader 0.25 s at most.
+MAX_DEPTH_REPAIR_BYTES = 256 * 1024
+TOO_DEEP = "[nested too deep]"
+_BOM = b"\xef\xbb\xbf"
+#: An escaped backslash (skipped whole, so ``\\\\ud83d`` is not an escape), a surrogate pair (kept) or a
+#: lone surrogate escape (replaced by U+FFFD, as a decoder replaces any ill-formed UTF-16).
+_SURROGATE_ESCAPE = re.compile(
+    rb"\\\\|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+)
+_LONE_SURROGATE_START = re.compile(rb"\\u[dD][89a-fA-F]")
+#: A JSON string (skipped whole) or a bracket: the tokens the depth scan needs.
+_DEPTH_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def _surrogate(match: re.Match[bytes]) -> bytes:
+    token = match.group()
+    return token if len(token) != 6 else b"\\ufffd"
+
+
+def repair_json(data: str | bytes) -> tuple[bytes, list[str]]:
+    """Make JSON that orjson refuses readable, naming each repair made:
+
+    * ``invalid_utf8``: bytes that are not UTF-8 (or a str holding surrogates) decode with U+FFFD;
+    * ``bom``: a leading UTF-8 byte order mark is dropped;
+    * ``lone_surrogate``: a ``\\udXXX`` escape without its pair becomes ``\\ufffd``;
+    * ``too_deep``: a value nested deeper than ``MAX_DEPTH`` becomes the string ``TOO_DEEP`` (in a frame of
+      at most ``MAX_DEPTH_REPAIR_BYTES``).
+
+    Pure text work on the bytes; it never raises (what is still not JSON stays so).
+    """
+    repairs: list[str] = []
+    if isinstance(data, str):
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raw = raw.decode("utf-8", "replace").encode()
+        repairs.append("invalid_utf8")
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+        repairs.append("bom")
+    if _LONE_SURROGATE_START.search(raw):
+        fixed = _SURROGATE_ESCAPE.sub(_surrogate, raw)
+        if fixed != raw:
+            raw = fixed
+            repairs.append("lone_surrogate")
+    flattened = _flatten_deep(raw, MAX_DEPTH) if len(raw) <= MAX_DEPTH_REPAIR_BYTES else None
+    if flattened is not None:
+        raw = flattened
+        repairs.append("too_deep")
+    return raw, repairs
+
+
+def _flatten_deep(raw: bytes, limit: int) -> bytes | None:
+    """``raw`` with every container opened deeper than ``limit`` replaced by ``"[nested too deep]"``, or None
+    when nothing is that deep. Iterative (a regex over strings and brackets): no recursion, whatever the depth."""
+    if raw.count(b"[") + raw.count(b"{") <= ORJSON_MAX_DEPTH:
+        return None  # orjson reads this deep: the failure was something else
+    out: list[bytes] = []
+    depth = 0
+    kept = 0  # raw[:kept] is already in out
+    skip_from: int | None = None  # where the container being cut opened
+    placeholder = b'"' + TOO_DEEP.encode() + b'"'
+    for token in _DEPTH_TOKEN.finditer(raw):
+        char = raw[token.start()]
+        if char == 0x22:  # a string
+            continue
+        if char in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth == limit + 1 and skip_from is None:
+                skip_from = token.start()
+        else:
+            if depth == limit + 1 and skip_from is not None:
+                out.append(raw[kept:skip_from])
+                out.append(placeholder)
+                kept = token.end()
+                skip_from = None
+            depth -= 1
+    if skip_from is not None:  # unclosed at the end: not JSON anyway, cut what there is
+        out.append(raw[kept:skip_from])
+        out.append(placeholder)
+    elif not out:
+        return None
+    else:
+        out.append(raw[kept:])
+    return b"".join(out)
+
+
+_RES_HEAD = re.compile(r'"type"\s*:\s*"res"')
+_HEAD_ID = re.compile(r'"id"\s*:\s*"([^"\\]{1,200})"')
+
+
+def response_id(data: str | bytes) -> str | None:
+    """The request id of a response frame, read from its first bytes without parsing the rest: a reply too
+    large to parse can still fail its request at once (the Gateway writes ``type`` and ``id`` first)."""
+    head = data[:512]
+    text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+    if not _RES_HEAD.search(text):
+        return None
+    match = _HEAD_ID.search(text)
+    return match.group(1) if match else None
 
 
 def encode_frame(frame: Frame) -> bytes:

@@ -327,27 +327,47 @@ class ChatHistory:
     #: the newest message, measured on 2026.9.6).
     has_more: bool = False
     next_offset: int | None = None
+    #: Where messages that could not be read were skipped: each is the index in ``messages`` of the message
+    #: that followed it. A run whose span holds one cannot be finished from this transcript alone.
+    unreadable: tuple[int, ...] = ()
     raw: Mapping[str, Any] = RAW
 
 
 def parse_chat_history(payload: object) -> ChatHistory:
+    """The page, read message by message: one message of an unexpected type is skipped and logged (and its
+    place kept in ``unreadable``); before, it failed the whole reply, and every finalize in the session fell
+    back to the stream."""
     w = "chat.history"
     d = f.obj(payload, w)
     msgs = f.opt_list(d, "messages", w)
+    good: list[HistoryMessage] = []
+    unreadable: list[int] = []
+    for i, m in enumerate(msgs):
+        try:
+            good.append(parse_history_message(m, f"{w}.messages[{i}]"))
+        except ProtocolError as exc:
+            unreadable.append(len(good))
+            log.error("protocol.bad_history_message index=%d error=%s (skipped)", i, exc)
     return ChatHistory(
         session_key=f.req_str(d, "sessionKey", w),
-        messages=tuple(parse_history_message(m, f"{w}.messages[{i}]") for i, m in enumerate(msgs)),
+        messages=tuple(good),
         session_id=f.opt_str(d, "sessionId", w),
         has_more=bool(f.opt_bool(d, "hasMore", w)),
         next_offset=f.opt_int(d, "nextOffset", w),
+        unreadable=tuple(unreadable),
         raw=d,
     )
 
 
 def older_page(older: ChatHistory, newer: ChatHistory) -> ChatHistory:
     """Join an older page in front of a newer one (the joined window's paging state is the older page's)."""
+    shift = len(older.messages)
     return attrs.evolve(
-        newer, messages=older.messages + newer.messages, has_more=older.has_more, next_offset=older.next_offset
+        newer,
+        messages=older.messages + newer.messages,
+        has_more=older.has_more,
+        next_offset=older.next_offset,
+        unreadable=older.unreadable + tuple(i + shift for i in newer.unreadable),
     )
 
 

@@ -35,8 +35,47 @@ def arguments_json(args: Any) -> str:
         return args
     try:
         return orjson.dumps({} if args is None else args).decode()
-    except TypeError:
-        return orjson.dumps(str(args)).decode()
+    except TypeError:  # nested deeper than orjson writes (254 levels), or not JSON at all
+        return _json_iterative(args)
+
+
+def _json_iterative(value: Any) -> str:
+    """Compact JSON of ``value`` with an explicit stack, so no depth can raise (valid JSON tool arguments
+    nested 1,000 deep once crashed the writer with RecursionError). What is not JSON is written as its
+    type's name."""
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item.text)
+        elif isinstance(item, dict):
+            out.append("{")
+            parts: list[Any] = []
+            for i, (key, val) in enumerate(item.items()):
+                parts += [_Raw(("," if i else "") + orjson.dumps(str(key)).decode() + ":"), val]
+            stack.append(_Raw("}"))
+            stack.extend(reversed(parts))
+        elif isinstance(item, (list, tuple)):
+            out.append("[")
+            parts = []
+            for i, val in enumerate(item):
+                parts += [_Raw(","), val] if i else [val]
+            stack.append(_Raw("]"))
+            stack.extend(reversed(parts))
+        else:
+            try:
+                out.append(orjson.dumps(item).decode())
+            except TypeError:
+                out.append(orjson.dumps(f"<{type(item).__name__}>").decode())
+    return "".join(out)
+
+
+class _Raw:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 def function_call_item(call_id: str, name: str, args: Any, *, status: str) -> dict[str, Any]:

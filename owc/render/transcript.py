@@ -135,15 +135,69 @@ def terminal_error(renderer: TurnRenderer) -> dict[str, str] | None:
     return None
 
 
+#: What the Gateway (2026.9.6, ``chat-history-budget``) sends in place of a transcript message over 128 KiB.
+OVERSIZED_PLACEHOLDER = "[chat.history omitted: message too large]"
+
+
+def _stream_results_for_placeholders(output: list[dict[str, Any]], renderer: TurnRenderer) -> None:
+    """A tool result the Gateway left out of ``chat.history`` as too large is taken from the stream, which
+    carried it whole (before, the finished card showed the placeholder instead of the result)."""
+    if not any(_output_text(item) == OVERSIZED_PLACEHOLDER for item in output):
+        return
+    streamed = {
+        item["call_id"]: item["output"]
+        for item in renderer.output(done=True)
+        if item.get("type") == "function_call_output" and _output_text(item) not in (None, OVERSIZED_PLACEHOLDER)
+    }
+    for item in output:
+        if _output_text(item) == OVERSIZED_PLACEHOLDER and item.get("call_id") in streamed:
+            item["output"] = streamed[item["call_id"]]
+
+
+def _oversized(message: HistoryMessage) -> bool:
+    meta = message.raw.get("__openclaw")
+    return isinstance(meta, dict) and meta.get("truncated") is True and meta.get("reason") == "oversized"
+
+
+def oversized_reply_in_run(history: ChatHistory, run_id: str) -> bool:
+    """Whether a message missing from the transcript may be R's: an assistant message the Gateway left out as
+    too large (its placeholder keeps no ``runId``), or a message owc could not read, lies between R's user turn
+    (or the user turn before R's first message) and the next user turn. The transcript then lacks R's text and
+    cards without saying so."""
+    messages = history.messages
+    start = next((i for i, m in enumerate(messages) if m.user_run_id == run_id), None)
+    if start is None:
+        mine = {id(m) for m in run_messages(history, run_id)}
+        first = next((i for i, m in enumerate(messages) if id(m) in mine), len(messages))
+        start = max((i for i in range(first) if messages[i].role == "user"), default=0)
+    end = next((i for i in range(start + 1, len(messages)) if messages[i].role == "user"), len(messages))
+    if any(start <= i <= end for i in history.unreadable):
+        return True
+    return any(m.role == "assistant" and _oversized(m) for m in messages[start:end])
+
+
+def _output_text(item: dict[str, Any]) -> str | None:
+    if item.get("type") != "function_call_output":
+        return None
+    parts = item.get("output")
+    return parts[0].get("text") if isinstance(parts, list) and parts and isinstance(parts[0], dict) else None
+
+
 def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
     """The finished message of a run: from the transcript when it holds the run, else from the stream."""
     error = terminal_error(renderer)
     output = None
     if history is not None:
         try:
-            output = output_from_transcript(history, renderer.run_id)
+            if oversized_reply_in_run(history, renderer.run_id) and not renderer.gaps:
+                log.warning("render.transcript_incomplete run=%s (finishing from the stream)", renderer.run_id)
+            else:
+                output = output_from_transcript(history, renderer.run_id)
+            if output is not None:
+                _stream_results_for_placeholders(output, renderer)
         except Exception:  # a transcript shape owc cannot render: the streamed copy still finishes the run
             log.exception("render.transcript_failed run=%s (finishing from the stream)", renderer.run_id)
+            output = None
     if output is not None:
         return FinishedRun(
             content=output_text(output),

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from owc import ids
 from owc.gateway import GatewayError, NotConnected, Resync, SessionClosed
-from owc.protocol import ChatHistory, ProtocolError, SessionRow, parse_chat_history
+from owc.protocol import ChatHistory, ProtocolError, SessionRow
 from owc.rules.lifecycle import State, Terminal
 from owc.rules.reconcile import runs_owed
-from owc.runs.writer import HISTORY_LIMIT, HISTORY_MAX_CHARS
+from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
 
 if TYPE_CHECKING:
@@ -81,8 +81,7 @@ async def reconcile(
 
 
 async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool) -> int:
-    params = {"sessionKey": row.key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
-    history: ChatHistory = parse_chat_history(await table.conn.request("chat.history", params))
+    history: ChatHistory = await read_history_page(table.conn.request, history_params(row.key))
     chat = await table.bridge.store.read_chat(ref.chat_id)
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
     owed = runs_owed(

@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from owc.emit import Emitter
-from owc.gateway import GatewayError, NotConnected, SessionClosed
+from owc.gateway import GatewayError, NotConnected, ReplyTooLarge, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
 from owc.registry import WriterRegistry
 from owc.render import diff, finish, output_from_transcript, output_text, reaches_run_start, snapshot_event
@@ -65,6 +65,10 @@ HISTORY_MAX_PAGES = 25
 #: ``chat.history`` cuts every text part to 8,000 characters unless told otherwise (the Gateway's
 #: DEFAULT_CHAT_HISTORY_TEXT_MAX_CHARS); a finalize must see the whole reply. 500,000 is the schema's maximum.
 HISTORY_MAX_CHARS = 500_000
+#: ``chat.history``'s ``maxBytes``: the page's messages (and, apart, its in-flight snapshot) stay within it, the
+#: oldest dropped first and paged for with ``nextOffset``. 4 MiB keeps a whole reply near a third of the
+#: 25 MiB frame limit (the real Gateway's own cap is 6 MiB; a Gateway without one must not reach the limit).
+HISTORY_MAX_BYTES = 4 * 1024 * 1024
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
@@ -109,6 +113,31 @@ async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
         await request("chat.abort", {"sessionKey": run.session_key, "runId": run.run_id})
     except (GatewayError, ProtocolError) as exc:
         log.warning("runs.abort_failed run=%s error=%s", run.run_id, exc)
+
+
+def history_params(session_key: str) -> dict[str, Any]:
+    """The params of a run's newest ``chat.history`` page (one schema, shared by the writer and the reconcile)."""
+    return {
+        "sessionKey": session_key,
+        "limit": HISTORY_LIMIT,
+        "maxChars": HISTORY_MAX_CHARS,
+        "maxBytes": HISTORY_MAX_BYTES,
+    }
+
+
+async def read_history_page(request: Callable[..., Awaitable[Any]], params: dict[str, Any]) -> ChatHistory:
+    """One ``chat.history`` page. A reply over the frame limit (a Gateway that ignores ``maxBytes``) is
+    refused unparsed without closing the connection; the page is then asked again for fewer messages, down to
+    one, before giving up."""
+    limit = int(params.get("limit", HISTORY_LIMIT))
+    while True:
+        try:
+            return parse_chat_history(await request("chat.history", {**params, "limit": limit}))
+        except ReplyTooLarge as exc:
+            if limit <= 1:
+                raise
+            log.warning("runs.history_page_too_large limit=%d error=%s (asking for fewer)", limit, exc)
+            limit = max(1, limit // 4)
 
 
 class _Gone(Exception):
@@ -342,14 +371,14 @@ class _Writer:
         the run's start (a long run can outgrow one page). None if it never does within the page bound: a
         window without the run's beginning would finalize it without its opening text and cards."""
         r = self.run_
-        params = {"sessionKey": r.session_key, "limit": HISTORY_LIMIT, "maxChars": HISTORY_MAX_CHARS}
-        window = parse_chat_history(await self.ctx.request("chat.history", params))
+        params = history_params(r.session_key)
+        window = await read_history_page(self.ctx.request, params)
         pages = 1
         while not reaches_run_start(window, r.run_id):
             if window.next_offset is None or pages >= HISTORY_MAX_PAGES:
                 log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", r.run_id, pages)
                 return None
-            older = parse_chat_history(await self.ctx.request("chat.history", {**params, "offset": window.next_offset}))
+            older = await read_history_page(self.ctx.request, {**params, "offset": window.next_offset})
             window, pages = older_page(older, window), pages + 1
         return window
 

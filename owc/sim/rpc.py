@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
+
 from owc.protocol import ProtocolError, Request, decode_frame
 from owc.sim import model as m
 from owc.sim.delivery import READ, WRITE, Fanout, SimConn
@@ -32,6 +34,21 @@ METHOD_SCOPES = {
     "chat.abort": WRITE,
 }
 
+#: ``chat.history``'s budget on the real Gateway 2026.9.6: at most this many messages a page
+#: (``CHAT_HISTORY_MAX_ENTRIES``), 200 when ``limit`` is absent ...
+HISTORY_MAX_ENTRIES = 1000
+HISTORY_DEFAULT_LIMIT = 200
+#: ... the page's messages within ``min(maxBytes, 6 MiB)`` of JSON (``getMaxChatHistoryMessagesBytes``), the
+#: oldest dropped first but never the newest one ...
+HISTORY_MAX_BYTES = 6_291_456
+#: ... and any one message over 128 KiB replaced by a placeholder (``CHAT_HISTORY_MAX_SINGLE_MESSAGE_BYTES``,
+#: ``buildOversizedHistoryPlaceholder`` in ``chat-history-budget``).
+HISTORY_MAX_SINGLE_MESSAGE_BYTES = 131_072
+HISTORY_OVERSIZED_TEXT = "[chat.history omitted: message too large]"
+#: The fields an oversized message's placeholder keeps (its tool identity and ``__openclaw`` identity).
+_PLACEHOLDER_TOOL_KEYS = ("toolCallId", "tool_call_id", "toolUseId", "tool_use_id", "toolName", "tool_name", "name")
+_PLACEHOLDER_META_KEYS = ("toolOutput", "id", "seq", "idempotencyKey", "turnBoundary", "transcriptPosition")
+
 Handler = Callable[[SimConn, dict[str, Any]], dict[str, Any]]
 T = TypeVar("T")
 D = TypeVar("D")
@@ -45,6 +62,68 @@ def param(params: dict[str, Any], key: str, kind: type[T], default: D) -> T | D:
     """``params[key]`` if it is a ``kind``, else ``default``: a wrong type counts as absent, as in the Gateway."""
     value = params.get(key)
     return value if isinstance(value, kind) else default
+
+
+def opt_int(params: dict[str, Any], key: str, minimum: int, maximum: int | None = None) -> int | None:
+    """An optional integer param checked as the Gateway's schema checks it (``Type.Integer({minimum,
+    maximum})``): a wrong type or range is an invalid request, not an absent param."""
+    value = params.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise InvalidParams(f"at /{key}: must be integer")
+    if value < minimum:
+        raise InvalidParams(f"at /{key}: must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise InvalidParams(f"at /{key}: must be <= {maximum}")
+    return int(value)
+
+
+def json_bytes(value: Any) -> int:
+    """The JSON size of a value as the Gateway counts it (``jsonUtf8Bytes``)."""
+    try:
+        return len(orjson.dumps(value))
+    except TypeError:  # deeper than orjson writes: the wire copy is made elsewhere; count it as oversized
+        return HISTORY_MAX_SINGLE_MESSAGE_BYTES + 1
+
+
+def oversized_placeholder(message: dict[str, Any], now_ms: int) -> dict[str, Any]:
+    """What the real Gateway sends in place of a message over ``HISTORY_MAX_SINGLE_MESSAGE_BYTES``: its role,
+    timestamp, tool identity and ``__openclaw`` identity (not its ``runId``), and a placeholder text."""
+    meta = message.get("__openclaw") if isinstance(message.get("__openclaw"), dict) else {}
+    out: dict[str, Any] = {
+        "role": message["role"] if isinstance(message.get("role"), str) else "assistant",
+        "timestamp": message["timestamp"] if isinstance(message.get("timestamp"), (int, float)) else now_ms,
+        "content": [{"type": "text", "text": HISTORY_OVERSIZED_TEXT}],
+    }
+    out.update({k: message[k] for k in _PLACEHOLDER_TOOL_KEYS if isinstance(message.get(k), str)})
+    if isinstance(message.get("isError"), bool):
+        out["isError"] = message["isError"]
+    kept = {k: meta[k] for k in _PLACEHOLDER_META_KEYS if meta.get(k) not in (None, False, "")}
+    out["__openclaw"] = {**kept, "truncated": True, "reason": "oversized"}
+    return out
+
+
+def history_page(
+    messages: list[dict[str, Any]], *, limit: int, offset: int, max_bytes: int, now_ms: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """One ``chat.history`` page as the real Gateway cuts it: the ``limit`` messages before the newest
+    ``offset``, oversized ones replaced, the oldest dropped until the JSON array fits ``max_bytes`` (the
+    newest always stays); and the next page's offset (None when nothing older is left)."""
+    end = max(len(messages) - offset, 0)
+    page = [
+        m if json_bytes(m) <= HISTORY_MAX_SINGLE_MESSAGE_BYTES else oversized_placeholder(m, now_ms)
+        for m in messages[max(end - limit, 0) : end]
+    ]
+    sizes = [json_bytes(m) for m in page]
+    total = 2 + sum(sizes) + max(len(page) - 1, 0)
+    start = 0
+    while total > max_bytes and start < len(page) - 1:
+        total -= sizes[start] + 1
+        start += 1
+    shown = page[start:]
+    next_offset = max(offset + 1, offset + len(shown))
+    return shown, next_offset if next_offset < len(messages) and end > 0 else None
 
 
 def require_str(params: dict[str, Any], key: str) -> str:
@@ -233,20 +312,23 @@ class Rpc:
         key = require_str(params, "sessionKey")
         session = self._driver.sessions.get(key)
         messages = session.transcript if session is not None else []
-        limit = param(params, "limit", int, 200)
-        offset = max(param(params, "offset", int, 0), 0)
+        limit = opt_int(params, "limit", 1, HISTORY_MAX_ENTRIES) or HISTORY_DEFAULT_LIMIT
+        max_bytes = min(opt_int(params, "maxBytes", 1024) or HISTORY_MAX_BYTES, HISTORY_MAX_BYTES)
+        offset = opt_int(params, "offset", 0) or 0
+        opt_int(params, "maxChars", 1, 500_000)
         # Measured on 2026.9.6: ``offset`` counts back from the newest message; a page is in transcript
         # order; ``nextOffset`` is the offset of the next older page while ``hasMore``.
-        end = max(len(messages) - offset, 0)
-        shown = messages[max(end - limit, 0) : end] if limit > 0 else []
-        has_more = end - len(shown) > 0
+        shown, next_offset = history_page(
+            messages, limit=limit, offset=offset, max_bytes=max_bytes, now_ms=self._now_ms()
+        )
+        has_more = next_offset is not None
         return {
             "sessionKey": key,
             "sessionId": session.session_id if session is not None else None,
             "messages": shown,
             "pendingInputs": [],
             "offset": offset or None,
-            "nextOffset": offset + len(shown) if has_more else None,
+            "nextOffset": next_offset,
             "hasMore": has_more,
             "totalMessages": len(messages),
             "defaults": {"modelProvider": m.PROVIDER, "model": m.MODEL},
