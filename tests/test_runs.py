@@ -231,10 +231,10 @@ async def test_a_run_first_seen_mid_run_reads_its_transcript_before_it_is_given_
         chat_id, key = await env.chat()
         await env.connect()
         fanout = env.sim.fanout
-        real_agent, real_tool = fanout.agent, fanout.tool_event
+        real_agent, real_tool, real_chat = fanout.agent, fanout.tool_event, fanout.chat
 
         def unseen_start(run, stream, data, **kwargs):
-            if run.run_id == "late" and data.get("phase") == "start":
+            if run.run_id == "late" and (stream == "run_status" or data.get("phase") == "start"):
                 return None  # lost to owc without a gap, as events before a connection's subscribe are
             return real_agent(run, stream, data, **kwargs)
 
@@ -242,7 +242,18 @@ async def test_a_run_first_seen_mid_run_reads_its_transcript_before_it_is_given_
             if run.run_id != "late":
                 real_tool(run, data)
 
-        fanout.agent, fanout.tool_event = unseen_start, unseen_tool
+        def unseen_status(run, state, **kwargs):
+            if not (run.run_id == "late" and state == "status"):
+                real_chat(run, state, **kwargs)
+
+        real_changed = fanout.sessions_changed
+
+        def unseen_changed_start(session, **kwargs):
+            if not (kwargs.get("run_id") == "late" and kwargs.get("phase") == "start"):
+                real_changed(session, **kwargs)
+
+        fanout.agent, fanout.tool_event, fanout.chat = unseen_start, unseen_tool, unseen_status
+        fanout.sessions_changed = unseen_changed_start
         env.sim.start_run(key, "late").tool("exec", {"cmd": "ls"}, "a b").end("error", error="boom")
         await env.settled()
         msg = (await env.messages(chat_id))[ids.message_id(key, "late")]

@@ -61,6 +61,15 @@ log = logging.getLogger("owc.runs")
 RECONCILE_LIMIT = 50
 
 
+def _at_its_start(event: ChatEvent | AgentEvent) -> bool:
+    """The event is one a run sends as it begins, before anything it shows: the ``run_status`` / ``status``
+    preparing phases, then its lifecycle ``start`` (the real Gateway's order, followed by the simulator).
+    A run first seen by any other event began before this connection saw it."""
+    if isinstance(event, AgentEvent):
+        return event.stream == "run_status" or (event.lifecycle is not None and event.lifecycle.phase == "start")
+    return event.state == "status"
+
+
 class RunTable:
     """One per connection; its writers live in its nursery, inside the connection's."""
 
@@ -210,7 +219,7 @@ class RunTable:
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
-        start = isinstance(event, AgentEvent) and event.lifecycle is not None and event.lifecycle.phase == "start"
+        start = _at_its_start(event)
         run = self._open(event.session_key, event.run_id, start=start, seen_ms=getattr(event, "ts", None))
         if run is None:
             return
