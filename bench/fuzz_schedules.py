@@ -52,6 +52,10 @@ async def fuzz(args: argparse.Namespace) -> int:
             db = folder / f"{seed}.db"
             problems = await judge(schedule, db)
             db.unlink(missing_ok=True)
+            played = seed - args.start + 1
+            if played % 100 == 0:
+                bad = len(failed) + len(known) + bool(problems)
+                print(f"progress: {played} played (to seed {seed}), {played - bad} passed", flush=True)
             if not problems:
                 continue
             bug = known_bug(schedule, problems)

@@ -142,6 +142,7 @@ class Model:
         self.failing = False  # chat.history is failing on some connection
         self.slowed = False  # a slow connection may close at any later event: no named target until a restart
         self.features: set[str] = set()
+        self.quiet = False  # the last op was a wait: everything has settled
 
     # -------------------------------------------------------------- queries
 
@@ -164,7 +165,10 @@ class Model:
     def apply(self, op: dict[str, Any]) -> bool:
         name = op["op"]
         handler: Callable[[dict[str, Any]], bool] = getattr(self, f"_op_{name}")
-        return handler(op)
+        ok = handler(op)
+        if ok:
+            self.quiet = name == "wait"
+        return ok
 
     def _op_chat(self, op: dict[str, Any]) -> bool:
         self.chats.add(op["chat"])
@@ -404,8 +408,11 @@ class Model:
         return before
 
     def tail(self) -> list[dict[str, Any]]:
-        """End every hand-driven run (queued ones in turn), heal, have a deploy, wait for everything."""
+        """End every hand-driven run (queued ones in turn), heal, have a deploy, wait for everything (nothing if
+        the schedule already ends so: a schedule rebuilt from its own file is the same file)."""
         out: list[dict[str, Any]] = []
+        if self.quiet and self.live:
+            return out
         while True:
             active = self.active()
             if not active:

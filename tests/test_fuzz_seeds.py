@@ -7,6 +7,7 @@ bug (not strict: once the fix lands it passes); any other problem fails with the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,12 @@ import pytest
 from owc.sim.play import open_owc_with_simulator
 from owc.sim.scenario import ScenarioPlayer, parse_scenario
 
-from fuzzing import judge, known_bug, virtual_time
+from fuzzing import KNOWN_BUGS, judge, known_bug, virtual_time
 from oracle import check_database
-from schedules import MAY, SHOW, SILENT_FATE, build, generate, shrink
+from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 
-#: Seeds played in CI: ~0.3 s each in virtual time.
-CI_SEEDS = range(200)
+#: Seeds played in CI: ~0.3 s of CPU each in virtual time.
+CI_SEEDS = range(150)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
@@ -141,3 +142,32 @@ async def test_a_gateway_clock_behind_the_databases_hides_no_run_that_ended_whil
         await player.play(parse_scenario(SKEWED))
         names = {spec.chat_id: name for name, spec in player.chats.items()}
         assert check_database(sim, url, names) == []
+
+
+REPROS = sorted((Path(__file__).parent / "fuzz_repros").glob("*.jsonl"))
+
+
+def _schedule_of(path: Path):
+    ops = [json.loads(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    return build(ops[len(header()) :])
+
+
+def test_every_shrunk_reproduction_is_a_valid_schedule_of_a_known_bug() -> None:
+    assert {p.stem for p in REPROS} <= set(KNOWN_BUGS)
+    for path in REPROS:
+        ops = [json.loads(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        assert _schedule_of(path).ops == ops, path.name  # nothing in it is repaired away or added
+        parse_scenario(path.read_text())
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=f"known bug: {KNOWN_BUGS[p.stem]}")) for p in REPROS],
+    ids=[p.stem for p in REPROS],
+)
+async def test_shrunk_reproduction(path: Path, tmp_path: Path, mock_clock) -> None:
+    """The fuzzer's shrunk reproductions of the bugs it found (``tests/fuzz_repros``; replay one with ``owc scenario
+    run``): each fails until its bug is fixed (some only in some plays: they are races)."""
+    async with virtual_time(mock_clock):
+        problems = await judge(_schedule_of(path), tmp_path / "webui.db")
+    assert problems == []
