@@ -577,17 +577,7 @@ class _Gen:
             (3.0, self.start_run),
             (0.4, self.burst),
             (5.0 if active else 0.0, lambda: self.drive(active)),
-            (
-                0.3,
-                lambda: self.emit(
-                    {
-                        "op": "send",
-                        "chat": r.choice(CHATS),
-                        "run": self.new_run(),
-                        "message": r.choice(["Hi", "USE_TOOL please"]),
-                    }
-                ),
-            ),
+            (0.3, self.send),
             (0.7, lambda: self.emit({"op": "drop", "count": r.randint(1, 5), **self.target()})),
             (0.4, lambda: self.emit({"op": "disconnect", **self.target()})),
             (0.2, lambda: self.emit({"op": "slow", **self.target()})),
@@ -606,6 +596,12 @@ class _Gen:
                 action()
                 return
             x -= weight
+
+    def send(self) -> None:
+        """A ``chat.send`` from another client: the simulator's fake model answers it (with a tool first)."""
+        chat = self.r.choice(CHATS)
+        run = self.new_run()
+        self.emit({"op": "send", "chat": chat, "run": run, "message": self.r.choice(["Hi", "USE_TOOL please"])})
 
     def kill_or_start(self) -> None:
         m = self.model
