@@ -8,9 +8,11 @@ bug (not strict: once the fix lands it passes); any other problem fails with the
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from owc.sim.play import open_owc_with_simulator
 from owc.sim.scenario import ScenarioPlayer, parse_scenario
@@ -171,3 +173,14 @@ async def test_shrunk_reproduction(path: Path, tmp_path: Path, mock_clock) -> No
     async with virtual_time(mock_clock):
         problems = await judge(_schedule_of(path), tmp_path / "webui.db")
     assert problems == []
+
+
+async def test_virtual_time_jumps_over_timers_but_never_while_a_thread_works(mock_clock) -> None:
+    async with virtual_time(mock_clock):
+        started = trio.current_time()
+        await trio.sleep(600)  # ten virtual minutes: a jump, not a wait
+        assert trio.current_time() - started >= 600
+        before = trio.current_time()
+        with trio.move_on_after(5):  # a deadline the clock would jump to while the thread works
+            await trio.to_thread.run_sync(time.sleep, 0.3)
+        assert trio.current_time() - before < 5
