@@ -64,6 +64,12 @@ KNOWN_BUGS = {
         " the Gateway heals: runs that ended while owc was down get no message (and a dead process's open"
         " messages stay done:false) until some later reconnect (issue 11, found by the fuzzer: seed 5353)"
     ),
+    "history-fallback-gaps": (
+        "while chat.history fails, a message whose writer missed part of its run (events dropped, a deploy that"
+        " joined mid-run or took a dead one's message over) is finished from the stream: it lacks the missed text"
+        " or card, and nothing corrects it once chat.history answers again (issue 11, found by the fuzzer: seeds"
+        " 6582, 6898, 11359, 15165; not reduced to a small reproduction yet)"
+    ),
     "heartbeat-unseen": (
         "a heartbeat run owc did not see live (disconnected, down) is shown from its transcript, which carries no"
         " heartbeat mark in the simulator (issue 11: what does the real Gateway's transcript say?)"
@@ -188,6 +194,8 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
             found.add("heartbeat-unseen")
         elif kind == "content" and runs and runs <= schedule.aborted_repeats:
             found.add("aborted-repeat")
+        elif kind == "content" and "history-fails" in schedule.features and schedule.features & AWAY:
+            found.add("history-fallback-gaps")
         elif kind in ("missing", "expected", "content") and runs and runs <= schedule.prefixes:
             found.add("sentinel-prefix")
         elif kind in ("unfinished", "expected") and runs and runs <= schedule.cut and "kill" in schedule.features:
