@@ -1,112 +1,83 @@
-"""Random fault schedules played through owc and judged by the tests' oracle (issue 11, a first version).
+"""Random fault schedules played through owc and judged by the tests' oracle (issue 11).
 
-Each seed makes one scenario file (docs/scenarios.md): three chats, runs that say text, call tools and end every
-way, dropped events, cut sockets, the four Gateway restart modes, and owc's process killed and started again.
-It is played through owc into a fresh SQLite file (`owc/sim/play.py`), and `tests/oracle.py` checks the design's
-invariants against what the simulated Gateway did. Prints ``passed X of N`` and writes each failing schedule to
-``--out`` so it can be replayed with ``owc scenario run``. No shrinking yet.
+Each seed makes one scenario file (``tests/schedules.py``: chats, hand-driven and scripted runs that say text,
+call tools and end every way, queued back to back, heartbeats, silent sentinels, runs on other keys, sends,
+drops, slow consumers, cut sockets, failing transcript reads, the four Gateway restart modes, two owc deploys
+killed and started). It is played through owc into a fresh SQLite file (``owc/sim/play.py``) in virtual time
+(``tests/fuzzing.py``), and ``tests/oracle.py`` checks the design's invariants against what the simulated
+Gateway did and what the generator says the schedule must produce. Prints ``passed X of N``; each failing
+schedule is written to ``--out`` as it was and, shrunk by delta debugging, as ``seed-N.min.jsonl`` (replay
+either with ``owc scenario run FILE --db sqlite:///x.db``). A failure that a known, unfixed bug explains
+(``tests/fuzzing.py`` ``KNOWN_BUGS``) is counted and named apart, and shrunk only with ``--shrink-known``.
 
-    python3 bench/fuzz_schedules.py --start 0 --count 100
+    python3 bench/fuzz_schedules.py --start 0 --count 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import logging
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
 
 import trio
+import trio.testing
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from owc.sim.play import play_scenario  # noqa: E402
-
-from oracle import check  # noqa: E402
-
-CHATS = ("a", "b", "c")
-TEXTS = ("Hello there.", "Working on it.", "NO_REPLY", "Done.")
+from fuzzing import judge, known_bug, shrink_failure, virtual_time  # noqa: E402
+from schedules import generate  # noqa: E402
 
 
-def schedule(seed: int) -> str:
-    """One random schedule; it never drives a run the simulator no longer runs (a restart ends them all)."""
-    r = random.Random(seed)
-    ops: list[dict[str, Any]] = [{"op": "chat", "chat": c, "user": "u"} for c in CHATS]
-    ops.append({"op": "connect", "deploy": "owc"})
-    active: dict[str, str] = {}
-    n = 0
-    for _ in range(r.randint(8, 30)):
-        x = r.random()
-        free = [c for c in CHATS if c not in active]
-        if x < 0.25 and free:
-            chat = r.choice(free)
-            n += 1
-            active[chat] = f"r{n}"
-            ops.append({"op": "run", "chat": chat, "run": f"r{n}", "origin": r.choice(["cron", "sessions_send"])})
-        elif x < 0.5 and active:
-            ops.append({"op": "text", "run": active[r.choice(list(active))], "text": r.choice(TEXTS)})
-        elif x < 0.62 and active:
-            run = active[r.choice(list(active))]
-            ops.append({"op": "tool", "run": run, "name": "exec", "args": {"i": n}, "result": "ok"})
-        elif x < 0.75 and active:
-            state = r.choice(["final", "final", "error", "aborted"])
-            end: dict[str, Any] = {"op": "end", "run": active.pop(r.choice(list(active))), "state": state}
-            if state == "error":
-                end["error"] = "boom"
-            ops.append(end)
-        elif x < 0.82:
-            ops.append({"op": "drop", "count": r.randint(1, 5)})
-        elif x < 0.87:
-            ops.append({"op": "disconnect"})
-        elif x < 0.91:
-            ops.append({"op": "restart", "mode": r.choice(["restart", "stop", "container", "crash"])})
-            ops.append({"op": "await_clients"})
-            active.clear()
-        elif x < 0.95:
-            ops.append({"op": "kill", "deploy": "owc"})
-            for _ in range(r.randint(0, 3)):
-                if active:
-                    ops.append({"op": "text", "run": active[r.choice(list(active))], "text": "While owc was down."})
-            ops.append({"op": "start", "deploy": "owc"})
-        elif not active:
-            ops.append({"op": "wait"})
-    ops.extend({"op": "end", "run": run} for run in active.values())
-    ops.append({"op": "wait"})
-    return "\n".join(json.dumps(op) for op in ops) + "\n"
+async def main(args: argparse.Namespace, clock: trio.testing.MockClock | None) -> int:
+    if clock is None:
+        return await fuzz(args)
+    async with virtual_time(clock):
+        return await fuzz(args)
 
 
-async def play(seed: int, folder: Path) -> list[str]:
-    text = schedule(seed)
-    with trio.fail_after(120):  # a bench's own bound on a hung play: it reports the seed, it decides nothing
-        played = await play_scenario(text, f"sqlite:///{folder / f'{seed}.db'}")
-    chats = {spec.chat_id: (name, played.chats[name]) for name, spec in played.player.chats.items()}
-    problems = check(played.player.sim, chats)
-    problems += [f"{chat}: {run} NOT FINISHED" for chat, run in played.unfinished]
-    problems += [f"{chat}: {run} MISSING" for chat, run in played.missing]
-    return problems
-
-
-async def main(args: argparse.Namespace) -> int:
+async def fuzz(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
-    failed = []
+    failed: list[int] = []
+    known: list[int] = []
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
         for seed in range(args.start, args.start + args.count):
-            try:
-                problems = await play(seed, Path(tmp))
-            except Exception as exc:  # a crash of the play is a finding like any other
-                problems = [f"play failed: {type(exc).__name__}: {exc}"]
-            if problems:
-                failed.append(seed)
-                (args.out / f"seed-{seed}.jsonl").write_text(schedule(seed))
-                print(
-                    f"seed {seed}: {problems[0][:200]}" + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
-                )
-    print(f"passed {args.count - len(failed)} of {args.count}" + (f"; failing seeds {failed}" if failed else ""))
-    return 1 if failed else 0
+            schedule = generate(seed)
+            db = folder / f"{seed}.db"
+            problems = await judge(schedule, db)
+            db.unlink(missing_ok=True)
+            played = seed - args.start + 1
+            if played % 100 == 0:
+                bad = len(failed) + len(known) + bool(problems)
+                print(f"progress: {played} played (to seed {seed}), {played - bad} passed", flush=True)
+            if not problems:
+                continue
+            bug = known_bug(schedule, problems)
+            (known if bug else failed).append(seed)
+            (args.out / f"seed-{seed}.jsonl").write_text(schedule.text())
+            (args.out / f"seed-{seed}.problems.json").write_text(json.dumps(problems, indent=1))
+            more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+            print(f"seed {seed}: {problems[0][:220]}{more}" + (" [known bug]" if bug else ""), flush=True)
+            if args.shrink and (not bug or args.shrink_known):
+                small = await shrink_failure(schedule, problems, folder, budget=args.budget)
+                (args.out / f"seed-{seed}.min.jsonl").write_text(small.text())
+                print(f"seed {seed}: shrunk from {len(schedule.body)} to {len(small.body)} ops", flush=True)
+    bad = failed + known
+    elapsed = time.perf_counter() - started
+    print(
+        f"passed {args.count - len(bad)} of {args.count} (seeds {args.start}..{args.start + args.count - 1},"
+        f" {elapsed:.0f} s)"
+        + (f"; failing seeds {failed}" if failed else "")
+        + (f"; failing with a known bug {known}" if known else ""),
+        flush=True,
+    )
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
@@ -114,4 +85,11 @@ if __name__ == "__main__":
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--count", type=int, default=50)
     parser.add_argument("--out", type=Path, default=Path("fuzz-failures"), help="where failing schedules are written")
-    sys.exit(trio.run(main, parser.parse_args()))
+    parser.add_argument("--no-shrink", dest="shrink", action="store_false", help="do not shrink failing schedules")
+    parser.add_argument("--shrink-known", action="store_true", help="shrink failures of known bugs too")
+    parser.add_argument("--budget", type=int, default=300, help="plays per shrink")
+    parser.add_argument("--real-clock", action="store_true", help="play in real time (default: virtual time)")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)  # owc's own warnings (seq gaps, reconnects) are the faults being injected
+    clock = None if args.real_clock else trio.testing.MockClock()
+    sys.exit(trio.run(main, args, clock, clock=clock))

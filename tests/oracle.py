@@ -1,18 +1,45 @@
 """The oracle: the design's invariants checked on what a play left in the database, against what the simulated
 Gateway did. It lives here, not in owc: an oracle must not share the code it judges, so it derives everything
-again on its own (the identity rule, which runs showed something, their cards and texts) from the simulator's
-runs and transcripts, never from owc's renderer, finalizer or ids module.
+again on its own (the identity rule, which runs showed something, their cards and texts, the order the runs
+started in) from the simulator's runs and transcripts, and reads the database with plain SQL, never through
+owc's renderer, finalizer, store or ids module.
 
-Invariants (shared/design.md): every run on a chat's key that showed something (a tool call, or text that is not
-a silent sentinel) has exactly one message, whose id follows from the run id, finished once the run has ended,
-with every tool card of its transcript and every text it said; no message for a heartbeat, an ``owui-action-``
-run, or a run that said only a sentinel; one message per run; no sibling variants.
+Invariants (shared/design.md, issue 11), each problem tagged with its kind in brackets:
+
+* ``[missing]`` every run on a chat's key that showed something (a tool call, or text that is not a silent
+  sentinel) has a message, whose id follows from the run id: a run that showed text and got no message is a
+  failure, not "a silent reply";
+* ``[unfinished]`` that message is finished (``done: true``) once the run has ended, and no message at all is
+  ``done: false`` once the play is quiescent (the exemptions are below);
+* ``[silent]`` no message for a heartbeat, an ``owui-action-`` run, a run on another key, or a run that said only
+  a sentinel;
+* ``[duplicate]`` one message per run, and no sibling variants;
+* ``[content]`` the message's tool cards are the transcript's tool calls (as many) and its text items are the
+  transcript's texts, in order;
+* ``[order]`` the messages of runs on one chat are chained in the order the runs started;
+* ``[tree]`` ``history.currentId`` is the chain's tail and equals the row's ``current_message_id``, every parent
+  exists and lists the child, every child points back, and every message is on the one chain;
+* ``[mirror]`` the ``chat_message`` table matches the chat JSON: the same ids, parents, roles, content and done.
+
+Exemptions from "no ``done: false``": a placeholder (``stub``) that no run names (a dead request whose run never
+came: nothing exists to finish it with), and whatever ``may_stay_open`` accepts. That hook is for issue 14's
+owner rule, which keeps a run's message open on purpose while the Gateway owns the cut run (a restart-mode
+abort or a crash cut whose row is still ``running``) until its recovery links in; nothing uses it before that
+rule lands, so today every such message must be finished.
+
+The run-start order is the simulator's: runs on one session key begin first come, first served (a run on a busy
+session waits in its queue), so the order the simulator created them in (``sim.runs``) is the order they
+started in. Messages of Pipe runs (``msg-<chat>-<M>-...``) are left out of the order: their placeholder's place
+in the chain is fixed when the user sends, not when the run starts.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 NS = uuid.UUID("4fb14312-7485-5b8b-b791-6367042b3765")  # NOTES.md, "Identity rule": fixed forever
@@ -21,6 +48,9 @@ _KEY = re.compile(
     r"^agent:[^:]+:openwebui-(?P<user>[^:]+)-(?P<chat>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
 )
 _PIPE_RUN = re.compile(r"^msg-(?P<chat>[0-9a-f-]{36})-(?P<message>[0-9a-f-]{36})-.+$")
+
+#: The kinds of problem, as the tags that start each problem's text.
+KINDS = ("missing", "unfinished", "silent", "duplicate", "content", "order", "tree", "mirror", "expected")
 
 
 def expected_message_id(key: str, run_id: str) -> str | None:
@@ -35,6 +65,12 @@ def expected_message_id(key: str, run_id: str) -> str | None:
 def chat_of(key: str) -> str | None:
     m = _KEY.match(key)
     return m["chat"] if m else None
+
+
+def kind_of(problem: str) -> str:
+    """The tag a problem starts with (``"[order] ..."`` -> ``"order"``)."""
+    m = re.search(r"\[(\w+)\]", problem)
+    return m[1] if m else ""
 
 
 def _run_messages(transcript: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
@@ -68,8 +104,69 @@ def _parts(messages: list[dict[str, Any]]) -> tuple[list[str], int]:
     return texts, calls
 
 
-def check(sim: Any, chats: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
-    """``chats``: chat id -> (a name for messages, the chat's ``history.messages``). Returns the violations."""
+def _output_texts(message: dict[str, Any]) -> list[str]:
+    """The message's text items (Open WebUI's ``output``: ``message`` items of ``output_text`` parts)."""
+    out = []
+    for item in message.get("output") or []:
+        if item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            text = str(part.get("text") or "").strip()
+            if part.get("type") == "output_text" and text:
+                out.extend(p.strip() for p in text.split("\n\n") if p.strip())
+    return out
+
+
+def start_order(sim: Any) -> dict[str, int]:
+    """Run id -> its place in the order runs started (per session key the simulator begins them first come,
+    first served, so its creation order is the start order)."""
+    return {run_id: index for index, run_id in enumerate(sim.runs)}
+
+
+def chain(messages: dict[str, Any], tail: str | None) -> list[str]:
+    """Ids from the root down to ``tail`` (following ``parentId``; a cycle or a dangling parent ends the walk)."""
+    path: list[str] = []
+    seen: set[str] = set()
+    current = tail
+    while isinstance(current, str) and current in messages and current not in seen:
+        seen.add(current)
+        path.append(current)
+        current = (messages[current] or {}).get("parentId")
+    return path[::-1]
+
+
+def _tail(messages: dict[str, Any]) -> str | None:
+    leaves = [mid for mid, m in messages.items() if not (m.get("childrenIds") or [])]
+    return leaves[-1] if leaves else None
+
+
+def check_order(sim: Any, name: str, messages: dict[str, Any], tail: str | None = None) -> list[str]:
+    """The messages of runs on this chat are chained in the order the runs started."""
+    order = start_order(sim)
+    path = chain(messages, tail if tail is not None else _tail(messages))
+    runs = []
+    for mid in path:
+        run_id = (messages[mid].get("meta") or {}).get("openclaw_run")
+        if run_id and not _PIPE_RUN.match(run_id) and run_id in order:
+            runs.append((order[run_id], run_id, mid))
+    problems = []
+    for (a, run_a, _), (b, run_b, _) in zip(runs, runs[1:]):
+        if a > b:
+            problems.append(
+                f"{name}: [order] run {run_a[:8]} (started #{a}) is chained before run {run_b[:8]} (started #{b})"
+            )
+    return problems
+
+
+def check(
+    sim: Any,
+    chats: dict[str, tuple[str, dict[str, Any]]],
+    *,
+    tails: dict[str, str | None] | None = None,
+    may_stay_open: Callable[[dict[str, Any], Any], bool] | None = None,
+) -> list[str]:
+    """``chats``: chat id -> (a name for messages, the chat's ``history.messages``); ``tails``: chat id -> its
+    ``history.currentId`` when known (else the chain's leaf stands for it). Returns the violations."""
     problems: list[str] = []
     by_chat_run: dict[tuple[str, str], list[str]] = {}
     for chat_id, (name, messages) in chats.items():
@@ -78,47 +175,261 @@ def check(sim: Any, chats: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
             if run:
                 by_chat_run.setdefault((chat_id, run), []).append(mid)
             if len(message.get("childrenIds") or []) > 1:
-                problems.append(f"{name}: message {mid} has {len(message['childrenIds'])} children (a sibling variant)")
+                problems.append(
+                    f"{name}: [duplicate] message {mid} has {len(message['childrenIds'])} children (a sibling variant)"
+                )
+        problems += check_order(sim, name, messages, (tails or {}).get(chat_id))
     for (chat_id, run_id), mids in by_chat_run.items():
         if len(mids) > 1:
-            problems.append(f"{chats[chat_id][0]}: run {run_id} has {len(mids)} messages")
+            problems.append(f"{chats[chat_id][0]}: [duplicate] run {run_id} has {len(mids)} messages")
+    named = {expected_message_id(run.key, run.run_id) for run in sim.runs.values()}
     for run in sim.runs.values():
         chat_id = chat_of(run.key)
         if chat_id is None or chat_id not in chats:
+            for cid, run_id in by_chat_run:
+                if run_id == run.run_id:
+                    problems.append(f"{chats[cid][0]}: [silent] run {run_id} of key {run.key} has a message here")
             continue
-        name, messages = chats[chat_id]
-        session = sim.sessions.get(run.key)
-        transcript = session.transcript if session is not None else []
-        texts, calls = _parts(_run_messages(transcript, run.run_id))
-        mid = expected_message_id(run.key, run.run_id)
-        # A run cut by a crash persisted nothing of what it showed live: a message is allowed for that (owc may
-        # have streamed it), not required (owc may have been away: nobody can show what nobody kept).
-        live = [p.strip() for p in run.text.split("\n\n") if p.strip() and p.strip() not in SILENT]
-        shows = (calls > 0 or bool(texts)) and not run.heartbeat and mid is not None
-        may_show = (shows or bool(live)) and not run.heartbeat and mid is not None
-        owned = mid is not None and (messages.get(mid, {}).get("meta") or {}).get("openclaw_run") == run.run_id
-        if not shows:
-            if owned and not may_show:
-                problems.append(f"{name}: run {run.run_id} showed nothing (or never may) and has message {mid}")
-            if not owned:
+        problems += _check_run(sim, run, *chats[chat_id], may_stay_open)
+    for name, messages in chats.values():
+        for mid, message in messages.items():
+            if message.get("done") is not False:
                 continue
-        message = messages.get(mid)
-        if message is None:
-            problems.append(
-                f"{name}: run {run.run_id} showed something ({calls} tool calls, {len(texts)} texts)"
-                f" and has no message {mid}"
-            )
+            run_id = (message.get("meta") or {}).get("openclaw_run")
+            run = sim.runs.get(run_id) if run_id else None
+            if run is not None and run.state == "ended":
+                continue  # reported by _check_run, with the run's name
+            if run is None and mid not in named:
+                continue  # a placeholder no run names: a dead request whose run never came
+            if may_stay_open is not None and may_stay_open(message, run):
+                continue
+            problems.append(f"{name}: [unfinished] message {mid} is done:false after quiescence")
+    return problems
+
+
+def _check_run(
+    sim: Any, run: Any, name: str, messages: dict[str, Any], may_stay_open: Callable[..., bool] | None
+) -> list[str]:
+    session = sim.sessions.get(run.key)
+    transcript = session.transcript if session is not None else []
+    texts, calls = _parts(_run_messages(transcript, run.run_id))
+    mid = expected_message_id(run.key, run.run_id)
+    # A run cut by a crash persisted nothing of what it showed live: a message is allowed for that (owc may
+    # have streamed it), not required (owc may have been away: nobody can show what nobody kept).
+    live = [p.strip() for p in run.text.split("\n\n") if p.strip() and p.strip() not in SILENT]
+    shows = (calls > 0 or bool(texts)) and not run.heartbeat and mid is not None
+    may_show = (shows or bool(live)) and not run.heartbeat and mid is not None
+    owned = mid is not None and (messages.get(mid, {}).get("meta") or {}).get("openclaw_run") == run.run_id
+    problems: list[str] = []
+    if not shows:
+        if owned and not may_show:
+            return [f"{name}: [silent] run {run.run_id} showed nothing (or never may) and has message {mid}"]
+        if not owned:
+            return problems
+        # A crash-cut run's message of what it streamed: allowed, and finished like any other (its transcript
+        # holds nothing to compare the content with).
+    message = messages.get(mid) if mid is not None else None
+    if message is None:
+        return [
+            f"{name}: [missing] run {run.run_id} showed something ({calls} tool calls, {len(texts)} texts)"
+            f" and has no message {mid}"
+        ]
+    if run.state != "ended":
+        return problems
+    if message.get("done") is not True:
+        if may_stay_open is None or not may_stay_open(message, run):
+            problems.append(f"{name}: [unfinished] run {run.run_id} has ended and its message {mid} is not done")
+        return problems
+    cards = sum(1 for item in message.get("output") or [] if item.get("type") == "function_call")
+    if cards != calls and shows:
+        problems.append(f"{name}: [content] run {run.run_id}'s message has {cards} tool cards, its transcript {calls}")
+    content = message.get("content") or ""
+    for text in texts:
+        if text not in content:
+            problems.append(f"{name}: [content] run {run.run_id}'s message lacks its text {text[:60]!r}")
+    shown = [t for t in _output_texts(message) if t not in SILENT]
+    if shows and not any("lacks its text" in p for p in problems) and shown != texts:
+        problems.append(
+            f"{name}: [content] run {run.run_id}'s message shows the texts {shown!r}, its transcript {texts!r}"
+        )
+    return problems
+
+
+# ---------------------------------------------------------------------- the database as Open WebUI sees it
+
+
+@dataclass
+class ChatRow:
+    """One ``chat`` row and its ``chat_message`` rows, read with plain SQL."""
+
+    chat_id: str
+    chat: dict[str, Any]
+    current_message_id: str | None
+    mirror: dict[str, dict[str, Any]] = field(default_factory=dict)  # message id -> its row
+
+    @property
+    def messages(self) -> dict[str, Any]:
+        return ((self.chat or {}).get("history") or {}).get("messages") or {}
+
+    @property
+    def current_id(self) -> str | None:
+        return ((self.chat or {}).get("history") or {}).get("currentId")
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def read_chats(db_url: str, chat_ids: Iterable[str]) -> dict[str, ChatRow]:
+    """The chats' rows and their mirror rows (SQLAlchemy Core with literal SQL: no owc code)."""
+    from sqlalchemy import create_engine, text
+
+    wanted = list(chat_ids)
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows: dict[str, ChatRow] = {}
+            for chat_id in wanted:
+                row = conn.execute(
+                    text("SELECT id, chat, current_message_id FROM chat WHERE id = :id"), {"id": chat_id}
+                ).first()
+                if row is None:
+                    continue
+                rows[chat_id] = ChatRow(chat_id, _json(row.chat) or {}, row.current_message_id)
+                for m in conn.execute(
+                    text("SELECT id, role, parent_id, content, done FROM chat_message WHERE chat_id = :id"),
+                    {"id": chat_id},
+                ):
+                    prefix = f"{chat_id}-"
+                    mid = m.id[len(prefix) :] if m.id.startswith(prefix) else m.id
+                    rows[chat_id].mirror[mid] = {
+                        "role": m.role,
+                        "parent_id": m.parent_id,
+                        "content": _json(m.content),
+                        "done": None if m.done is None else bool(m.done),
+                    }
+            return rows
+    finally:
+        engine.dispose()
+
+
+def check_tree(name: str, row: ChatRow) -> list[str]:
+    """``currentId`` is the tail, the column agrees with it, parents and children agree, one chain holds all."""
+    messages = row.messages
+    problems: list[str] = []
+    current = row.current_id
+    if row.current_message_id != current:
+        problems.append(
+            f"{name}: [tree] current_message_id {row.current_message_id} is not history.currentId {current}"
+        )
+    if not messages:
+        if current is not None:
+            problems.append(f"{name}: [tree] currentId {current} in a chat with no messages")
+        return problems
+    if current not in messages:
+        return problems + [f"{name}: [tree] currentId {current} is not a message of the chat"]
+    if messages[current].get("childrenIds"):
+        problems.append(f"{name}: [tree] currentId {current} is not the tail (it has children)")
+    roots = []
+    for mid, message in messages.items():
+        if message.get("id", mid) != mid:
+            problems.append(f"{name}: [tree] message {mid} says its id is {message.get('id')}")
+        parent = message.get("parentId")
+        if parent is None:
+            roots.append(mid)
+        elif parent not in messages:
+            problems.append(f"{name}: [tree] message {mid}'s parent {parent} does not exist")
+        elif mid not in (messages[parent].get("childrenIds") or []):
+            problems.append(f"{name}: [tree] message {mid} is not among its parent {parent}'s children")
+        for child in message.get("childrenIds") or []:
+            if child not in messages or messages[child].get("parentId") != mid:
+                problems.append(f"{name}: [tree] message {mid} lists child {child}, which does not point back")
+    if len(roots) != 1:
+        problems.append(f"{name}: [tree] {len(roots)} roots")
+    on_chain = set(chain(messages, current))
+    off = [mid for mid in messages if mid not in on_chain]
+    if off:
+        problems.append(f"{name}: [tree] {len(off)} messages are off the chain that ends at currentId: {off[:3]}")
+    return problems
+
+
+def check_mirror(name: str, row: ChatRow) -> list[str]:
+    """The ``chat_message`` rows are the chat JSON's messages: ids, parents, roles, content and done."""
+    problems: list[str] = []
+    messages, mirror = row.messages, row.mirror
+    for mid in messages.keys() - mirror.keys():
+        problems.append(f"{name}: [mirror] message {mid} has no chat_message row")
+    for mid in mirror.keys() - messages.keys():
+        problems.append(f"{name}: [mirror] chat_message row {mid} is no message of the chat JSON")
+    for mid in messages.keys() & mirror.keys():
+        message, m = messages[mid], mirror[mid]
+        # Open WebUI's upsert_message stores ``done`` as given and a message without it as done (a user turn).
+        want = {
+            "role": message.get("role"),
+            "parent_id": message.get("parentId"),
+            "content": message.get("content"),
+            "done": bool(message.get("done", True)),
+        }
+        for column, value in want.items():
+            if m[column] != value:
+                problems.append(f"{name}: [mirror] {mid} {column}: row {m[column]!r:.80} vs chat JSON {value!r:.80}")
+    return problems
+
+
+def check_database(
+    sim: Any,
+    db_url: str,
+    names: dict[str, str],
+    *,
+    may_stay_open: Callable[[dict[str, Any], Any], bool] | None = None,
+) -> list[str]:
+    """Every invariant on what the database holds. ``names``: chat id -> the scenario's name for it."""
+    rows = read_chats(db_url, names)
+    problems: list[str] = []
+    for chat_id, name in names.items():
+        if chat_id not in rows:
+            problems.append(f"{name}: [tree] chat row {chat_id} is missing")
+    chats = {cid: (names[cid], row.messages) for cid, row in rows.items()}
+    tails = {cid: row.current_id for cid, row in rows.items()}
+    problems += check(sim, chats, tails=tails, may_stay_open=may_stay_open)
+    for cid, row in rows.items():
+        problems += check_tree(names[cid], row) + check_mirror(names[cid], row)
+    return problems
+
+
+def check_expected(
+    expect: dict[str, str],
+    order: dict[str, list[str]],
+    sim: Any,
+    run_ids: dict[str, str],
+    chats: dict[str, tuple[str, str, dict[str, Any]]],
+) -> list[str]:
+    """What the schedule's generator said it must produce, against the database. ``expect``: run name ->
+    ``show`` / ``silent`` / ``may``; ``order``: chat name -> the names of its runs that must show, in start
+    order; ``chats``: chat name -> (chat id, session key, history.messages)."""
+    problems: list[str] = []
+    owners = {
+        (m.get("meta") or {}).get("openclaw_run"): (cname, mid)
+        for cname, (_, _, messages) in chats.items()
+        for mid, m in messages.items()
+    }
+    for run, what in expect.items():
+        run_id = run_ids.get(run)
+        if run_id is None:
             continue
-        if run.state != "ended":
+        where = owners.get(run_id)
+        if what == "show" and where is None:
+            problems.append(f"[expected] run {run} must show and has no message")
+        elif what == "show" and chats[where[0]][2][where[1]].get("done") is not True:
+            problems.append(f"[expected] run {run}'s message is not done")
+        elif what == "silent" and where is not None:
+            problems.append(f"[expected] run {run} must not show and has message {where[1]} in {where[0]}")
+    for cname, runs in order.items():
+        if cname not in chats:
             continue
-        if message.get("done") is not True:
-            problems.append(f"{name}: run {run.run_id} has ended and its message {mid} is not done")
-            continue
-        cards = sum(1 for item in message.get("output") or [] if item.get("type") == "function_call")
-        if cards != calls:
-            problems.append(f"{name}: run {run.run_id}'s message has {cards} tool cards, its transcript {calls}")
-        content = message.get("content") or ""
-        for text in texts:
-            if text not in content:
-                problems.append(f"{name}: run {run.run_id}'s message lacks its text {text[:60]!r}")
+        _, key, messages = chats[cname]
+        ids = {expected_message_id(key, run_ids[r]): r for r in runs if r in run_ids}
+        chained = [ids[mid] for mid in chain(messages, _tail(messages)) if mid in ids]
+        if chained != [r for r in runs if expected_message_id(key, run_ids.get(r, "")) in messages]:
+            problems.append(f"{cname}: [order] runs chained as {chained}, started as {runs} (the generator's count)")
     return problems
