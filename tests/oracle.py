@@ -96,11 +96,14 @@ def _parts(messages: list[dict[str, Any]]) -> tuple[list[str], int]:
             if part.get("type") == "toolCall":
                 calls += 1
             elif part.get("type") == "text":
-                # An aborted partial holds the run-wide buffer (earlier items joined by blank lines): each
-                # item is a text of its own.
-                for piece in str(part.get("text") or "").split("\n\n"):
-                    if piece.strip() and piece.strip() not in SILENT:
-                        texts.append(piece.strip())
+                # An aborted partial holds the run-wide buffer (earlier items joined by blank lines, measured on
+                # the real Gateway): each item is a text of its own, and the items the run's earlier messages
+                # already said are not said again.
+                pieces = [p.strip() for p in str(part.get("text") or "").split("\n\n")]
+                pieces = [p for p in pieces if p and p not in SILENT]
+                if message.get("openclawAbort") and pieces[: len(texts)] == texts:
+                    pieces = pieces[len(texts) :]
+                texts.extend(pieces)
     return texts, calls
 
 

@@ -17,7 +17,7 @@ import trio
 from owc.sim.play import open_owc_with_simulator
 from owc.sim.scenario import ScenarioPlayer, parse_scenario
 
-from fuzzing import KNOWN_BUGS, judge, known_bug, virtual_time
+from fuzzing import FIXED_BUGS, KNOWN_BUGS, judge, known_bug, virtual_time
 from oracle import check_database
 from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 
@@ -155,7 +155,7 @@ def _schedule_of(path: Path):
 
 
 def test_every_shrunk_reproduction_is_a_valid_schedule_of_a_known_bug() -> None:
-    assert {p.stem for p in REPROS} <= set(KNOWN_BUGS)
+    assert {p.stem for p in REPROS} <= set(KNOWN_BUGS) | set(FIXED_BUGS)
     for path in REPROS:
         ops = [json.loads(line) for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
         assert _schedule_of(path).ops == ops, path.name  # nothing in it is repaired away or added
@@ -164,12 +164,18 @@ def test_every_shrunk_reproduction_is_a_valid_schedule_of_a_known_bug() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=f"known bug: {KNOWN_BUGS[p.stem]}")) for p in REPROS],
+    [
+        pytest.param(p, marks=pytest.mark.xfail(strict=False, reason=f"known bug: {KNOWN_BUGS[p.stem]}"))
+        if p.stem in KNOWN_BUGS
+        else p
+        for p in REPROS
+    ],
     ids=[p.stem for p in REPROS],
 )
 async def test_shrunk_reproduction(path: Path, tmp_path: Path, mock_clock) -> None:
     """The fuzzer's shrunk reproductions of the bugs it found (``tests/fuzz_repros``; replay one with ``owc scenario
-    run``): each fails until its bug is fixed (some only in some plays: they are races)."""
+    run``): one of a known bug fails until it is fixed (some only in some plays: they are races); one of a fixed
+    bug is a regression test."""
     async with virtual_time(mock_clock):
         problems = await judge(_schedule_of(path), tmp_path / "webui.db")
     assert problems == []

@@ -488,7 +488,8 @@ async def test_a_finalize_that_cannot_be_written_is_kept_and_written_on_the_next
         assert notice.chat_id == chat_a and "could not be saved yet" in notice.event["data"]["error"]["content"]
         assert not any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
         assert (await env.messages(chat_a))[m]["done"] is False
-        assert bridge.ledger.get(key_a, "unlucky").life.state is State.UNSAVED
+        run = bridge.ledger.get(key_a, "unlucky")
+        await bridge.until(lambda: run.life.state is State.UNSAVED and not run.writer_live)
         clock.jump(30)  # the Gateway's next tick
         await env.settled()
         assert (await env.messages(chat_a))[m]["done"] is True

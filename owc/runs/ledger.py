@@ -87,20 +87,21 @@ class Ledger:
     def unsettled(self) -> list[Run]:
         return list(self.runs.values())
 
-    def claim_blocker(self, run: Run) -> Run | None:
+    def claim_blocker(self, run: Run, carried: frozenset[RunKey] | set[RunKey] = frozenset()) -> Run | None:
         """An earlier run of the same chat whose claim (or the transcript check that may lead to one) is still
         under way: ``run`` claims after it, so the chain follows run-start order, not the database lock's luck
         (claims run in worker threads, and SQLite's busy wait is not first-come, first-served).
 
         Only a run with a live writer blocks (one without waits for a connection and holds nobody up). On one
         session key the Gateway runs one run at a time, so an earlier run is past its terminal, or nearly.
-        A reconciled run (it ended while owc was away) ended before any run live now on its key began: only
-        another reconciled run can come before it (the live ones wait for the pass instead, ``RunTable``), so
-        no two claims ever wait on each other."""
+        A reconciled run (it ended while owc was away) ended before any run first seen on this connection
+        began: only another reconciled run or one ``carried`` from an earlier connection can come before it.
+        Runs first seen on this connection wait for the pass instead (``RunTable``), carried ones do not, so no
+        two claims ever wait on each other."""
         for other in self.runs.values():
             if (
                 other is not run
-                and (other.reconciled or not run.reconciled)
+                and (not run.reconciled or other.reconciled or other.key in carried)
                 and other.ref.chat_id == run.ref.chat_id
                 and other.order < run.order
                 and other.life.state in (State.CLAIMING, State.CHECKING)

@@ -157,9 +157,10 @@ class RunTable:
         def may_claim() -> bool:
             if run.life.state is not State.CLAIMING:
                 return True
-            if run.ref.chat_id in self.reconcile_pending and not run.reconciled:
-                return False
-            return self.ledger.claim_blocker(run) is None
+            if not run.reconciled and run.key not in self.carried:
+                if self.hello is None or run.ref.chat_id in self.reconcile_pending:
+                    return False  # the hello's list (which says what the pass owes) is not in yet, or the pass is due
+            return self.ledger.claim_blocker(run, self.carried) is None
 
         if not may_claim():
             log.info("runs.claim_waits run=%s chat=%s (an earlier run of the chat first)", run.run_id, run.ref.chat_id)
@@ -269,6 +270,7 @@ class RunTable:
                 self.reconcile_pending.add(ref.chat_id)
         self.reconciling += 1
         self._nursery.start_soon(self._reconcile, resync, watermark)
+        self.bridge.wake()  # claims held until the hello's list was in look again
 
     async def on_resync(self, resync: Resync) -> None:
         self._resync(resync)
