@@ -456,6 +456,20 @@ def test_resync_ignores_runs_learned_after_the_list() -> None:
     assert (KEY2, "new") in active.known
 
 
+def test_a_run_known_only_by_its_events_is_ended_by_a_list_without_it() -> None:
+    """A run first heard of by its events (its start push lost, or a phantom run the Gateway never ran) is known
+    from them: a later list that does not show it ends it (before, it stayed open for good: found by the
+    hostile-Gateway harness)."""
+    from owc.gateway import ActiveRuns
+    from owc.protocol import ChatEvent
+    from owc.protocol.results import SessionRow
+
+    active = ActiveRuns()
+    active.observe(ChatEvent(run_id="phantom", session_key=KEY, state="delta"), position=2)
+    resync = active.resync([SessionRow(key=KEY, has_active_run=False, active_run_ids=())], "gap", position=5)
+    assert resync.ended == ((KEY, "phantom"),)
+
+
 async def test_a_gap_during_the_resync_lists_once_more(autojump_clock) -> None:
     """A gap whose frames come after the running list's response is not covered by it: one more list."""
     release = trio.Event()

@@ -171,3 +171,18 @@ def test_response_error_shape() -> None:
     )
     assert isinstance(frame, Response) and not frame.ok
     assert frame.error.detail_code == "PROTOCOL_MISMATCH" and not frame.error.retryable
+
+
+@pytest.mark.parametrize(
+    ("payload", "needle"),
+    [
+        ({"runId": "a\nforged log line", "sessionKey": "k", "state": "delta"}, "chat.runId holds a control character"),
+        ({"runId": "r" * 20_000, "sessionKey": "k", "state": "delta"}, "chat.runId is 20000 characters long"),
+        ({"runId": "r", "sessionKey": "k\x1b[31m", "state": "delta"}, "chat.sessionKey holds a control character"),
+    ],
+)
+def test_an_id_that_would_forge_or_flood_a_log_line_is_refused(payload, needle) -> None:
+    """Run ids and session keys go into every log line of their run: one with a newline (a forged log line) or
+    20,000 characters long is refused as bad input (the event costs only itself) instead of being logged."""
+    with pytest.raises(ProtocolError, match=needle):
+        parse_event(EventFrame("chat", payload))

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from owc.protocol import ChatEvent, Event, SessionRow, SessionsChanged
+from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged
 
 RunKey = tuple[str, str]  # (session_key, run_id)
 
@@ -36,19 +36,29 @@ class Resync:
 class ActiveRuns:
     #: run -> the frame position at which the connection learned it started (insertion-ordered)
     known: dict[RunKey, int] = attrs.field(factory=dict)
+    #: runs heard of only by their events (no start push): a list that does not show them ends them too
+    heard: dict[RunKey, int] = attrs.field(factory=dict)
 
     def observe(self, event: Event, position: int = 0) -> None:
-        """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals.
-        An ``agent`` lifecycle start is not the start signal: a run whose start push was lost is reported
-        by the next resync, which is what the run table acts on."""
+        """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals. A run's
+        other events make it known as well (at their position), so a list that no longer shows it ends it."""
         if isinstance(event, SessionsChanged) and event.session_key and event.run_id:
             key = (event.session_key, event.effective_run_id or event.run_id)
             if event.phase == "start":
                 self.known.setdefault(key, position)
+                self.heard.pop(key, None)
             elif event.phase in ("end", "error"):
                 self.known.pop(key, None)
+                self.heard.pop(key, None)
         elif isinstance(event, ChatEvent) and event.is_terminal:
             self.known.pop((event.session_key, event.run_id), None)
+            self.heard.pop((event.session_key, event.run_id), None)
+        elif isinstance(event, (ChatEvent, AgentEvent)) and event.session_key and event.run_id:
+            # A run heard of by its events only (its start push lost, or a run the Gateway never listed): a later
+            # list that does not show it ends it (before, such a run stayed open for good).
+            key = (event.session_key, event.run_id)
+            if key not in self.known:
+                self.heard.setdefault(key, position)
 
     def resync(
         self,
@@ -79,9 +89,10 @@ class ActiveRuns:
                 unknown.append(row.key)
         started = tuple(k for k in listed if k not in self.known)
         ended = []
-        for key, learned_at in list(self.known.items()):
+        for key, learned_at in [*self.known.items(), *self.heard.items()]:
             row = by_key.get(key[0])
             if key in listed:
+                self.heard.pop(key, None)
                 continue
             if position is not None and learned_at > position:
                 continue
@@ -90,7 +101,8 @@ class ActiveRuns:
             if row is not None and row.has_active_run and row.active_run_ids is None:
                 continue  # active without ids: cannot tell, keep it
             ended.append(key)
-            del self.known[key]
+            self.known.pop(key, None)
+            self.heard.pop(key, None)
         for key in started:
             self.known[key] = position or 0
         return Resync(reason=reason, started=started, ended=tuple(ended), active_unknown=tuple(unknown), rows=rows)
@@ -103,3 +115,4 @@ class ActiveRuns:
 
     def forget_all(self) -> None:
         self.known.clear()
+        self.heard.clear()

@@ -229,11 +229,11 @@ def parse_shutdown(p: f.JSONObject) -> Shutdown:
 def parse_sessions_changed(p: f.JSONObject) -> SessionsChanged:
     w = "sessions.changed"
     return SessionsChanged(
-        session_key=f.opt_str(p, "sessionKey", w),
+        session_key=f.opt_id(p, "sessionKey", w),
         phase=f.opt_str(p, "phase", w),
         reason=f.opt_str(p, "reason", w),
-        run_id=f.opt_str(p, "runId", w),
-        client_run_id=f.opt_str(p, "clientRunId", w),
+        run_id=f.opt_id(p, "runId", w),
+        client_run_id=f.opt_id(p, "clientRunId", w),
         ts=f.opt_int(p, "ts", w),
         has_active_run=f.opt_bool(p, "hasActiveRun", w),
         active_run_ids=f.opt_str_list(p, "activeRunIds", w),
@@ -251,8 +251,8 @@ def parse_chat(p: f.JSONObject) -> ChatEvent:
     w = "chat"
     state = f.req_str(p, "state", w)
     return ChatEvent(
-        run_id=f.req_str(p, "runId", w),
-        session_key=f.req_str(p, "sessionKey", w),
+        run_id=f.req_id(p, "runId", w),
+        session_key=f.req_id(p, "sessionKey", w),
         state=state,
         run_seq=f.opt_int(p, "seq", w),
         delta_text=f.opt_str(p, "deltaText", w),
@@ -316,11 +316,11 @@ def parse_agent(p: f.JSONObject, via: str = "agent") -> AgentEvent:
     stream = f.req_str(p, "stream", w)
     data = f.opt_obj(p, "data", w) or {}
     return AgentEvent(
-        run_id=f.req_str(p, "runId", w),
+        run_id=f.req_id(p, "runId", w),
         stream=stream,
         data=data,
         via=via,
-        session_key=f.opt_str(p, "sessionKey", w),
+        session_key=f.opt_id(p, "sessionKey", w),
         run_seq=f.opt_int(p, "seq", w),
         ts=f.opt_int(p, "ts", w),
         is_heartbeat=f.opt_bool(p, "isHeartbeat", w),

@@ -62,6 +62,29 @@ def opt_str(d: JSONObject, key: str, where: str) -> str | None:
     return value
 
 
+#: The longest id (run id, session key) owc takes: real ones are UUIDs and ``agent:<id>:<channel>-...`` keys.
+MAX_ID_CHARS = 512
+
+
+def _id(value: str, where: str, key: str) -> str:
+    """An id is logged and hashed into message ids: no control characters (a newline would forge a log line),
+    no absurd length (every log line would carry it)."""
+    if len(value) > MAX_ID_CHARS:
+        raise ProtocolError(f"{where}.{key} is {len(value)} characters long (at most {MAX_ID_CHARS})")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ProtocolError(f"{where}.{key} holds a control character")
+    return value
+
+
+def req_id(d: JSONObject, key: str, where: str) -> str:
+    return _id(req_str(d, key, where), where, key)
+
+
+def opt_id(d: JSONObject, key: str, where: str) -> str | None:
+    value = opt_str(d, key, where)
+    return None if value is None else _id(value, where, key)
+
+
 def opt_int(d: JSONObject, key: str, where: str) -> int | None:
     value = d.get(key)
     if value is None:
