@@ -741,3 +741,28 @@ def test_a_stale_delta_after_the_final_changes_nothing() -> None:
     renderer.feed(chat("delta", "Hello there", 3, "there"))
     assert renderer.text == "Hello world."
     assert [i["content"][0]["text"] for i in renderer.output(done=True) if i["type"] == "message"] == ["Hello world."]
+
+
+@pytest.mark.parametrize(
+    ("text", "silent"),
+    [
+        ("NO_REPLY", True),
+        ("no_reply", True),
+        ("  NO_REPLY NO_REPLY \n", True),
+        ("NO_REPLY.", True),
+        ("**ANNOUNCE_SKIP**", True),
+        ("REPLY_SKIP", True),
+        ("HEARTBEAT_OK", True),
+        ("NO_REPLY, but here is why", False),
+        ("No reply.", False),
+        ("NO_REPLY ANNOUNCE_SKIP", False),
+        ("", False),
+    ],
+)
+def test_the_silent_rule_is_the_real_gateways(text: str, silent: bool) -> None:
+    """``isSilentReplyText`` over ``NON_DELIVERABLE_REPLY_TOKENS`` (OpenClaw 2026.9.6, src/auto-reply/tokens.ts):
+    any case, repeated, wrapped in punctuation. Before, owc knew only exact ``NO_REPLY`` and ``ANNOUNCE_SKIP``,
+    so a finalize from the transcript could show "REPLY_SKIP" or "NO_REPLY." as a message."""
+    from owc.render.sentinels import is_silent
+
+    assert is_silent(text) is silent
