@@ -30,6 +30,8 @@ def normalize_url(url: str) -> str:
     return url
 
 
+#: libpq's connect timeout for PostgreSQL (seconds): the transport's own bound, the only one on a connect.
+CONNECT_TIMEOUT_S = 10
 #: The key under which a SQLite connection records the identity of the file it opened.
 FILE_ID = "owc_file_id"
 
@@ -94,7 +96,9 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
         # (reported as locked) instead of holding a worker thread, and a shielded finalize, indefinitely.
         return create_engine(
             url,
-            connect_args={"options": f"-c lock_timeout={int(busy_timeout_ms)}"},
+            # A server that does not answer fails the connect in 10 s (libpq's own timeout) instead of holding a
+            # worker thread, and ``owc run``'s start-up check, until the kernel gives up on TCP.
+            connect_args={"options": f"-c lock_timeout={int(busy_timeout_ms)}", "connect_timeout": CONNECT_TIMEOUT_S},
             json_serializer=_dumps,
             json_deserializer=orjson.loads,
             pool_size=pool_size,
