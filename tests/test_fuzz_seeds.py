@@ -22,7 +22,7 @@ from oracle import check_database
 from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 
 #: Seeds played in CI: ~0.3 s of CPU each in virtual time.
-CI_SEEDS = range(150)
+CI_SEEDS = range(300)
 
 
 @pytest.mark.parametrize("seed", CI_SEEDS)
