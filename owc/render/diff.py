@@ -35,6 +35,18 @@ def _wrap(event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "response:completion", "data": event}
 
 
+def _text_delta(item: dict[str, Any], index: int, delta: str) -> dict[str, Any]:
+    return _wrap(
+        {
+            "type": "response.output_text.delta",
+            "item_id": item["id"],
+            "output_index": index,
+            "content_index": 0,
+            "delta": delta,
+        }
+    )
+
+
 def _message_text(item: dict[str, Any]) -> str:
     content = item.get("content") or []
     return "".join(c.get("text", "") for c in content if isinstance(c, dict))
@@ -54,17 +66,7 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Diff:
                 events.append(_wrap({"type": "response.output_item.added", "output_index": index, "item": empty}))
                 text = _message_text(item)
                 if text:
-                    events.append(
-                        _wrap(
-                            {
-                                "type": "response.output_text.delta",
-                                "item_id": item["id"],
-                                "output_index": index,
-                                "content_index": 0,
-                                "delta": text,
-                            }
-                        )
-                    )
+                    events.append(_text_delta(item, index, text))
                 if item.get("status") == "completed":
                     events.append(_wrap({"type": "response.output_item.done", "output_index": index, "item": item}))
             else:
@@ -80,17 +82,7 @@ def diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> Diff:
             if not new_text.startswith(old_text):
                 return Diff(events=(), needs_snapshot=True)
             if new_text != old_text:
-                events.append(
-                    _wrap(
-                        {
-                            "type": "response.output_text.delta",
-                            "item_id": item["id"],
-                            "output_index": index,
-                            "content_index": 0,
-                            "delta": new_text[len(old_text) :],
-                        }
-                    )
-                )
+                events.append(_text_delta(item, index, new_text[len(old_text) :]))
             if item.get("status") != old.get("status"):
                 events.append(_wrap({"type": "response.output_item.done", "output_index": index, "item": item}))
         else:
