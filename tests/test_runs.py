@@ -500,8 +500,9 @@ async def test_a_finalize_that_cannot_be_written_is_kept_and_written_on_the_next
 
 
 async def test_a_message_kept_unsaved_is_written_when_another_write_goes_through(tmp_path, clock) -> None:
-    """Another run's write that goes through means the database takes writes again: the kept message is
-    tried at once, not at the next tick. The connection and the other run go on meanwhile."""
+    """Another run's terminal, or its write that goes through, says the database may take writes again: the
+    kept message is tried then, not at the next tick (the test's clock never reaches one). The connection and
+    the other run go on meanwhile."""
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
         chat_b, key_b = await env.chat()

@@ -122,7 +122,12 @@ class RunTable:
         log.debug(
             "runs.input run=%s %s -> %s on %s", run.run_id, before.value, run.life.state.value, type(event).__name__
         )
-        if isinstance(event, (ClaimResult, WriteResult)) and event.outcome in (ClaimOutcome.WON, WriteOutcome.WRITTEN):
+        if isinstance(event, Terminal):
+            self.retry_unsaved("a run's terminal")
+        elif isinstance(event, (ClaimResult, WriteResult)) and event.outcome in (
+            ClaimOutcome.WON,
+            WriteOutcome.WRITTEN,
+        ):
             self.retry_unsaved("a write went through")
         for action in actions:
             if action is Action.START_WRITER:
@@ -216,7 +221,6 @@ class RunTable:
                     # prefix) has not come: the transcript decides whether the run showed something.
                     run.mark_missed("ended with its text held back")
                 self.apply(run, Terminal(f"sessions.changed {event.phase}"))
-                self.retry_unsaved("a run's terminal")
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
@@ -230,7 +234,6 @@ class RunTable:
             self.apply(run, Showable())
         if isinstance(event, ChatEvent) and event.is_terminal:
             self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
-            self.retry_unsaved("a run's terminal")
 
     def on_gap(self) -> None:
         """Events were lost: any run still going may have lost some, so a run that then ends showing nothing
