@@ -50,13 +50,15 @@ KNOWN_BUGS = {
         " another one saw the new boot: fixed for the shrunk case (no run outlives its boot; an empty transcript"
         " check still adopts a dead writer's message), seed 115 still shows it in some plays (issue 11, open)"
     ),
-    "heartbeat-unseen": (
-        "a heartbeat run owc did not see live (disconnected, down) is shown from its transcript, which carries no"
-        " heartbeat mark in the simulator (issue 11: what does the real Gateway's transcript say?)"
-    ),
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "heartbeat-unseen": (
+        "a heartbeat run owc did not see live (disconnected, down) was shown from its transcript (issue 11: fixed by"
+        " the measured rule: chat.history hides a heartbeat runner's prompt and marks the next message shown"
+        " turnBoundary; a run whose first message is so marked, with exactly one hidden message before it and no"
+        " user turn of its own, is a heartbeat's)"
+    ),
     "order-race": (
         "back-to-back runs chain out of run-start order (issue 11, seed case 9: claims in worker threads race for"
         " SQLite's lock; the lead is fixing it in owc/runs and owc/store)"

@@ -12,7 +12,7 @@ Invariants (shared/design.md, issue 11), each problem tagged with its kind in br
 * ``[unfinished]`` that message is finished (``done: true``) once the run has ended, and no message at all is
   ``done: false`` once the play is quiescent (the exemptions are below);
 * ``[silent]`` no message for a heartbeat, an ``owui-action-`` run, a run on another key, or a run that said only
-  a sentinel;
+  a sentinel (a heartbeat whose transcript cannot tell it from another run may have one: ``unclear_heartbeat``);
 * ``[duplicate]`` one message per run, and no sibling variants;
 * ``[content]`` the message's tool cards are the transcript's tool calls (as many) and its text items are the
   transcript's texts, in order;
@@ -83,6 +83,51 @@ def _run_messages(transcript: list[dict[str, Any]], run_id: str) -> list[dict[st
         elif message.get("role") == "toolResult" and meta.get("runId") == run_id:
             out.append(message)
     return out
+
+
+#: A heartbeat runner's stored prompt (measured on the real Gateway 2026.9.6): ``chat.history`` hides it.
+HEARTBEAT_PROMPTS = {
+    "[OpenClaw heartbeat poll]",
+    "[OpenClaw cron wake]",
+    "[OpenClaw exec completion]",
+    "[OpenClaw session event]",
+}
+
+
+def _plain(message: dict[str, Any]) -> str | None:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "".join(str(p.get("text") or "") for p in content).strip()
+    return None
+
+
+def _hidden_in_history(message: dict[str, Any]) -> bool:
+    """What the real Gateway's ``chat.history`` leaves out (read in its ``chat-display-projection``): a
+    heartbeat runner's prompt, a reply that is only ``HEARTBEAT_OK`` / ``NO_REPLY``, a sub-agent's announce."""
+    role, text, prov = message.get("role"), _plain(message), message.get("provenance") or {}
+    if role == "user" and text in HEARTBEAT_PROMPTS:
+        return True
+    if role == "assistant" and text is not None and text.upper() in ("HEARTBEAT_OK", "NO_REPLY"):
+        return True
+    return role == "user" and prov.get("kind") == "inter_session" and prov.get("sourceTool") == "subagent_announce"
+
+
+def unclear_heartbeat(sim: Any, run: Any) -> bool:
+    """A heartbeat run that ``chat.history`` cannot tell apart: its prompt is hidden and the next message shown
+    is marked, but another hidden message right before that prompt (an acknowledgement, an announce, another
+    heartbeat's prompt) could have left the same mark on an ordinary run. owc shows such a reply rather than
+    risk losing a turn (NOTES.md), so its message is allowed, not required."""
+    if not run.heartbeat:
+        return False
+    session = sim.sessions.get(run.key)
+    transcript = session.transcript if session is not None else []
+    mine = [i for i, m in enumerate(transcript) if (m.get("__openclaw") or {}).get("runId") == run.run_id]
+    if not mine or mine[0] < 2:
+        return False
+    prompt, before = transcript[mine[0] - 1], transcript[mine[0] - 2]
+    return _hidden_in_history(prompt) and _plain(prompt) in HEARTBEAT_PROMPTS and _hidden_in_history(before)
 
 
 def _parts(messages: list[dict[str, Any]]) -> tuple[list[str], int]:
@@ -221,7 +266,7 @@ def _check_run(
     # have streamed it), not required (owc may have been away: nobody can show what nobody kept).
     live = [p.strip() for p in run.text.split("\n\n") if p.strip() and p.strip() not in SILENT]
     shows = (calls > 0 or bool(texts)) and not run.heartbeat and mid is not None
-    may_show = (shows or bool(live)) and not run.heartbeat and mid is not None
+    may_show = (((shows or bool(live)) and not run.heartbeat) or unclear_heartbeat(sim, run)) and mid is not None
     owned = mid is not None and (messages.get(mid, {}).get("meta") or {}).get("openclaw_run") == run.run_id
     problems: list[str] = []
     if not shows:
@@ -425,7 +470,7 @@ def check_expected(
             problems.append(f"[expected] run {run} must show and has no message")
         elif what == "show" and chats[where[0]][2][where[1]].get("done") is not True:
             problems.append(f"[expected] run {run}'s message is not done")
-        elif what == "silent" and where is not None:
+        elif what == "silent" and where is not None and not unclear_heartbeat(sim, sim.runs[run_id]):
             problems.append(f"[expected] run {run} must not show and has message {where[1]} in {where[0]}")
     for cname, runs in order.items():
         if cname not in chats:

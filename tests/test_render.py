@@ -766,3 +766,36 @@ def test_the_silent_rule_is_the_real_gateways(text: str, silent: bool) -> None:
     from owc.render.sentinels import is_silent
 
     assert is_silent(text) is silent
+
+
+def _stored(role: str, seq: int, content: Any, **extra: Any) -> dict[str, Any]:
+    meta = extra.pop("meta", {})
+    return {"role": role, "content": content, **extra, "__openclaw": {"seq": seq, **meta}}
+
+
+def test_a_heartbeat_turn_is_told_by_its_marked_reply_right_after_one_hidden_prompt() -> None:
+    """chat.history (real Gateway 2026.9.6) hides a heartbeat runner's prompt and marks the next message shown
+    ``turnBoundary``; nothing else marks a heartbeat's reply. Seq numbers say how much lies hidden before it."""
+    from owc.render import heartbeat_turn
+
+    before = _stored("assistant", 4, "Earlier answer.", meta={"runId": "Q"})
+    # seq 5 (the heartbeat's prompt) is hidden; its reply is marked.
+    reply = _stored("assistant", 6, "All quiet.", meta={"runId": "H", "turnBoundary": True})
+    assert heartbeat_turn(_window([before, reply], has_more=False), "H")
+    assert not heartbeat_turn(_window([before, reply], has_more=False), "Q")
+    # The same reply unmarked, or with the run's own user turn shown: an ordinary run.
+    plain = _stored("assistant", 6, "All quiet.", meta={"runId": "H"})
+    assert not heartbeat_turn(_window([before, plain], has_more=False), "H")
+    user = _stored("user", 5, "go", idempotencyKey="H:user", meta={"turnBoundary": True})
+    assert not heartbeat_turn(_window([before, user, plain], has_more=False), "H")
+    # More than the prompt hidden before the mark (an earlier heartbeat's HEARTBEAT_OK, an announce's prompt):
+    # the mark may belong to an earlier heartbeat, so the run is shown rather than risk losing a turn.
+    later = _stored("assistant", 8, "Announced.", meta={"runId": "H", "turnBoundary": True})
+    assert not heartbeat_turn(_window([before, later], has_more=False), "H")
+    # At the start of the whole transcript (seq 1 hidden); at a page's start (what lies before is unknown:
+    # shown); without seqs (the mark decides).
+    first = _stored("assistant", 2, "Hi.", meta={"runId": "H", "turnBoundary": True})
+    assert heartbeat_turn(_window([first], has_more=False), "H")
+    assert not heartbeat_turn(_window([reply], has_more=True), "H")
+    bare = {"role": "assistant", "content": "Hi.", "__openclaw": {"runId": "H", "turnBoundary": True}}
+    assert heartbeat_turn(_window([bare], has_more=False), "H")

@@ -233,12 +233,13 @@ async def test_a_steered_completion_is_part_of_the_parent_run(autojump_clock) ->
         parent = sim.start_run(key, "parent").text("Spawning.")
         parent.steer("[Subagent completed] 42", {"kind": "inter_session", "sourceTool": "subagent_announce"})
         parent.text("It says 42.").end()
-        transcript = sim.sessions[key].transcript
+        inbound, *transcript = sim.sessions[key].transcript  # the cron job's own prompt, then the run
+        assert inbound["role"] == "user" and inbound["idempotencyKey"] != "parent:user"
         assert [m["role"] for m in transcript] == ["assistant", "user", "assistant"]
         assert transcript[1]["provenance"]["sourceTool"] == "subagent_announce"
         assert "idempotencyKey" not in transcript[1]  # it starts no run
         assert list(sim.runs) == ["parent"]
-        history = parse_chat_history({"sessionKey": key, "messages": transcript})
+        history = parse_chat_history({"sessionKey": key, "messages": [inbound, *transcript]})
         output = output_from_transcript(history, "parent")
         assert output is not None
         assert [i["content"][0]["text"] for i in output if i["type"] == "message"] == ["Spawning.", "It says 42."]

@@ -264,6 +264,41 @@ async def test_heartbeat_run_flags_and_hides_chat() -> None:
         assert [f for f in events if f.event == "chat"] == []
 
 
+async def test_history_hides_heartbeat_prompts_and_marks_the_next_reply_as_the_real_gateway_does() -> None:
+    """chat.history's projection (measured on 2026.9.6; NOTES.md "Heartbeat runs in the transcript"): a heartbeat
+    runner's placeholder prompt and a bare ``HEARTBEAT_OK`` are hidden, a sub-agent's announce prompt too, and the
+    first message shown after a hidden heartbeat prompt carries ``__openclaw.turnBoundary``."""
+    from owc.render import heartbeat_turn
+
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        sim.start_run(KEY, "send", origin="sessions_send").text("Forwarded.").end()
+        sim.start_run(KEY, "talk", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+        sim.start_run(KEY, "quiet", heartbeat=True).text("HEARTBEAT_OK").end()  # a cron wake
+        sim.start_run(KEY, "announce", origin="subagent_announce").text("The sub-agent finished.").end()
+        sim.start_run(KEY, "later", heartbeat=True, origin="heartbeat").text("Still red.").end()
+        reply = await client.request("chat.history", {"sessionKey": KEY})
+        stored = sim.sessions[KEY].transcript
+    prompts = ["[OpenClaw heartbeat poll]", "[OpenClaw cron wake]"]
+    assert [m["content"] for m in stored if m["role"] == "user" and m["content"] in prompts] == [
+        prompts[0],
+        prompts[1],
+        prompts[0],
+    ]
+    shown = reply.payload["messages"]
+    assert not any(m["role"] == "user" and m["content"] in prompts for m in shown)
+    assert not any("HEARTBEAT_OK" in str(m["content"]) for m in shown)
+    marked = [(m["role"], (m["__openclaw"].get("runId"))) for m in shown if m["__openclaw"].get("turnBoundary")]
+    # The talking heartbeat's reply; then the quiet wake's mark passes over the hidden announce prompt onto the
+    # announce's reply; the later heartbeat's reply is marked by its own prompt.
+    assert marked == [("assistant", "talk"), ("assistant", "announce"), ("assistant", "later")]
+    history = parse_chat_history(reply.payload)
+    # owc tells them apart by the seq gap: one hidden message before "talk" and "later", three before "announce".
+    assert [r for r in ("send", "talk", "quiet", "announce", "later") if heartbeat_turn(history, r)] == [
+        "talk",
+        "later",
+    ]
+
+
 async def test_disconnect_keeps_boot_id() -> None:
     async with open_simulator(token=TOKEN) as sim:
         async with raw_client(sim.url, TOKEN) as client:

@@ -248,6 +248,11 @@ class HistoryMessage:
     stop_reason: str | None = None
     timestamp: int | None = None
     provenance: Provenance | None = None
+    #: ``__openclaw.turnBoundary``: chat.history's mark on the first message shown after a hidden heartbeat
+    #: runner prompt (measured on 2026.9.6; NOTES.md "Heartbeat runs in the transcript").
+    turn_boundary: bool = False
+    #: ``__openclaw.seq``: the message's place in the stored transcript (hidden messages leave gaps).
+    seq: int | None = None
     raw: Mapping[str, Any] = RAW
 
     @property
@@ -314,6 +319,8 @@ def parse_history_message(d: object, where: str = "message") -> HistoryMessage:
         stop_reason=f.opt_str(d, "stopReason", where),
         timestamp=f.opt_int(d, "timestamp", where),
         provenance=prov,
+        turn_boundary=meta.get("turnBoundary") is True,
+        seq=f.opt_int(meta, "seq", f"{where}.__openclaw"),
         raw=d,
     )
 

@@ -3,7 +3,14 @@
 from owc.render.diff import Diff, apply_events, diff, snapshot_event
 from owc.render.items import count_cards, output_text
 from owc.render.sentinels import SILENT_SENTINELS, is_silent, may_become_silent
-from owc.render.transcript import FinishedRun, finish, output_from_transcript, reaches_run_start, run_messages
+from owc.render.transcript import (
+    FinishedRun,
+    finish,
+    heartbeat_turn,
+    output_from_transcript,
+    reaches_run_start,
+    run_messages,
+)
 from owc.render.turn import TurnRenderer
 
 __all__ = [
@@ -15,6 +22,7 @@ __all__ = [
     "count_cards",
     "diff",
     "finish",
+    "heartbeat_turn",
     "is_silent",
     "may_become_silent",
     "output_from_transcript",

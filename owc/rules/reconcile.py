@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from owc.protocol import ChatHistory
+from owc.render.transcript import heartbeat_turn
 
 
 @attrs.frozen
@@ -86,6 +87,8 @@ def runs_owed(
         if isinstance(existing, Mapping):
             if existing.get("done") is not True and existing.get("role", "assistant") == "assistant":
                 owed.append(Owed(run_id, message_id, unfinished=True, first_ms=first))
+        elif heartbeat_turn(history, run_id):
+            continue  # a heartbeat runner's turn: never shown, live or not
         elif newest >= watermark_ms:  # a run at the watermark itself may have ended unseen: look
             owed.append(Owed(run_id, message_id, unfinished=False, first_ms=first))
     return owed

@@ -29,7 +29,15 @@ from owc.emit import Emitter
 from owc.gateway import GatewayError, NotConnected, ReplyTooLarge, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
 from owc.registry import WriterRegistry
-from owc.render import diff, finish, output_from_transcript, output_text, reaches_run_start, snapshot_event
+from owc.render import (
+    diff,
+    finish,
+    heartbeat_turn,
+    output_from_transcript,
+    output_text,
+    reaches_run_start,
+    snapshot_event,
+)
 from owc.rules.lifecycle import (
     ClaimOutcome,
     ClaimResult,
@@ -214,7 +222,7 @@ class _Writer:
         shows = False
         if history is not None and not r.renderer.heartbeat:
             try:
-                shows = bool(output_from_transcript(history, r.run_id))
+                shows = not heartbeat_turn(history, r.run_id) and bool(output_from_transcript(history, r.run_id))
             except Exception:
                 log.exception("runs.transcript_unreadable run=%s", r.run_id)
         log.info("runs.checked run=%s shows=%s", r.run_id, shows)

@@ -24,6 +24,15 @@ PROVIDER = "sim"
 #: The text the CLI runtime's child leaves in ``lastRunError`` when a container stop SIGTERMs it (seed 000 2.7).
 CONTAINER_STOP_ERROR = "Claude Code process exited with code 143"
 RECOVERY_PROVENANCE = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+#: What the heartbeat runner stores as a heartbeat turn's user message (measured on 2026.9.6: the real
+#: prompt is replaced by this placeholder; ``INTERNAL_WAKE_TRANSCRIPT_PROMPTS`` in its source). Cron and
+#: exec wakes go through the same runner with their own placeholders.
+HEARTBEAT_PROMPTS = {
+    "heartbeat": "[OpenClaw heartbeat poll]",
+    "cron": "[OpenClaw cron wake]",
+    "exec": "[OpenClaw exec completion]",
+    "event": "[OpenClaw session event]",
+}
 
 
 def agent_id_of(key: str) -> str:
@@ -129,6 +138,39 @@ def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any]
     if provenance is not None:
         msg["provenance"] = dict(provenance)  # top level, not under __openclaw (measured on 2026.9.6)
     return msg
+
+
+def heartbeat_user_message(source: str, now_ms: int) -> dict[str, Any]:
+    """A heartbeat-runner turn's stored user message: the placeholder prompt, internal provenance, and an
+    idempotency key of a fresh id (never ``<runId>:user``; measured on 2026.9.6)."""
+    key = str(uuid.uuid4())
+    return {
+        "role": "user",
+        "content": HEARTBEAT_PROMPTS.get(source, HEARTBEAT_PROMPTS["event"]),
+        "timestamp": now_ms,
+        "idempotencyKey": key,
+        "provenance": {"kind": "internal_system", "sourceTool": source},
+        "__openclaw": {"idempotencyKey": key},
+    }
+
+
+def inbound_user_message(origin: str, now_ms: int) -> dict[str, Any]:
+    """The user message a run another client starts begins with (a ``sessions_send``, a sub-agent's announce, a
+    scheduled job): its own idempotency key, never ``<runId>:user`` (only ``chat.send`` keys it by run). A
+    sub-agent's announce is an inter-session message ``chat.history`` hides; the others are shown."""
+    key = str(uuid.uuid4())
+    message: dict[str, Any] = {
+        "role": "user",
+        "timestamp": now_ms,
+        "idempotencyKey": key,
+        "__openclaw": {"idempotencyKey": key},
+    }
+    if origin in ("subagent_announce", "sessions_send"):
+        message["content"] = f"[Inter-session message] sourceTool={origin}"
+        message["provenance"] = {"kind": "inter_session", "sourceTool": origin}
+    else:
+        message["content"] = f"[{origin}] scheduled turn"
+    return message
 
 
 def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_reason: str) -> dict[str, Any]:

@@ -32,6 +32,7 @@ METHOD_SCOPES = {
     "chat.history": READ,
     "chat.send": WRITE,
     "chat.abort": WRITE,
+    "wake": WRITE,
 }
 
 #: ``chat.history``'s budget on the real Gateway 2026.9.6: at most this many messages a page
@@ -126,6 +127,61 @@ def history_page(
     return shown, next_offset if next_offset < len(messages) and end > 0 else None
 
 
+_ACKS = ("HEARTBEAT_OK", "NO_REPLY")
+
+
+def _plain_text(message: dict[str, Any]) -> str | None:
+    """A message's text if it holds only text (no tool call, no other part), else None."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or any(not isinstance(p, dict) or p.get("type") != "text" for p in content):
+        return None
+    return "".join(str(p.get("text") or "") for p in content)
+
+
+def _is_heartbeat_prompt(message: dict[str, Any]) -> bool:
+    text = _plain_text(message) if message.get("role") == "user" else None
+    return text is not None and text.strip() in m.HEARTBEAT_PROMPTS.values()
+
+
+def _is_ack(message: dict[str, Any]) -> bool:
+    text = _plain_text(message) if message.get("role") == "assistant" else None
+    return text is not None and text.strip().upper() in _ACKS
+
+
+def _is_announce(message: dict[str, Any]) -> bool:
+    prov = message.get("provenance")
+    return (
+        message.get("role") == "user"
+        and isinstance(prov, dict)
+        and prov.get("kind") == "inter_session"
+        and prov.get("sourceTool") in ("subagent_announce", "subagent_settle")
+    )
+
+
+def project_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``chat.history`` shows of a transcript, as the real Gateway projects it (2026.9.6, measured and read
+    in ``chat-display-projection.history``): a heartbeat runner's placeholder prompt is hidden, and so is any
+    assistant message that is only an acknowledgement (``HEARTBEAT_OK``, ``NO_REPLY``), and a sub-agent's
+    announce (an inter-session user message); the first message shown
+    after a hidden heartbeat prompt carries ``__openclaw.turnBoundary: true``. Nothing else marks a heartbeat's
+    turn: its visible replies keep their own ``runId`` and no flag."""
+    shown: list[dict[str, Any]] = []
+    boundary = False
+    for message in messages:
+        if _is_heartbeat_prompt(message):
+            boundary = True
+            continue
+        if _is_ack(message) or _is_announce(message):
+            continue  # hidden, and the mark (if pending) goes on to the next message shown
+        if boundary and message.get("role") not in ("system", "custom"):
+            message = {**message, "__openclaw": {**(message.get("__openclaw") or {}), "turnBoundary": True}}
+            boundary = False
+        shown.append(message)
+    return shown
+
+
 def require_str(params: dict[str, Any], key: str) -> str:
     value = params.get(key)
     if not isinstance(value, str) or not value:
@@ -166,6 +222,7 @@ class Rpc:
             "chat.history": self._chat_history,
             "chat.send": self._chat_send,
             "chat.abort": self._chat_abort,
+            "wake": self._wake,
         }
 
     def on_request(self, conn: SimConn, message: str | bytes) -> None:
@@ -308,10 +365,27 @@ class Rpc:
                 self._driver.end(active, End("aborted", stop_reason="rpc"))
         return {"ok": True, "aborted": bool(aborted), "runIds": aborted}
 
+    def _wake(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``wake`` as the real Gateway 2026.9.6 answers it (measured, and ``cronHandlers.wake``): ``{"ok": true}``
+        at once, and with ``mode: "now"`` a heartbeat run on ``sessionKey`` (the main session without one) that no
+        connection owns. The real runner hands ``text`` to the model as a system event in the turn's context, so
+        here it is what the responder answers; ``next-heartbeat`` waits for a schedule the simulator does not
+        have, so nothing runs."""
+        mode = require_str(params, "mode")
+        if mode not in ("now", "next-heartbeat"):
+            raise InvalidParams("at /mode: must be equal to one of the allowed values")
+        text = require_str(params, "text")
+        key = param(params, "sessionKey", str, "").strip() or "agent:main:main"
+        if mode == "now":
+            steps = list(self.responder(key, text))
+            # The reply goes out before the run's first event, as for chat.send.
+            self._deferred.append(lambda: self._driver.start_run(key, origin="heartbeat", heartbeat=True, steps=steps))
+        return {"ok": True}
+
     def _chat_history(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         key = require_str(params, "sessionKey")
         session = self._driver.sessions.get(key)
-        messages = session.transcript if session is not None else []
+        messages = project_history(session.transcript) if session is not None else []
         limit = opt_int(params, "limit", 1, HISTORY_MAX_ENTRIES) or HISTORY_DEFAULT_LIMIT
         max_bytes = min(opt_int(params, "maxBytes", 1024) or HISTORY_MAX_BYTES, HISTORY_MAX_BYTES)
         offset = opt_int(params, "offset", 0) or 0

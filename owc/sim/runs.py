@@ -194,9 +194,15 @@ class RunDriver:
         if pending.from_send:
             fanout.sessions_changed(session, reason="send")
             fanout.sessions_changed(session, reason="participants")
-        if pending.user_text is not None:
+        if run.heartbeat:
+            # The heartbeat runner stores a placeholder prompt, not the run's own user turn.
+            source = "cron" if run.origin == "cron" else "heartbeat"
+            session.append(m.heartbeat_user_message(source, now), now)
+        elif pending.user_text is not None:
             message = session.append(m.user_message(run.run_id, pending.user_text, now, pending.provenance), now)
             fanout.session_message(session, message, run.run_id)
+        elif run.origin not in ("chat.send", "recovery"):
+            session.append(m.inbound_user_message(run.origin, now), now)
         for phase in ("preparing_workspace", "preparing_context"):
             fanout.chat(run, "status", drop_if_slow=True, phase=phase)
             fanout.agent(run, "run_status", {"phase": phase})

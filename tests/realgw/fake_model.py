@@ -8,6 +8,9 @@ same interaction can be driven against both and compared:
 * it contains ``ECHO_TOOL`` and no tool result followed it: the answer's first word (``Hello``), then the
   same call: the next item's text then starts with this one's (how the Gateway's aborted partial holds both);
 * it contains ``SAY_NO``: ``NO`` alone (a short answer that is only a prefix of ``NO_REPLY``);
+* this turn's internal context holds ``SAY_HEARTBEAT_OK``: ``HEARTBEAT_OK`` alone. A heartbeat's turn has no
+  user words of its own (the runner's prompt is fixed); the ``text`` of the ``wake`` that started it reaches
+  the model only as a system event line in that context block, so that is where a test steers one heartbeat;
 * it contains ``SLOW``: the canned answer, one word every ``SLOW_DELAY`` seconds (long enough to abort);
 * otherwise: the canned answer, streamed a word at a time.
 
@@ -32,6 +35,7 @@ TOOL = "read"
 ECHO = ANSWER.split(" ")[0]  # what ECHO_TOOL says before its tool call
 ECHO_PAUSE = 0.5
 SHORT = "NO"  # what SAY_NO answers: only a prefix of the silent sentinel NO_REPLY
+HEARTBEAT_OK = "HEARTBEAT_OK"  # what SAY_HEARTBEAT_OK answers: the acknowledgement chat.history hides
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -44,16 +48,22 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def plan(body: dict[str, Any]) -> tuple[str, bool]:
-    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)`` or ``("text", slow)``."""
+    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)``, ``("heartbeat_ok", _)`` or
+    ``("text", slow)``."""
     messages = body.get("messages") or []
     user_words = ""
+    context = ""  # the internal context after the last real user message: this turn's, not an older one's
     tool_after_user = False
     for message in messages:
         role = message.get("role")
-        if role == "user" and INTERNAL_MARK not in _text(message):
-            user_words, tool_after_user = _text(message), False
+        if role == "user" and INTERNAL_MARK in _text(message):
+            context += _text(message)
+        elif role == "user":
+            user_words, context, tool_after_user = _text(message), "", False
         elif role == "tool":
             tool_after_user = True
+    if "SAY_HEARTBEAT_OK" in context:
+        return "heartbeat_ok", False
     offered = {(t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
     if "ECHO_TOOL" in user_words and not tool_after_user and TOOL in offered:
         return "echo_tool", False
@@ -125,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
                 chunk({}, "tool_calls")
             else:
-                words = [SHORT] if kind == "no" else ANSWER.split(" ")
+                words = {"no": [SHORT], "heartbeat_ok": [HEARTBEAT_OK]}.get(kind) or ANSWER.split(" ")
                 for i, word in enumerate(words):
                     time.sleep(SLOW_DELAY if slow else 0.02)
                     chunk({"content": word if i == 0 else " " + word})

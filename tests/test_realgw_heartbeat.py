@@ -1,0 +1,237 @@
+"""Real Gateway tier: a heartbeat's turn in ``chat.history``, pinned on 2026.9.6 and checked against the simulator.
+
+One Open WebUI chat's key gets a turn (A), three heartbeats started with the ``wake`` RPC (H1 answers text, H2
+only ``HEARTBEAT_OK``, H3 text again) and another turn (B). Measured on the real Gateway:
+
+* ``chat.history`` hides each heartbeat's stored prompt (``[OpenClaw heartbeat poll]``) and H2's bare
+  ``HEARTBEAT_OK``, and marks the next message it shows ``__openclaw.turnBoundary``: H1's reply (one hidden
+  message before it) and H3's (three: H2's prompt, H2's ``HEARTBEAT_OK``, H3's prompt). ``__openclaw.seq``
+  counts the stored messages, hidden ones too, so the gaps show how many were hidden. That is why
+  ``owc.render.heartbeat_turn`` says H1 is a heartbeat's turn but not H3: a mark with more than one hidden
+  message before it may belong to another run (a sub-agent's announce), and showing a heartbeat's reply costs
+  less than losing a turn.
+* A page's ``offset`` / ``nextOffset`` count stored messages (hidden ones too), and the mark is the same
+  whichever page a message comes in.
+* Live, only ``agent`` events say ``isHeartbeat: true`` (a heartbeat run sends ``lifecycle`` ones and one
+  ``chat`` final, without the flag), and only to a connection that asked ``sessions.messages.subscribe`` for
+  the key. A connection that only asked ``sessions.subscribe`` (as owc does) sees a heartbeat run only as
+  ``sessions.changed`` (``phase`` start / end with its ``runId``) and the ``session.message`` of a reply it
+  shows: nothing there says heartbeat.
+
+The fake model answers ``HEARTBEAT_OK`` when the wake's text says ``SAY_HEARTBEAT_OK`` (the real runner hands
+that text to the model as a system event; ``tests/realgw/fake_model.py``), and the simulator's responder here
+does the same with the text its ``wake`` passes on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import trio
+
+from owc.protocol import EventFrame, parse_chat_history
+from owc.render import heartbeat_turn
+from owc.sim import End, Text, fake_model_responder, open_simulator
+from owc.sim.script import Step
+
+from rawclient import RawClient, raw_client
+from realgw.fake_model import ANSWER, HEARTBEAT_OK
+
+pytestmark = pytest.mark.realgateway
+
+PROMPT = "[OpenClaw heartbeat poll]"
+LABELS = ("A", "H1", "H2", "H3", "B")
+
+
+def _responder(key: str, message: str) -> Sequence[Step]:
+    """The simulator's default model plus the fake model's heartbeat steer, so both sides answer alike."""
+    if "SAY_HEARTBEAT_OK" in message:
+        return [Text(HEARTBEAT_OK), End()]
+    return fake_model_responder(key, message)
+
+
+def _heartbeat_ended(frame: EventFrame, key: str) -> bool:
+    p = frame.payload
+    return (
+        frame.event == "agent"
+        and p.get("sessionKey") == key
+        and p.get("isHeartbeat") is True
+        and p.get("stream") == "lifecycle"
+        and (p.get("data") or {}).get("phase") == "end"
+    )
+
+
+async def _send(client: RawClient, key: str, run_id: str, message: str) -> None:
+    sent = await client.request("chat.send", {"sessionKey": key, "message": message, "idempotencyKey": run_id})
+    assert sent.ok, sent.error
+    await client.events_until(
+        lambda f: f.event == "chat" and f.payload.get("runId") == run_id and f.payload.get("state") == "final"
+    )
+
+
+async def _wake(client: RawClient, key: str, text: str) -> tuple[dict[str, Any], list[str]]:
+    """Wake a heartbeat on ``key`` and wait for its run's end; its id is known only from its agent events
+    (``isHeartbeat``). The next wake waits for that end: wakes still pending on one key may be merged into one
+    run (the Gateway's heartbeat-wake queue), and each must be a run of its own here."""
+    sent = await client.request("wake", {"mode": "now", "text": text, "sessionKey": key})
+    assert sent.ok, sent.error
+    events = await client.events_until(lambda f: _heartbeat_ended(f, key))
+    runs = {f.payload["runId"] for f in events if f.event == "agent" and f.payload.get("isHeartbeat") is True}
+    return sent.payload, sorted(runs)
+
+
+async def _flow(url: str, token: str) -> dict[str, Any]:
+    """A, H1, H2 (``HEARTBEAT_OK``), H3, B on one chat's key; then ``chat.history`` whole and in one-message pages.
+    ``observer`` only asks ``sessions.subscribe``, as owc does, to see what such a connection is told."""
+    key = f"agent:main:openwebui-hb-{uuid.uuid4()}"
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    observed: list[EventFrame] = []
+
+    async def observe(observer: RawClient) -> None:
+        observed.extend(await observer.events_until(lambda f: f.event == "sessions.changed" and _ends(f, b)))
+
+    with trio.fail_after(300):
+        async with raw_client(url, token, instance_id="HB") as client, raw_client(url, token, instance_id="HO") as obs:
+            assert (await obs.request("sessions.subscribe", {})).ok
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(observe, obs)  # read all along: an unread socket would stall the Gateway
+                assert (await client.request("sessions.subscribe", {})).ok
+                await _send(client, key, a, "Hello, a first turn.")
+                # Without this the connection gets none of a heartbeat run's agent or chat events (measured).
+                subscribed = await client.request("sessions.messages.subscribe", {"key": key})
+                assert subscribed.ok, subscribed.error
+                wakes = [
+                    await _wake(client, key, "Event one: please look at the build."),
+                    await _wake(client, key, "Event two: nothing new. SAY_HEARTBEAT_OK"),
+                    await _wake(client, key, "Event three: please look again."),
+                ]
+                await _send(client, key, b, "A second turn.")
+                whole = await client.request("chat.history", {"sessionKey": key, "maxChars": 500_000})
+                assert whole.ok, whole.error
+                pages: list[dict[str, Any]] = []
+                offset: int | None = 0
+                while offset is not None and len(pages) < 12:
+                    params = {"sessionKey": key, "limit": 1, **({"offset": offset} if offset else {})}
+                    page = await client.request("chat.history", params)
+                    assert page.ok, page.error
+                    pages.append(page.payload)
+                    offset = page.payload.get("nextOffset")
+    replies = [reply for reply, _ in wakes]
+    runs = dict(zip(LABELS, [[a], *(ids for _, ids in wakes), [b]], strict=True))
+    return {
+        "runs": runs,
+        "replies": replies,
+        "whole": whole.payload,
+        "pages": pages,
+        "frames": client.frames,
+        "observed": [{"event": f.event, "payload": f.payload} for f in observed],
+    }
+
+
+def _ends(frame: EventFrame, run_id: str) -> bool:
+    return frame.payload.get("phase") == "end" and frame.payload.get("runId") == run_id
+
+
+def _sides(real_gateway) -> dict[str, dict[str, Any]]:
+    async def sim_side() -> dict[str, Any]:
+        async with open_simulator(token="heartbeat", responder=_responder) as sim:
+            return await _flow(sim.url, "heartbeat")
+
+    return {"real": trio.run(_flow, real_gateway.url, real_gateway.token), "sim": trio.run(sim_side)}
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text") or "") for p in content or [] if isinstance(p, dict))
+
+
+def _shape(messages: list[dict[str, Any]], label: dict[str, str]) -> list[tuple[str, str | None, int, bool]]:
+    """Each shown message as (role, whose run, seq, turnBoundary): a user turn is its run's by its
+    idempotency key (``<runId>:user``), a reply by ``__openclaw.runId``."""
+    out = []
+    for m in messages:
+        meta = m.get("__openclaw") or {}
+        user_key = str(meta.get("idempotencyKey") or m.get("idempotencyKey") or "")
+        run = meta.get("runId") or user_key.removesuffix(":user")
+        out.append((m["role"], label.get(run), meta.get("seq"), meta.get("turnBoundary") is True))
+    return out
+
+
+def test_heartbeat_turns_in_history_on_the_real_gateway_and_the_simulator(real_gateway) -> None:
+    sides = _sides(real_gateway)
+    shapes = {}
+    for side, got in sides.items():
+        runs = got["runs"]
+        for name in LABELS:
+            assert len(runs[name]) == 1, (side, name, runs[name])  # one run per wake, each with isHeartbeat
+        label = {ids[0]: name for name, ids in runs.items()}
+        assert got["replies"] == [{"ok": True}] * 3, side
+        messages = got["whole"]["messages"]
+        assert not [m for m in messages if _text(m).strip() in (PROMPT, HEARTBEAT_OK)], side
+        shape = _shape(messages, label)
+        assert shape == [
+            ("user", "A", 1, False),
+            ("assistant", "A", 2, False),
+            # seq 3: H1's prompt, hidden; the mark goes on H1's reply
+            ("assistant", "H1", 4, True),
+            # seq 5-7: H2's prompt, H2's HEARTBEAT_OK, H3's prompt, all hidden; the mark goes on H3's reply
+            ("assistant", "H3", 8, True),
+            ("user", "B", 9, False),
+            ("assistant", "B", 10, False),
+        ], side
+        assert [_text(m) for m in messages if m["role"] == "assistant"] == [ANSWER] * 4, side
+        history = parse_chat_history(got["whole"])
+        verdicts = {name: heartbeat_turn(history, runs[name][0]) for name in LABELS}
+        # H3 has three hidden messages before it, not one: owc shows it rather than risk hiding another turn.
+        assert verdicts == {"A": False, "H1": True, "H2": False, "H3": False, "B": False}, side
+        # One message a page, newest first: the mark is the whole transcript's, whichever page shows it.
+        paged = [_shape(page["messages"], label) for page in got["pages"]]
+        assert paged == [[s] for s in reversed(shape)], side
+        shapes[side] = shape
+    assert shapes["real"] == shapes["sim"]
+
+    real = sides["real"]
+    # Measured on 2026.9.6 only (the simulator counts shown messages): totalMessages, offset and nextOffset
+    # count the stored messages, the four hidden ones too.
+    assert real["whole"]["totalMessages"] == 10
+    assert [p.get("nextOffset") for p in real["pages"]] == [1, 2, 3, 7, 9, None]
+    _check_live(real)
+
+
+def _check_live(got: dict[str, Any]) -> None:
+    """What the real Gateway says live about the heartbeat runs (2026.9.6)."""
+    heartbeats = {got["runs"][name][0]: name for name in ("H1", "H2", "H3")}
+    mine: dict[str, list[dict[str, Any]]] = {run: [] for run in heartbeats}
+    for frame in got["frames"]:
+        payload = frame.get("payload") if frame.get("type") == "event" else None
+        if isinstance(payload, dict) and payload.get("runId") in mine:
+            mine[payload["runId"]].append(frame)
+    for run, name in heartbeats.items():
+        agent = [f["payload"] for f in mine[run] if f["event"] == "agent"]
+        chat = [f["payload"] for f in mine[run] if f["event"] == "chat"]
+        # Only lifecycle agent events (no run_status, no assistant stream), every one flagged ...
+        assert agent and all(p["isHeartbeat"] is True and p["stream"] == "lifecycle" for p in agent), name
+        # ... and one chat final without the flag; H2's has no message at all.
+        assert [p["state"] for p in chat] == ["final"] and "isHeartbeat" not in chat[0], name
+        assert ("message" in chat[0]) == (name != "H2"), name
+    # A connection with only sessions.subscribe (owc's) is told nothing that says heartbeat.
+    assert not [f for f in got["observed"] if f["payload"].get("isHeartbeat") is True]
+    told: dict[str, set[tuple[str, Any]]] = {run: set() for run in heartbeats}
+    for frame in got["observed"]:
+        p = frame["payload"]
+        message = p.get("message") if isinstance(p.get("message"), dict) else {}
+        run = p.get("runId") or (message.get("__openclaw") or {}).get("runId")
+        if run in told:
+            told[run].add((frame["event"], p.get("phase") or message.get("role")))
+    for run, name in heartbeats.items():
+        events = told[run]
+        assert {("sessions.changed", "start"), ("sessions.changed", "end")} <= events, name
+        assert (("session.message", "assistant") in events) == (name != "H2"), name
+        assert {e for e, _ in events} <= {"sessions.changed", "session.message"}, name
+    pushed = [_text(f["payload"]["message"]) for f in got["observed"] if f["event"] == "session.message"]
+    assert PROMPT not in pushed and HEARTBEAT_OK not in pushed  # neither is pushed live
