@@ -39,7 +39,8 @@ class Ledger:
         #: Illegal lifecycle inputs seen (bugs): logged, and kept here so a test can fail on them.
         self.illegal: list[str] = []
         self._opened = 0
-        #: The newest Gateway time any run was first known at: the stand-in for a run first seen without one.
+        #: The newest Gateway time seen (``saw_time``, and any run's first time): the stand-in for a run first
+        #: known without one.
         self._latest_ms = 0
 
     def __iter__(self) -> Iterator[Run]:
@@ -53,6 +54,14 @@ class Ledger:
 
     def is_settled(self, session_key: str, run_id: str) -> bool:
         return (session_key, run_id) in self._settled
+
+    def saw_time(self, ms: int | None) -> None:
+        """A Gateway time seen on any connection (an event's ``ts``, a tick, a listed row's ``updatedAt``): a run
+        first known without a time of its own (a ``chat`` event carries none) began no earlier than the runs
+        that ended before it was known, so it is placed at the newest such time (before, a fresh process
+        placed it at 0, before runs its hello's pass found: fuzzer, ``order-failover``)."""
+        if ms is not None and ms > self._latest_ms:
+            self._latest_ms = ms
 
     def open(self, session_key: str, run_id: str, *, seen_ms: int | None = None) -> Run | None:
         """The run, opened if it belongs to an Open WebUI chat and may have a message (not an action's run,
@@ -73,6 +82,7 @@ class Ledger:
             self._latest_ms = max(self._latest_ms, seen_ms)
         self._opened += 1
         run.order = (seen_ms if seen_ms is not None else self._latest_ms, self._opened)
+        run.timed = seen_ms is not None
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
 
@@ -103,7 +113,7 @@ class Ledger:
                 other is not run
                 and (not run.reconciled or other.reconciled or other.key in carried)
                 and other.ref.chat_id == run.ref.chat_id
-                and other.order < run.order
+                and other.place < run.place
                 and other.life.state in (State.CLAIMING, State.CHECKING)
                 and other.writer_live
             ):

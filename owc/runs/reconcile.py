@@ -59,9 +59,11 @@ async def reconcile(
             candidates.append((row, ref, watermark))
     candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
     looked_at = {ref.chat_id for _, ref, _ in candidates[:limit]}
+    owing = {ref.chat_id for _, ref, _ in candidates}
     for _, ref in rows:
         if ref.chat_id not in looked_at:
-            table.reconciled_chat(ref.chat_id)  # nothing owed there this pass: its live claims go on now
+            # Nothing owed there, or not looked at this pass (over the bound): its live claims go on now.
+            table.reconciled_chat(ref.chat_id, settled=ref.chat_id not in owing)
     complete = len(candidates) <= limit
     if not complete:
         log.warning("runs.reconcile_bounded sessions=%d limit=%d (the rest at a later hello)", len(candidates), limit)
@@ -74,7 +76,7 @@ async def reconcile(
             return False  # the next connection's hello reconciles again, from the same watermark
         except (GatewayError, ProtocolError, StoreError) as exc:
             complete = False
-            table.reconciled_chat(ref.chat_id)
+            table.reconciled_chat(ref.chat_id, settled=False)
             log.warning("runs.reconcile_skipped session=%s error=%s", row.key, exc)
     log.info("runs.reconciled sessions=%d runs=%d", min(len(candidates), limit), done)
     return complete
@@ -94,6 +96,7 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
     )
     count = 0
     for item in owed:
+        table.owes_next(ref.chat_id, item.first_ms)
         if retry and table.ledger.get(row.key, item.run_id) is not None:
             continue  # met on this connection since its hello: the live path has it
         run = table.ledger.open(row.key, item.run_id, seen_ms=item.first_ms)

@@ -52,8 +52,15 @@ class Run:
     #: Where the run stands in its chat's run-start order: (the Gateway time it was first known to have run,
     #: the ledger's count when it was opened). Claims on one chat go in this order (``Ledger.claim_blocker``).
     order: tuple[int, int] = (0, 0)
+    #: ``order`` holds a Gateway time of the run's own (else a stand-in: the newest time seen when it was
+    #: first known, replaced by the first time of its own that arrives).
+    timed: bool = False
     #: Given its message by a hello's reconcile pass (it ended while owc was away).
     reconciled: bool = False
+    #: First seen while a hello's reconcile pass still owed its chat older runs (before the list was in, or
+    #: before the pass was done with the chat). Cleared when a pass is done with the chat; if the connection
+    #: closes first, the run is carried still behind a pass, and the next connection's pass goes first.
+    behind_pass: bool = False
     #: The tabs were told its message is not saved yet (once; they hear again when it is).
     told_unsaved: bool = False
     _changed: trio.Event = attrs.field(factory=trio.Event)
@@ -61,6 +68,13 @@ class Run:
     @property
     def key(self) -> RunKey:
         return (self.session_key, self.run_id)
+
+    @property
+    def place(self) -> tuple[int, int, int]:
+        """The run's place in its chat's run-start order. At equal Gateway times a reconciled run goes first:
+        its time is its first transcript message's (at or before its start), a live run's is one of its events'
+        or a stand-in (at or after its start), and runs on one session never overlap."""
+        return (self.order[0], 0 if self.reconciled else 1, self.order[1])
 
     @property
     def writer_live(self) -> bool:

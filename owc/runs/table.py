@@ -102,6 +102,11 @@ class RunTable:
         #: any run now live there, so a live run's claim in one of them waits for the pass (bounded by its
         #: RPCs' own timeouts; no clock of its own).
         self.reconcile_pending: set[str] = set()
+        #: For a pending chat whose transcript the pass has read: the Gateway time of the next run it owes
+        #: (None: nothing more). A carried run behind an earlier pass may claim once it comes before that.
+        self.next_owed: dict[str, int | None] = {}
+        #: Chats a pass let go without giving them what they owe (``reconciled_chat(settled=False)``).
+        self.unsettled_chats: set[str] = set()
         #: What the hello's reconcile pass was given, for a pass again at a tick if it fell short.
         self._hello_pass: tuple[Resync, int | None] | None = None
 
@@ -165,14 +170,47 @@ class RunTable:
             if not run.reconciled and run.key not in self.carried:
                 if self.hello is None or run.ref.chat_id in self.reconcile_pending:
                     return False  # the hello's list (which says what the pass owes) is not in yet, or the pass is due
+            elif not run.reconciled and run.behind_pass:
+                # Carried from a connection whose pass was cut short before it was done with this chat: the
+                # runs that pass owed may have begun before this one. It claims once this connection's pass has
+                # no earlier run left to give there (it never waits for the whole pass: the pass's later runs
+                # wait for it in turn, ``Ledger.claim_blocker``, and nothing waits in a circle).
+                if self.hello is None or not self._before_next_owed(run):
+                    return False
             return self.ledger.claim_blocker(run, self.carried) is None
 
         if not may_claim():
             log.info("runs.claim_waits run=%s chat=%s (an earlier run of the chat first)", run.run_id, run.ref.chat_id)
             await self.bridge.until(may_claim)
 
-    def reconciled_chat(self, chat_id: str) -> None:
-        """The reconcile pass is done with ``chat_id``: live claims there may go on."""
+    def _before_next_owed(self, run: Run) -> bool:
+        chat = run.ref.chat_id
+        if chat not in self.reconcile_pending:
+            return True
+        if chat not in self.next_owed:
+            return False  # the pass has not read the chat's transcript yet
+        nxt = self.next_owed[chat]
+        # Equal times: the owed run goes first (``Run.place``).
+        return nxt is None or run.order[0] < nxt
+
+    def owes_next(self, chat_id: str, first_ms: int | None) -> None:
+        """The pass will give ``chat_id`` a run that began at ``first_ms`` next (None: nothing more there)."""
+        self.next_owed[chat_id] = first_ms if first_ms is not None else 0
+        self.bridge.wake()
+
+    def reconciled_chat(self, chat_id: str, *, settled: bool = True) -> None:
+        """The reconcile pass is done with ``chat_id``: live claims there may go on. ``settled``: it gave the
+        chat every run it owed; if not (its transcript could not be read, the pass's bound), live claims go on
+        all the same (a failing read must not hold them), but runs known there stay behind the pass, so the
+        next connection's pass goes first if this connection closes before a pass again settles the chat."""
+        if settled:
+            self.unsettled_chats.discard(chat_id)
+            for run in self.ledger.unsettled():
+                if run.ref.chat_id == chat_id:
+                    run.behind_pass = False
+        else:
+            self.unsettled_chats.add(chat_id)
+        self.next_owed.pop(chat_id, None)
         if chat_id in self.reconcile_pending:
             self.reconcile_pending.discard(chat_id)
             self.bridge.wake()
@@ -183,6 +221,8 @@ class RunTable:
         known = self.ledger.get(session_key, run_id) is not None
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
+            chat = run.ref.chat_id
+            run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
             self.bridge.wake()
         if run is not None and not known and not start:
             # Its start was not seen here: it began before this connection (or this process) did, or its first
@@ -202,6 +242,7 @@ class RunTable:
 
     def on_event(self, event: Event) -> None:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
+        self.ledger.saw_time(getattr(event, "ts", None))
         if isinstance(event, Tick):
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
@@ -225,9 +266,14 @@ class RunTable:
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
         start = _at_its_start(event)
-        run = self._open(event.session_key, event.run_id, start=start, seen_ms=getattr(event, "ts", None))
+        ts = getattr(event, "ts", None)
+        run = self._open(event.session_key, event.run_id, start=start, seen_ms=ts)
         if run is None:
             return
+        if not run.timed and ts is not None:
+            # Any time of the run's own places it rightly: a session runs one run at a time, so its events
+            # fall after every earlier run's end and before every later run's start.
+            run.order, run.timed = (ts, run.order[1]), True
         if run.renderer.feed(event):
             run.poke()
         if not run.life.showable and run.renderer.showable:
@@ -248,6 +294,11 @@ class RunTable:
         """After the subscribe-and-list: account for every run the ledger carried from earlier connections,
         then act on the list, then (in the background) give runs that ended while owc was away their message."""
         self.hello = info
+        for row in resync.rows:
+            self.ledger.saw_time(row.updated_at)
+            ref = ids.parse_session_key(row.key)
+            if ref is not None:
+                self.reconcile_pending.add(ref.chat_id)  # before the list opens runs: they are behind the pass
         listed = {(row.key, run_id) for row in resync.rows for run_id in row.active_run_ids or ()}
         unknown = set(resync.active_unknown)
         ended = set(resync.ended)
@@ -267,10 +318,6 @@ class RunTable:
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
         self._resync(resync, carried=True)
         watermark = self.bridge.watermark_ms
-        for row in resync.rows:
-            ref = ids.parse_session_key(row.key)
-            if ref is not None:
-                self.reconcile_pending.add(ref.chat_id)
         self.reconciling += 1
         self._nursery.start_soon(self._reconcile, resync, watermark)
         self.bridge.wake()  # claims held until the hello's list was in look again
@@ -303,6 +350,7 @@ class RunTable:
             )
         finally:
             self.reconcile_pending.clear()
+            self.next_owed.clear()
             self.reconciling -= 1
             self.bridge.wake()
 
