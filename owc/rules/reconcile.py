@@ -40,6 +40,12 @@ def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
     return [(run_id, newest) for run_id, (_, newest) in _run_times(history).items()]
 
 
+def transcript_places(history: ChatHistory) -> dict[str, tuple[int | None, int]]:
+    """Each run of the window: (its first message's timestamp, its place among the window's runs). A session runs
+    one run at a time, so the transcript's order is the runs' start order, exact even where times are equal."""
+    return {run_id: (first, index) for index, (run_id, (first, _)) in enumerate(_run_times(history).items())}
+
+
 def _run_times(history: ChatHistory) -> dict[str, tuple[int | None, int]]:
     """Each run of the window, in order of first appearance: (its first message's timestamp, its newest)."""
     times: dict[str, tuple[int | None, int]] = {}
@@ -91,4 +97,34 @@ def runs_owed(
             continue  # a heartbeat runner's turn: never shown, live or not
         elif newest >= watermark_ms:  # a run at the watermark itself may have ended unseen: look
             owed.append(Owed(run_id, message_id, unfinished=False, first_ms=first))
+    if not active_unknown:
+        owed += _unfinished_beyond(messages, runs, active, message_id_of)
+    return owed
+
+
+def _unfinished_beyond(
+    messages: Mapping[str, Any],
+    runs: Mapping[str, Any],
+    active: frozenset[str],
+    message_id_of: Callable[[str], str | None],
+) -> list[Owed]:
+    """Unfinished messages of runs the transcript window does not show and the list does not show active: a run
+    a crash cut before anything of it was stored, whose writer (another process, since gone) claimed its
+    message. Nothing else would ever finish them (found by the fuzzer, ``crash-cut-open``). The writer reads
+    older pages for the run; if none holds it, the message is finished with a word on why it is empty. While
+    the session is active with no run ids, any of them may be its live run: left alone until a pass can tell."""
+    owed = []
+    for message_id, message in messages.items():
+        if not isinstance(message, Mapping) or message.get("done") is not False:
+            continue
+        meta = message.get("meta")
+        run_id = meta.get("openclaw_run") if isinstance(meta, Mapping) else None
+        if (
+            isinstance(run_id, str)
+            and run_id not in runs
+            and run_id not in active
+            and message.get("role", "assistant") == "assistant"
+            and message_id_of(run_id) == message_id
+        ):
+            owed.append(Owed(run_id, message_id, unfinished=True))
     return owed

@@ -16,7 +16,7 @@ from owc import ids
 from owc.gateway import GatewayError, NotConnected, Resync, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, SessionRow
 from owc.rules.lifecycle import State, Terminal
-from owc.rules.reconcile import runs_owed
+from owc.rules.reconcile import runs_owed, transcript_places
 from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
 
@@ -94,14 +94,23 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
         watermark_ms=watermark,
         message_id_of=lambda run_id: ids.message_id(row.key, run_id),
     )
+    places = transcript_places(history)
+    for known in table.ledger.unsettled():
+        if known.session_key == row.key and known.run_id in places:
+            known.place_in_transcript(*places[known.run_id])  # exact order against the runs the pass owes
     count = 0
     for item in owed:
-        table.owes_next(ref.chat_id, item.first_ms)
+        where = places.get(item.run_id)
+        # Runs a carried run may claim before (``RunTable.claim_turn``): those before this one. An unfinished
+        # message beyond the window already has its place in the chain: it holds nobody up.
+        table.owes_next(ref.chat_id, None if where is None else (where[0] or 0, 0, where[1]))
         if retry and table.ledger.get(row.key, item.run_id) is not None:
             continue  # met on this connection since its hello: the live path has it
         run = table.ledger.open(row.key, item.run_id, seen_ms=item.first_ms)
         if run is None or run.life.state is not State.OPEN or run.life.ended or run.writer_live:
             continue  # settled, or the live path has it
+        if where is not None:
+            run.place_in_transcript(*where)
         run.reconciled = True
         run.history = history
         run.life.owed = item.unfinished

@@ -69,12 +69,20 @@ class Run:
     def key(self) -> RunKey:
         return (self.session_key, self.run_id)
 
+    #: 0 once a reconcile pass placed the run by its transcript (``order`` is then its first message's time
+    #: and its index among the window's runs), 1 while it is placed by what the connection saw.
+    rank: int = 1
+
     @property
     def place(self) -> tuple[int, int, int]:
-        """The run's place in its chat's run-start order. At equal Gateway times a reconciled run goes first:
-        its time is its first transcript message's (at or before its start), a live run's is one of its events'
-        or a stand-in (at or after its start), and runs on one session never overlap."""
-        return (self.order[0], 0 if self.reconciled else 1, self.order[1])
+        """The run's place in its chat's run-start order, comparable across runs of one chat. At equal Gateway
+        times a run placed by its transcript goes first: a run not in the window has stored nothing yet, so it
+        is the session's newest (or one a crash cut), and runs on one session never overlap."""
+        return (self.order[0], self.rank, self.order[1])
+
+    def place_in_transcript(self, first_ms: int | None, index: int) -> None:
+        """A pass read the chat's transcript and found the run at ``index`` among its runs."""
+        self.order, self.rank, self.timed = (first_ms if first_ms is not None else self.order[0], index), 0, True
 
     @property
     def writer_live(self) -> bool:

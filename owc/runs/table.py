@@ -104,7 +104,7 @@ class RunTable:
         self.reconcile_pending: set[str] = set()
         #: For a pending chat whose transcript the pass has read: the Gateway time of the next run it owes
         #: (None: nothing more). A carried run behind an earlier pass may claim once it comes before that.
-        self.next_owed: dict[str, int | None] = {}
+        self.next_owed: dict[str, tuple[int, int, int] | None] = {}
         #: Chats a pass let go without giving them what they owe (``reconciled_chat(settled=False)``).
         self.unsettled_chats: set[str] = set()
         #: What the hello's reconcile pass was given, for a pass again at a tick if it fell short.
@@ -190,12 +190,12 @@ class RunTable:
         if chat not in self.next_owed:
             return False  # the pass has not read the chat's transcript yet
         nxt = self.next_owed[chat]
-        # Equal times: the owed run goes first (``Run.place``).
-        return nxt is None or run.order[0] < nxt
+        return nxt is None or run.place < nxt
 
-    def owes_next(self, chat_id: str, first_ms: int | None) -> None:
-        """The pass will give ``chat_id`` a run that began at ``first_ms`` next (None: nothing more there)."""
-        self.next_owed[chat_id] = first_ms if first_ms is not None else 0
+    def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None:
+        """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
+        still waiting there could have to follow)."""
+        self.next_owed[chat_id] = place
         self.bridge.wake()
 
     def reconciled_chat(self, chat_id: str, *, settled: bool = True) -> None:

@@ -1,0 +1,48 @@
+"""The ended-while-away rule (``owc.rules.reconcile.runs_owed``), pure: which closed runs a pass owes a message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owc.protocol import parse_chat_history
+from owc.rules.reconcile import runs_owed
+
+
+def _history(*messages: dict[str, Any]) -> Any:
+    return parse_chat_history({"sessionKey": "k", "messages": list(messages)})
+
+
+def _owed(history: Any, messages: dict[str, Any], *, active: frozenset[str] = frozenset(), unknown: bool = False):
+    return runs_owed(
+        history,
+        messages=messages,
+        active=active,
+        active_unknown=unknown,
+        watermark_ms=1_000,
+        message_id_of=lambda run_id: f"m-{run_id}",
+    )
+
+
+def _stub(run_id: str, *, done: bool = False) -> dict[str, Any]:
+    return {"role": "assistant", "done": done, "meta": {"openclaw_run": run_id, "openclaw_writer": "dead"}}
+
+
+def test_a_dead_writers_unfinished_message_of_a_run_the_transcript_never_kept_is_owed() -> None:
+    """A crash cut the run before anything of it was stored, and the process that streamed it died: only its
+    unfinished message says it ran. The pass finishes it (fuzzer, ``crash-cut-open``, seed 115)."""
+    other = {"role": "assistant", "content": "old", "timestamp": 10, "__openclaw": {"runId": "Q"}}
+    messages = {"m-Q": {**_stub("Q"), "done": True}, "m-R": _stub("R")}
+    owed = _owed(_history(other), messages)
+    assert [(o.run_id, o.message_id, o.unfinished) for o in owed] == [("R", "m-R", True)]
+    # Not while the list shows it active, or shows the session active without saying which run is.
+    assert _owed(_history(other), messages, active=frozenset({"R"})) == []
+    assert _owed(_history(other), messages, unknown=True) == []
+    # Not a message whose id does not follow from its run (not owc's), nor a finished one.
+    assert _owed(_history(other), {"x": _stub("R")}) == []
+    assert _owed(_history(other), {"m-R": _stub("R", done=True)}) == []
+
+
+def test_a_run_the_transcript_shows_is_owed_once() -> None:
+    mine = {"role": "assistant", "content": "hi", "timestamp": 2_000, "__openclaw": {"runId": "R"}}
+    owed = _owed(_history(mine), {"m-R": _stub("R")})
+    assert [(o.run_id, o.unfinished, o.first_ms) for o in owed] == [("R", True, 2_000)]
