@@ -313,11 +313,11 @@ async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_p
         env.sim.start_run(key, "ended-unseen").text("Ended before owc started.").end()
         real_facts, calls, failing = env.store.chat_facts, [], [True]
 
-        async def fails_on_the_first_connection(chat_ids):
+        async def fails_on_the_first_connection(chat_ids, present=None):
             calls.append(chat_ids)
             if failing[0]:
                 raise RuntimeError("database went away")
-            return await real_facts(chat_ids)
+            return await real_facts(chat_ids, present)
 
         env.store.chat_facts = fails_on_the_first_connection
         bridge = await env.connect()
@@ -347,11 +347,11 @@ async def test_a_reconcile_that_fell_short_runs_again_at_the_next_tick(tmp_path,
         env.sim.start_run(key, "ended-unseen").text("Ended before owc started.").end()
         real_facts, calls = env.store.chat_facts, []
 
-        async def fails_once(chat_ids):
+        async def fails_once(chat_ids, present=None):
             calls.append(chat_ids)
             if len(calls) == 1:
                 raise RuntimeError("database went away")
-            return await real_facts(chat_ids)
+            return await real_facts(chat_ids, present)
 
         env.store.chat_facts = fails_once
         bridge = await env.connect()
@@ -381,9 +381,9 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         real_facts = env.store.chat_facts
         claims_before_facts: list[int] = []
 
-        async def facts(chat_ids):
+        async def facts(chat_ids, present=None):
             claims_before_facts.append(env.bridges["A"].totals()[0])
-            return await real_facts(chat_ids)
+            return await real_facts(chat_ids, present)
 
         env.store.chat_facts = facts
         await env.connect()

@@ -46,3 +46,24 @@ def test_a_run_the_transcript_shows_is_owed_once() -> None:
     mine = {"role": "assistant", "content": "hi", "timestamp": 2_000, "__openclaw": {"runId": "R"}}
     owed = _owed(_history(mine), {"m-R": _stub("R")})
     assert [(o.run_id, o.unfinished, o.first_ms) for o in owed] == [("R", True, 2_000)]
+
+
+def test_a_first_pass_owes_runs_after_the_last_one_the_chat_holds_whatever_the_clocks_say() -> None:
+    """A process's first watermark is this host's time; the Gateway's clock may be behind it. Runs after the newest
+    run the chat holds a message of are owed by transcript order; older ones still go by the watermark."""
+    old = {"role": "assistant", "content": "before owc", "timestamp": 100, "__openclaw": {"runId": "P"}}
+    held = {"role": "assistant", "content": "written", "timestamp": 500, "__openclaw": {"runId": "Q"}}
+    late = {"role": "assistant", "content": "while down", "timestamp": 600, "__openclaw": {"runId": "R"}}
+    messages = {"m-Q": {**_stub("Q"), "done": True}}
+    history = _history(old, held, late)
+    assert _owed(history, messages) == []  # by the watermark (1,000) alone, R looks older than owc's last write
+    owed = runs_owed(
+        history,
+        messages=messages,
+        active=frozenset(),
+        active_unknown=False,
+        watermark_ms=1_000,
+        message_id_of=lambda run_id: f"m-{run_id}",
+        after_last_message=True,
+    )
+    assert [o.run_id for o in owed] == ["R"]  # P (before the held run) stays history from before owc

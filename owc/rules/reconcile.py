@@ -72,18 +72,29 @@ def runs_owed(
     active_unknown: bool,
     watermark_ms: int,
     message_id_of: Callable[[str], str | None],
+    after_last_message: bool = False,
 ) -> list[Owed]:
     """The closed runs of ``history`` owed a message, in transcript order (so they chain in run order).
 
     ``messages``: the chat's ``history.messages``; ``active``: the session's listed active run ids;
     ``active_unknown``: the session is active but the list gave no ids (the newest run is then taken as the
-    active one); ``message_id_of``: the identity rule for this session key.
+    active one); ``message_id_of``: the identity rule for this session key. ``after_last_message``: the
+    watermark is this host's time (a process's first pass), which the Gateway's clock may be behind: a run after
+    the newest one the chat holds a message of, in transcript order, is owed whatever its time says (the
+    transcript's order needs no clock; before, a run that ended while owc was down, soon after its last write,
+    was taken for history from before owc when the Gateway's clock was behind: fuzzer).
     """
     runs = _run_times(history)
     if active_unknown and runs:
         active = active | {list(runs)[-1]}
+    last_held = -1
+    if after_last_message:
+        for index, run_id in enumerate(runs):
+            message_id = message_id_of(run_id)
+            if message_id is not None and message_id in messages:
+                last_held = index
     owed: list[Owed] = []
-    for run_id, (first, newest) in runs.items():
+    for index, (run_id, (first, newest)) in enumerate(runs.items()):
         if run_id in active:
             continue
         message_id = message_id_of(run_id)
@@ -95,7 +106,8 @@ def runs_owed(
                 owed.append(Owed(run_id, message_id, unfinished=True, first_ms=first))
         elif heartbeat_turn(history, run_id):
             continue  # a heartbeat runner's turn: never shown, live or not
-        elif newest >= watermark_ms:  # a run at the watermark itself may have ended unseen: look
+        elif newest >= watermark_ms or (last_held >= 0 and index > last_held):
+            # a run at the watermark itself may have ended unseen: look
             owed.append(Owed(run_id, message_id, unfinished=False, first_ms=first))
     if not active_unknown:
         owed += _unfinished_beyond(messages, runs, active, message_id_of)

@@ -40,8 +40,21 @@ async def reconcile(
             rows.append((row, ref))
     if not rows:
         return True
+    # A process's first pass compares this host's time with the Gateway's: it also asks whether each chat holds
+    # its session's last run's message, which needs no clock (a chat that lacks it is looked at).
+    last_runs = (
+        {
+            ref.chat_id: message_id
+            for row, ref in rows
+            if row.last_run_id
+            and row.last_run_id not in (row.active_run_ids or ())
+            and (message_id := ids.message_id(row.key, row.last_run_id)) is not None
+        }
+        if watermark_ms is None
+        else {}
+    )
     try:
-        facts = await store.chat_facts(sorted({ref.chat_id for _, ref in rows}))
+        facts = await store.chat_facts(sorted({ref.chat_id for _, ref in rows}), last_runs)
     except Exception:
         log.exception("runs.reconcile_failed (reading the chats' facts)")
         return False
@@ -55,7 +68,8 @@ async def reconcile(
         else:  # no pass has finished yet in this process: the chat's own time from before this process wrote it
             watermark = (table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000)
         changed = row.updated_at is not None and row.updated_at >= watermark
-        if changed or chat.unfinished:
+        missing_last = ref.chat_id in last_runs and last_runs[ref.chat_id] not in chat.present
+        if changed or chat.unfinished or missing_last:
             candidates.append((row, ref, watermark))
     candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
     looked_at = {ref.chat_id for _, ref, _ in candidates[:limit]}
@@ -70,7 +84,7 @@ async def reconcile(
     done = 0
     for row, ref, watermark in candidates[:limit]:
         try:
-            done += await _session(table, row, ref, watermark, retry=retry)
+            done += await _session(table, row, ref, watermark, retry=retry, host_time=watermark_ms is None)
             table.reconciled_chat(ref.chat_id)
         except (SessionClosed, NotConnected):
             return False  # the next connection's hello reconciles again, from the same watermark
@@ -82,7 +96,9 @@ async def reconcile(
     return complete
 
 
-async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool) -> int:
+async def _session(
+    table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool, host_time: bool
+) -> int:
     history: ChatHistory = await read_history_page(table.conn.request, history_params(row.key))
     chat = await table.bridge.store.read_chat(ref.chat_id)
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
@@ -93,6 +109,7 @@ async def _session(table: RunTable, row: SessionRow, ref: ids.SessionRef, waterm
         active_unknown=bool(row.has_active_run) and row.active_run_ids is None,
         watermark_ms=watermark,
         message_id_of=lambda run_id: ids.message_id(row.key, run_id),
+        after_last_message=host_time,
     )
     places = transcript_places(history)
     for known in table.ledger.unsettled():

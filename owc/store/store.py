@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Any, TypeVar
@@ -166,6 +166,8 @@ class ChatFacts:
 
     updated_at: int  # seconds, as Open WebUI records it
     unfinished: frozenset[str]  # ids of its assistant messages with ``done: false`` (from ``chat_message``)
+    #: Of the message ids asked about (``chat_facts(present=...)``), those the chat holds.
+    present: frozenset[str] = frozenset()
 
 
 T = TypeVar("T")
@@ -429,13 +431,19 @@ class ChatStore:
                 for chat_id, updated in conn.execute(select(chat_t.c.id, chat_t.c.updated_at))
             }
 
-    def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
-        """For each existing chat: when it was last written, and its unfinished assistant messages. Two indexed
-        queries, no lock (``chat_message_chat_role_done_idx`` serves the second)."""
+    def chat_facts(self, chat_ids: list[str], present: Mapping[str, str] | None = None) -> dict[str, ChatFacts]:
+        """For each existing chat: when it was last written, its unfinished assistant messages, and whether it
+        holds the message ``present`` names for it (chat id -> message id). Indexed queries, no lock
+        (``chat_message_chat_role_done_idx`` serves the second, the primary key the third)."""
         out: dict[str, ChatFacts] = {}
         if not chat_ids:
             return out
+        held: dict[str, set[str]] = {}
         with self.engine.connect() as conn:
+            if present:
+                rows = [f"{chat_id}-{message_id}" for chat_id, message_id in present.items()]
+                for row_id, chat_id in conn.execute(select(msg_t.c.id, msg_t.c.chat_id).where(msg_t.c.id.in_(rows))):
+                    held.setdefault(chat_id, set()).add(row_id[len(chat_id) + 1 :])
             updated = dict(
                 conn.execute(select(chat_t.c.id, chat_t.c.updated_at).where(chat_t.c.id.in_(chat_ids))).all()
             )
@@ -448,7 +456,9 @@ class ChatStore:
                 if row_id.startswith(prefix):
                     unfinished.setdefault(chat_id, set()).add(row_id[len(prefix) :])
         for chat_id, updated_at in updated.items():
-            out[chat_id] = ChatFacts(int(updated_at or 0), frozenset(unfinished.get(chat_id, ())))
+            out[chat_id] = ChatFacts(
+                int(updated_at or 0), frozenset(unfinished.get(chat_id, ())), frozenset(held.get(chat_id, ()))
+            )
         return out
 
     def read_chat(self, chat_id: str) -> dict[str, Any] | None:
@@ -560,8 +570,8 @@ class TrioChatStore:
     async def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
         await self._run(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
 
-    async def chat_facts(self, chat_ids: list[str]) -> dict[str, ChatFacts]:
-        return await self._run(self.sync.chat_facts, chat_ids)
+    async def chat_facts(self, chat_ids: list[str], present: Mapping[str, str] | None = None) -> dict[str, ChatFacts]:
+        return await self._run(self.sync.chat_facts, chat_ids, present)
 
     async def chat_times(self) -> dict[str, int]:
         return await self._run(self.sync.chat_times)
