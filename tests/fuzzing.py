@@ -39,15 +39,15 @@ KNOWN_BUGS = {
         " live reply back); a run that ended unseen is then chained after the live one once the transcript answers"
         " again (issue 11; NOTES.md)"
     ),
-    "history-fallback-gaps": (
-        "while chat.history fails, a message whose writer missed part of its run (events dropped, a deploy that"
-        " joined mid-run or took a dead one's message over) is finished from the stream: it lacks the missed text"
-        " or card, and nothing corrects it once chat.history answers again (issue 11, found by the fuzzer: seeds"
-        " 6582, 6898, 11359, 15165; not reduced to a small reproduction yet)"
-    ),
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "history-fallback-gaps": (
+        "while chat.history failed, a message whose writer missed part of its run (events dropped, a deploy that"
+        " joined mid-run or took a dead one's message over) was finished from the stream without the missed text or"
+        " card, and nothing corrected it once chat.history answered again (issue 11: such a message is corrected"
+        " from the transcript at a later tick, owc/runs/correct.py; and a call id a run reuses gets a card per call)"
+    ),
     "order-failover": (
         "a run first known without a Gateway time (a chat event) in a new process was placed at time 0, before the"
         " runs a cut pass owed its chat (issue 11: placed at the newest Gateway time seen, then at its own first"

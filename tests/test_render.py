@@ -725,6 +725,52 @@ def test_tool_call_ids_reused_across_runs_keep_their_own_results() -> None:
         assert len(outputs) == 1 and result in str(outputs[0]["output"]), run
 
 
+def test_a_call_id_reused_within_one_run_gets_a_card_per_call_live_and_from_the_transcript() -> None:
+    """A model that says ``call_1`` for every call of one run (fuzzer, seed 6582): live, the second start of an
+    answered ``call_1`` is a new card (it was merged into the first), and the transcript keys the same cards the
+    same way, each with its own result."""
+    from owc.protocol import parse_chat_history
+    from owc.render import output_from_transcript
+
+    r = TurnRenderer("R")
+    for seq, phase, extra in ((1, "start", {"args": {"i": 1}}), (2, "result", {"result": "one"})):
+        r.feed(agent("R", seq, "tool", {"phase": phase, "name": "exec", "toolCallId": "call_1", **extra}))
+    r.feed(agent("R", 2, "tool", {"phase": "result", "name": "exec", "toolCallId": "call_1", "result": "one"}))
+    for seq, phase, extra in ((3, "start", {"args": {"i": 2}}), (4, "result", {"result": "two"})):
+        r.feed(agent("R", seq, "tool", {"phase": phase, "name": "exec", "toolCallId": "call_1", **extra}))
+    live = r.output(done=True)
+    assert [(i["type"], i["call_id"]) for i in live] == [
+        ("function_call", "call_1"),
+        ("function_call_output", "call_1"),
+        ("function_call", "call_1#2"),
+        ("function_call_output", "call_1#2"),
+    ]
+    assert [i["output"][0]["text"] for i in live if i["type"] == "function_call_output"] == ["one", "two"]
+
+    def call(i: int) -> dict[str, Any]:
+        part = {"type": "toolCall", "id": "call_1", "name": "exec", "arguments": {"i": i}}
+        return {"role": "assistant", "content": [part], "__openclaw": {"runId": "R"}}
+
+    def result(text: str) -> dict[str, Any]:
+        return {"role": "toolResult", "toolCallId": "call_1", "toolName": "exec", "content": text}
+
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "go", "idempotencyKey": "R:user"},
+                call(1),
+                result("one"),
+                call(2),
+                result("two"),
+            ],
+        }
+    )
+    final = output_from_transcript(history, "R")
+    assert [(i["type"], i["call_id"]) for i in final] == [(i["type"], i["call_id"]) for i in live]
+    assert [i["output"][0]["text"] for i in final if i["type"] == "function_call_output"] == ["one", "two"]
+
+
 def test_a_stale_delta_after_the_final_changes_nothing() -> None:
     """A delta that arrives after the run's final (reordered, or replayed) must not replace the final text in the
     stream copy (issue 11)."""

@@ -25,7 +25,7 @@ from owc.render.items import (
     result_text,
 )
 from owc.render.sentinels import is_silent
-from owc.render.turn import TurnRenderer
+from owc.render.turn import TurnRenderer, call_key
 
 log = logging.getLogger("owc.render")
 
@@ -115,7 +115,13 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
     if not any(m.role == "assistant" for m in messages):
         return None
     output: list[dict[str, Any]] = []
-    results = {m.tool_call_id: m for m in messages if m.role == "toolResult"}
+    # A run may use one call id for several calls (models reuse ids): the n-th call with an id is answered by
+    # the n-th result with it, and keyed as the live rendering keys it (``call_key``).
+    results: dict[str | None, list[HistoryMessage]] = {}
+    for m in messages:
+        if m.role == "toolResult":
+            results.setdefault(m.tool_call_id, []).append(m)
+    uses: dict[str, int] = {}
     emitted: set[str] = set()
     earlier: list[str] = []  # texts of R's assistant messages so far
     for n, message in enumerate(messages):
@@ -142,15 +148,18 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
                 text_buf.append(part.text)
             elif isinstance(part, ToolCallPart):
                 flush(p)
-                result = results.get(part.id)
+                n = uses[part.id] = uses.get(part.id, 0) + 1
+                key = call_key(part.id, n)
+                answers = results.get(part.id) or []
+                result = answers[n - 1] if n <= len(answers) else None
                 status = "completed" if result is None or not result.is_error else "failed"
-                output.append(function_call_item(part.id, part.name, part.arguments, status=status))
-                if result is not None and part.id not in emitted:
-                    emitted.add(part.id)
+                output.append(function_call_item(key, part.name, part.arguments, status=status))
+                if result is not None and key not in emitted:
+                    emitted.add(key)
                     output.append(
                         function_call_output_item(
-                            item_id("fco", run_id, part.id),
-                            part.id,
+                            item_id("fco", run_id, key),
+                            key,
                             result_text(result.raw.get("content")),
                             is_error=result.is_error,
                         )

@@ -55,6 +55,14 @@ class _Call:
     result: str | None = None
     is_error: bool = False
     version: int = 0  # bumped when its args or result change: the key of its cached items
+    start_seq: int | None = None  # the run seq of the start that made it
+
+
+def call_key(call_id: str, n: int) -> str:
+    """The key (and card id) of the ``n``-th call of one run that uses ``call_id``: the id itself for the first,
+    ``<id>#<n>`` after it. Live rendering and the transcript name reused ids alike, so a message finished from
+    its transcript keeps the cards the tabs were shown."""
+    return call_id if n == 1 else f"{call_id}#{n}"
 
 
 @attrs.define
@@ -68,6 +76,8 @@ class TurnRenderer:
     version: int = 0  # bumped on every change: a writer diffs only when it moved
     _order: list[tuple[str, Any]] = attrs.field(factory=list)  # ("text", start offset) | ("call", id) | ("result", id)
     _calls: dict[str, _Call] = attrs.field(factory=dict)
+    #: A tool call id -> the key of its newest call (``call_1``, then ``call_1#2`` ...): models reuse ids.
+    _current: dict[str, str] = attrs.field(factory=dict)
     _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
     _last_chat_seq: int = -1
     _last_agent_seq: int = -1
@@ -182,7 +192,7 @@ class TurnRenderer:
         if event.tool is not None:
             tool = event.tool
             if tool.phase == "start":
-                self._start_call(tool.tool_call_id, tool.name or "tool", tool.args)
+                self._start_call(tool.tool_call_id, tool.name or "tool", tool.args, start_seq=event.run_seq)
             elif tool.phase == "result":
                 call = self._start_call(tool.tool_call_id, tool.name or "tool", None)
                 text = result_text(tool.result)
@@ -198,17 +208,27 @@ class TurnRenderer:
             and event.item.phase == "start"
             and event.item.tool_call_id
         ):
-            self._start_call(event.item.tool_call_id, event.item.name or "tool", None)
+            self._start_call(event.item.tool_call_id, event.item.name or "tool", None, start_seq=event.run_seq)
         elif event.lifecycle is not None and event.lifecycle.phase in ("end", "error"):
             if not self.lifecycle_ended:
                 self.lifecycle_ended = True
                 self.version += 1
 
-    def _start_call(self, call_id: str, name: str, args: Any) -> _Call:
-        call = self._calls.get(call_id)
+    def _start_call(self, call_id: str, name: str, args: Any, *, start_seq: int | None = None) -> _Call:
+        """The call ``call_id`` names, made on its first sign. A start (``start_seq``: its run seq) that names a
+        call already answered, and is not that call's own start again, is a new call with a reused id (a model
+        that always says ``call_1``): it gets a card of its own, keyed ``call_1#2`` as the transcript's second
+        ``call_1`` is (``call_key``)."""
+        key = self._current.get(call_id, call_id)
+        call = self._calls.get(key)
+        if call is not None and start_seq is not None and call.result is not None and start_seq != call.start_seq:
+            key, call = call_key(call_id, 2), None
+            while key in self._calls:  # the third, fourth ... use of the id
+                key = call_key(call_id, int(key.rsplit("#", 1)[1]) + 1)
         if call is None:
-            call = self._calls[call_id] = _Call(call_id, name, args)
-            self._order.append(("call", call_id))
+            self._current[call_id] = key
+            call = self._calls[key] = _Call(key, name, args, start_seq=start_seq)
+            self._order.append(("call", key))
             self._segment_from = self._length  # text after the call is a new message item
             self.version += 1
         elif args is not None and call.args is None:

@@ -46,6 +46,7 @@ from owc.rules.lifecycle import (
     WriteOutcome,
     WriteResult,
 )
+from owc.runs.correct import Corrections
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import Run, RunKey
@@ -88,6 +89,7 @@ class RunTable:
             apply=self.apply,
             stats=bridge.stats,
             claim_turn=self.claim_turn,
+            correct_later=bridge.corrections.add,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -246,6 +248,7 @@ class RunTable:
         if isinstance(event, Tick):
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
+            self._correct()
             return
         if isinstance(event, SessionsChanged):
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
@@ -354,6 +357,18 @@ class RunTable:
             self.reconciling -= 1
             self.bridge.wake()
 
+    def _correct(self) -> None:
+        """Messages finished while the transcript could not be read: read it again (``correct.py``)."""
+        corrections = self.bridge.corrections
+        if corrections.pending and not corrections.running:
+            self._nursery.start_soon(self._correct_pass)
+
+    async def _correct_pass(self) -> None:
+        try:
+            await self.bridge.corrections.run_pass(self.conn.request, self.bridge.store, self.bridge.emitter)
+        finally:
+            self.bridge.wake()
+
     def _retry_reconcile(self) -> None:
         """The hello's pass did not cover everything (``chat.history`` failed, the bound was reached): the
         Gateway's tick runs it again, from the same list and watermark, until one pass does. Runs this
@@ -409,6 +424,8 @@ class Bridge:
         self.registry = registry
         self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()
+        #: Messages finished from a stream with gaps while the transcript could not be read (``correct.py``).
+        self.corrections = Corrections()
         self.reconcile_limit = reconcile_limit
         self.table: RunTable | None = None
         #: The Gateway time of the last event a connection saw whose reconcile pass finished: runs that ended
@@ -472,6 +489,8 @@ class Bridge:
             # No connection (or its hello not handled yet): what it will say is still to come. A reconcile pass
             # that fell short runs again at the Gateway's next tick.
             return False
+        if self.corrections.pending:
+            return False  # a message to correct once the transcript answers: the next tick looks again
         return not any(run.writer_live or (run.life.ended and not run.life.settled) for run in self.ledger.unsettled())
 
     def totals(self) -> tuple[int, int]:

@@ -113,6 +113,9 @@ class WriterContext:
     #: Returns when the run may claim: every earlier run of its chat has claimed (or will not), so the chain
     #: follows run-start order. Returns early if the run leaves ``CLAIMING`` meanwhile.
     claim_turn: Callable[[Run], Awaitable[None]]
+    #: Keep a message finished from a stream with gaps, because the transcript could not be read, for a
+    #: correction once it can (``owc/runs/correct.py``).
+    correct_later: Callable[[Run], None] = lambda run: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -121,6 +124,22 @@ async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
         await request("chat.abort", {"sessionKey": run.session_key, "runId": run.run_id})
     except (GatewayError, ProtocolError) as exc:
         log.warning("runs.abort_failed run=%s error=%s", run.run_id, exc)
+
+
+async def read_run_window(request: Callable[..., Awaitable[Any]], session_key: str, run_id: str) -> ChatHistory | None:
+    """The newest page of run R's transcript, with older pages joined in front until it reaches back to R's
+    start (a long run can outgrow one page). None if it never does within the page bound: a window without the
+    run's beginning would finalize it without its opening text and cards."""
+    params = history_params(session_key)
+    window = await read_history_page(request, params)
+    pages = 1
+    while not reaches_run_start(window, run_id):
+        if window.next_offset is None or pages >= HISTORY_MAX_PAGES:
+            log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", run_id, pages)
+            return None
+        older = await read_history_page(request, {**params, "offset": window.next_offset})
+        window, pages = older_page(older, window), pages + 1
+    return window
 
 
 def history_params(session_key: str) -> dict[str, Any]:
@@ -181,6 +200,8 @@ class _Writer:
         self.snapshot_first = False
         self.claim_attempts_after_end = 0
         self.aborted = False
+        #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
+        self.history_failed = False
 
     async def _not_saved(self, why: str) -> None:
         """Tell the tabs, once per run, that its message is not saved yet (it is kept and tried again)."""
@@ -371,24 +392,13 @@ class _Writer:
             raise _Gone from None
         except (GatewayError, ProtocolError) as exc:
             log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
+            self.history_failed = True
             return None
+        self.history_failed = False
         return r.history
 
     async def _read_history(self) -> ChatHistory | None:
-        """The newest page of the run's transcript, with older pages joined in front until it reaches back to
-        the run's start (a long run can outgrow one page). None if it never does within the page bound: a
-        window without the run's beginning would finalize it without its opening text and cards."""
-        r = self.run_
-        params = history_params(r.session_key)
-        window = await read_history_page(self.ctx.request, params)
-        pages = 1
-        while not reaches_run_start(window, r.run_id):
-            if window.next_offset is None or pages >= HISTORY_MAX_PAGES:
-                log.warning("runs.history_too_long run=%s pages=%d (finalizing from the stream)", r.run_id, pages)
-                return None
-            older = await read_history_page(self.ctx.request, {**params, "offset": window.next_offset})
-            window, pages = older_page(older, window), pages + 1
-        return window
+        return await read_run_window(self.ctx.request, self.run_.session_key, self.run_.run_id)
 
     async def _finalize(self, *, unless_done: bool) -> None:
         r, ctx = self.run_, self.ctx
@@ -441,6 +451,8 @@ class _Writer:
             finished.source,
             finished.cards,
         )
+        if finished.source == "stream" and not finished.complete and self.history_failed:
+            ctx.correct_later(r)  # the transcript could not be read: what the stream missed comes later
         if unless_done:  # this process's tabs never heard of the message: give them all of it
             await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}

@@ -1,0 +1,112 @@
+"""Corrections: a message finished from a stream with gaps because the transcript could not be read is made
+whole once it can.
+
+A writer finishes a run from its transcript. While ``chat.history`` fails (the Gateway's store does not answer),
+it finishes from what it streamed instead, rather than leave the message open; if that stream had gaps (events
+dropped, a writer that joined mid-run or took a dead one's message over), the message lacks what the gaps held
+(fuzzer, ``history-fallback-gaps``). Such a message is kept here, process-wide, and at each Gateway tick the
+transcript is read again: once it answers and holds the run, the message is written from it and the tabs are
+told; if the transcript does not hold the run, the stream's copy stands. A correction this process has not made
+when it exits is dropped (the message is finished; nothing is lost that the stream had). Never on a clock: the
+tick is the Gateway's own heartbeat, the same that retries a message the database refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from owc.emit import Emitter
+from owc.gateway import GatewayError, NotConnected, SessionClosed
+from owc.protocol import ProtocolError
+from owc.render import heartbeat_turn, output_from_transcript, output_text
+from owc.render.transcript import oversized_reply_in_run
+from owc.runs.run import Run, RunKey
+from owc.runs.writer import read_run_window
+from owc.store import MessageMissing, NotWritten, StoreError, TrioChatStore, Written
+
+log = logging.getLogger("owc.runs")
+
+
+@attrs.frozen
+class Correction:
+    session_key: str
+    run_id: str
+    chat_id: str
+    message_id: str
+    user_id: str | None
+
+    @classmethod
+    def of(cls, run: Run) -> Correction:
+        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id)
+
+
+@attrs.define
+class Corrections:
+    """The messages still to correct (process-wide, like the ledger), and whether a pass over them is running."""
+
+    pending: dict[RunKey, Correction] = attrs.field(factory=dict)
+    running: bool = False
+
+    def add(self, run: Run) -> None:
+        log.info("runs.correct_later run=%s message=%s (finished from a stream with gaps)", run.run_id, run.message_id)
+        self.pending[run.key] = Correction.of(run)
+
+    async def run_pass(self, request: Callable[..., Awaitable[Any]], store: TrioChatStore, emitter: Emitter) -> None:
+        """One pass over the pending corrections, one at a time (a tick starts it; only one runs at once)."""
+        if self.running:
+            return
+        self.running = True
+        try:
+            for key, item in list(self.pending.items()):
+                if await _correct(item, request, store, emitter):
+                    self.pending.pop(key, None)
+        finally:
+            self.running = False
+
+
+async def _correct(
+    item: Correction, request: Callable[..., Awaitable[Any]], store: TrioChatStore, emitter: Emitter
+) -> bool:
+    """Correct one message; True when nothing is left to do for it (corrected, or nothing better exists)."""
+    try:
+        history = await read_run_window(request, item.session_key, item.run_id)
+    except (SessionClosed, NotConnected):
+        return False  # the next connection's tick tries again
+    except (GatewayError, ProtocolError) as exc:
+        log.info("runs.correct_waits run=%s error=%s", item.run_id, exc)
+        return False
+    if history is None or heartbeat_turn(history, item.run_id) or oversized_reply_in_run(history, item.run_id):
+        return True  # the transcript cannot do better than the stream's copy
+    try:
+        output = output_from_transcript(history, item.run_id)
+    except Exception:
+        log.exception("runs.transcript_unreadable run=%s", item.run_id)
+        return True
+    if not output:
+        return True
+    content = output_text(output)
+    try:
+        result = await store.write(item.chat_id, item.message_id, content=content, output=output, done=True)
+    except MessageMissing:
+        return True  # deleted meanwhile
+    except StoreError as exc:  # the chat itself stands in the way: a later try would meet it again
+        log.error("runs.correct_failed run=%s error=%s", item.run_id, exc)
+        return True
+    if isinstance(result, NotWritten):
+        return False  # the database refuses writes: the next tick tries again
+    assert isinstance(result, Written)
+    log.info("runs.corrected run=%s message=%s (from its transcript)", item.run_id, item.message_id)
+    try:
+        await emitter.emit(
+            item.chat_id,
+            item.message_id,
+            item.user_id,
+            {"type": "chat:completion", "data": {"done": True, "output": output, "content": content}},
+        )
+    except Exception:
+        log.exception("runs.emit_failed run=%s event=chat:completion", item.run_id)
+    return True
