@@ -248,6 +248,7 @@ async def test_ended_while_away(tmp_path, clock, db_url) -> None:
         assert b.totals()[1] == 2
 
 
+@pytest.mark.virtual_seconds(30)  # the correction waits for the Gateway's next tick
 async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> None:
     """OrphanStubAdoptedWithoutHistoryTest (2026-10-12 23:29Z): the chat holds Open WebUI's stub M, done:false,
     left by a request that died; the run msg-<chat>-<M>-<t> arrives on a connection with no consumer, and the
@@ -255,17 +256,20 @@ async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> N
     text and cards; no second message."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key, stub = await _stub_chat(env)
-        await env.connect()
+        bridge = await env.connect()
         env.sim.fail_requests("chat.history")
         run_id = ids.input_run_id(chat_id, stub, "1")
         env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deploying now.").tool(
             "exec", {"cmd": "make"}, "ok"
         ).text("Deployed.").end()
-        await env.settled()
-        messages = await env.messages(chat_id)
-        assert set(messages) == {"u1", stub}
-        assert messages[stub]["done"] is True and messages[stub]["content"] == "Deploying now.\nDeployed."
-        assert count_cards(messages[stub]["output"]) == 1
+        await bridge.until(lambda: bridge.ledger.is_settled(key, run_id))
+        for _ in range(2):  # finished from the stream; then, once the transcript answers, checked against it
+            messages = await env.messages(chat_id)
+            assert set(messages) == {"u1", stub}
+            assert messages[stub]["done"] is True and messages[stub]["content"] == "Deploying now.\nDeployed."
+            assert count_cards(messages[stub]["output"]) == 1
+            env.sim.fail_requests()
+            await env.settled()
 
 
 @pytest.mark.virtual_seconds(30)

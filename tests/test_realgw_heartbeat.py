@@ -15,8 +15,12 @@ only ``HEARTBEAT_OK``, H3 text again) and another turn (B). Measured on the real
 * Live, only ``agent`` events say ``isHeartbeat: true`` (a heartbeat run sends ``lifecycle`` ones and one
   ``chat`` final, without the flag), and only to a connection that asked ``sessions.messages.subscribe`` for
   the key. A connection that only asked ``sessions.subscribe`` (as owc does) sees a heartbeat run only as
-  ``sessions.changed`` (``phase`` start / end with its ``runId``) and the ``session.message`` of a reply it
-  shows: nothing there says heartbeat.
+  ``sessions.changed`` (``phase`` start / end with its ``runId``), the ``session.message`` of a reply it
+  shows, ``sessions.changed`` ``phase: "message"`` (a ``messageSeq``, no run) for each hidden prompt and bare
+  ``HEARTBEAT_OK``, and the global ``heartbeat`` event after each run (no run, no key): nothing there names
+  a run as a heartbeat's.
+
+The simulator is held to all of it, the same flow run on both.
 
 The fake model answers ``HEARTBEAT_OK`` when the wake's text says ``SAY_HEARTBEAT_OK`` (the real runner hands
 that text to the model as a system event; ``tests/realgw/fake_model.py``), and the simulator's responder here
@@ -193,18 +197,15 @@ def test_heartbeat_turns_in_history_on_the_real_gateway_and_the_simulator(real_g
         paged = [_shape(page["messages"], label) for page in got["pages"]]
         assert paged == [[s] for s in reversed(shape)], side
         shapes[side] = shape
+        # totalMessages, offset and nextOffset count the stored messages, the four hidden ones too.
+        assert got["whole"]["totalMessages"] == 10, side
+        assert [p.get("nextOffset") for p in got["pages"]] == [1, 2, 3, 7, 9, None], side
+        _check_live(got, side)
     assert shapes["real"] == shapes["sim"]
 
-    real = sides["real"]
-    # Measured on 2026.9.6 only (the simulator counts shown messages): totalMessages, offset and nextOffset
-    # count the stored messages, the four hidden ones too.
-    assert real["whole"]["totalMessages"] == 10
-    assert [p.get("nextOffset") for p in real["pages"]] == [1, 2, 3, 7, 9, None]
-    _check_live(real)
 
-
-def _check_live(got: dict[str, Any]) -> None:
-    """What the real Gateway says live about the heartbeat runs (2026.9.6)."""
+def _check_live(got: dict[str, Any], side: str) -> None:
+    """What the real Gateway says live about the heartbeat runs (2026.9.6), and the simulator alike."""
     heartbeats = {got["runs"][name][0]: name for name in ("H1", "H2", "H3")}
     mine: dict[str, list[dict[str, Any]]] = {run: [] for run in heartbeats}
     for frame in got["frames"]:
@@ -215,12 +216,12 @@ def _check_live(got: dict[str, Any]) -> None:
         agent = [f["payload"] for f in mine[run] if f["event"] == "agent"]
         chat = [f["payload"] for f in mine[run] if f["event"] == "chat"]
         # Only lifecycle agent events (no run_status, no assistant stream), every one flagged ...
-        assert agent and all(p["isHeartbeat"] is True and p["stream"] == "lifecycle" for p in agent), name
+        assert agent and all(p["isHeartbeat"] is True and p["stream"] == "lifecycle" for p in agent), (side, name)
         # ... and one chat final without the flag; H2's has no message at all.
-        assert [p["state"] for p in chat] == ["final"] and "isHeartbeat" not in chat[0], name
-        assert ("message" in chat[0]) == (name != "H2"), name
+        assert [p["state"] for p in chat] == ["final"] and "isHeartbeat" not in chat[0], (side, name)
+        assert ("message" in chat[0]) == (name != "H2"), (side, name)
     # A connection with only sessions.subscribe (owc's) is told nothing that says heartbeat.
-    assert not [f for f in got["observed"] if f["payload"].get("isHeartbeat") is True]
+    assert not [f for f in got["observed"] if f["payload"].get("isHeartbeat") is True], side
     told: dict[str, set[tuple[str, Any]]] = {run: set() for run in heartbeats}
     for frame in got["observed"]:
         p = frame["payload"]
@@ -230,8 +231,21 @@ def _check_live(got: dict[str, Any]) -> None:
             told[run].add((frame["event"], p.get("phase") or message.get("role")))
     for run, name in heartbeats.items():
         events = told[run]
-        assert {("sessions.changed", "start"), ("sessions.changed", "end")} <= events, name
-        assert (("session.message", "assistant") in events) == (name != "H2"), name
-        assert {e for e, _ in events} <= {"sessions.changed", "session.message"}, name
+        assert {("sessions.changed", "start"), ("sessions.changed", "end")} <= events, (side, name)
+        assert (("session.message", "assistant") in events) == (name != "H2"), (side, name)
+        assert {e for e, _ in events} <= {"sessions.changed", "session.message"}, (side, name)
     pushed = [_text(f["payload"]["message"]) for f in got["observed"] if f["event"] == "session.message"]
-    assert PROMPT not in pushed and HEARTBEAT_OK not in pushed  # neither is pushed live
+    assert PROMPT not in pushed and HEARTBEAT_OK not in pushed, side  # neither is pushed live
+    # Instead, each is told as ``sessions.changed`` ``phase: "message"`` naming its seq (and no run): H1's
+    # prompt is seq 3, H2's 5 and its HEARTBEAT_OK 6, H3's prompt 7.
+    told = [f["payload"].get("messageSeq") for f in got["observed"] if f["payload"].get("phase") == "message"]
+    assert [seq for seq in told if seq in (3, 5, 6, 7)] == [3, 5, 6, 7], (side, told)
+    # After each heartbeat run, the runner's global event (no run id): a reply that shows had no route to a
+    # channel; a bare HEARTBEAT_OK is "ok-empty".
+    beats = [f["payload"] for f in got["observed"] if f["event"] == "heartbeat"]
+    assert [(b["status"], b.get("reason")) for b in beats] == [
+        ("skipped", "no-route"),
+        ("ok-empty", "wake"),
+        ("skipped", "no-route"),
+    ], side
+    assert not [b for b in beats if "runId" in b or "sessionKey" in b], side

@@ -253,15 +253,89 @@ async def test_chat_abort_and_queue() -> None:
         assert row.status == "done" and row.last_run_id == "next-1"
 
 
-async def test_heartbeat_run_flags_and_hides_chat() -> None:
+async def test_a_heartbeat_run_is_told_only_to_its_keys_message_subscribers_as_the_real_gateway_does() -> None:
+    """Measured on 2026.9.6 (``tests/test_realgw_heartbeat.py``; ``server-chat-*.mjs``): a heartbeat run is not
+    shown to control UIs. A connection that asked ``sessions.messages.subscribe`` for the key gets its lifecycle
+    and item ``agent`` events (flagged ``isHeartbeat``; no status, text or tool events) and one ``chat`` final
+    without the flag, with no message for a bare ``HEARTBEAT_OK``. A connection that only asked
+    ``sessions.subscribe`` (owc) gets ``sessions.changed`` start and end, the ``session.message`` of a reply that
+    shows, ``phase: "message"`` for the hidden prompt and acknowledgement, and the global ``heartbeat`` event."""
+    async with (
+        open_simulator(token=TOKEN) as sim,
+        raw_client(sim.url, TOKEN, instance_id="S") as subscriber,
+        raw_client(sim.url, TOKEN, instance_id="O") as observer,
+    ):
+        await observer.request("sessions.subscribe", {})
+        await subscriber.request("sessions.messages.subscribe", {"key": KEY})
+        talk = sim.start_run(KEY, "talk", heartbeat=True, origin="heartbeat").tool("read", {}, "ok").text("Red.")
+        talk.end()
+        sim.start_run(KEY, "quiet", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
+        ended = lambda f: f.event == "sessions.changed" and f.payload.get("phase") == "end"  # noqa: E731
+        seen = [f for f in await observer.events_until(ended) if f.payload.get("runId") != "quiet"]
+        seen += await observer.events_until(ended)
+        got = await subscriber.events_until(lambda f: f.event == "chat" and f.payload["runId"] == "quiet")
+    stored = sim.sessions[KEY].transcript
+    for run in ("talk", "quiet"):
+        agent = [f.payload for f in got if f.event == "agent" and f.payload["runId"] == run]
+        assert agent and all(p["isHeartbeat"] is True for p in agent)
+        assert {p["stream"] for p in agent} == ({"lifecycle", "item"} if run == "talk" else {"lifecycle"})
+        (final,) = [f.payload for f in got if f.event == "chat" and f.payload["runId"] == run]
+        assert final["state"] == "final" and "isHeartbeat" not in final
+        assert ("message" in final) == (run == "talk")
+    assert not [f for f in got if f.event in ("session.tool", "sessions.changed")]
+    # The runner's global event goes to every reader (measured); quiet's comes after the final waited for.
+    assert [f.payload["status"] for f in got if f.event == "heartbeat"] == ["skipped"]
+    assert not [f for f in seen if f.event in ("agent", "chat", "session.tool")]
+    lifecycle = [
+        (f.payload["phase"], f.payload["runId"]) for f in seen if f.event == "sessions.changed" and "runId" in f.payload
+    ]
+    assert lifecycle == [("start", "talk"), ("end", "talk"), ("start", "quiet"), ("end", "quiet")]
+    # Pushed: the tool call (seq 2) and the reply (4); not the prompts (1, 5), the tool's result (3, never
+    # pushed) or the HEARTBEAT_OK (6).
+    pushed = [f.payload["message"] for f in seen if f.event == "session.message"]
+    assert [m["__openclaw"]["seq"] for m in pushed] == [2, 4]
+    told = [
+        f.payload["messageSeq"] for f in seen if f.event == "sessions.changed" and f.payload.get("phase") == "message"
+    ]
+    assert told == [1, 5, 6]  # the prompts and the HEARTBEAT_OK
+    assert [f.payload["status"] for f in seen if f.event == "heartbeat"] == ["skipped", "ok-empty"]
+    prompt = stored[0]
+    assert prompt["content"] == "[OpenClaw heartbeat poll]" and prompt["__openclaw"]["senderIsOwner"] is False
+    assert prompt["idempotencyKey"].endswith(":user") and prompt["idempotencyKey"] not in ("talk:user", "quiet:user")
+
+
+async def test_history_pages_count_stored_messages_and_mark_alike_on_every_page() -> None:
+    """Measured on 2026.9.6 over A, H1 (text), H2 (``HEARTBEAT_OK``), H3 (text), B: ``totalMessages``,
+    ``offset`` and ``nextOffset`` count stored messages, hidden ones too, a page scans past hidden messages for
+    ``limit`` shown ones, and a reply right after a hidden prompt is marked whichever page it comes in."""
     async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
-        await client.request("sessions.subscribe", {})
-        run = sim.start_run(KEY, "hb", heartbeat=True).text("HEARTBEAT_OK")
-        run.end()
-        events = await client.events_until(lambda f: f.event == "sessions.changed" and f.payload.get("phase") == "end")
-        agent = [f for f in events if f.event == "agent"]
-        assert agent and all(f.payload["isHeartbeat"] is True for f in agent)
-        assert [f for f in events if f.event == "chat"] == []
+        sim.start_run(KEY, "A", origin="chat.send", user_text="a").text("A said.").end()
+        sim.start_run(KEY, "H1", heartbeat=True, origin="heartbeat").text("H1 said.").end()
+        sim.start_run(KEY, "H2", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
+        sim.start_run(KEY, "H3", heartbeat=True, origin="heartbeat").text("H3 said.").end()
+        sim.start_run(KEY, "B", origin="chat.send", user_text="b").text("B said.").end()
+        walks = {}
+        for limit in (1, 2, 3):
+            offset: int | None = 0
+            walks[limit] = []
+            while offset is not None:
+                params = {"sessionKey": KEY, "limit": limit, **({"offset": offset} if offset else {})}
+                page = (await client.request("chat.history", params)).payload
+                assert page["totalMessages"] == 10 and page["hasMore"] == (page["nextOffset"] is not None)
+                marks = [(m["__openclaw"]["seq"], bool(m["__openclaw"].get("turnBoundary"))) for m in page["messages"]]
+                walks[limit].append((page["nextOffset"], marks))
+                offset = page["nextOffset"]
+    # The real Gateway's walks (tests/test_realgw_heartbeat.py, and the helper's probe of it).
+    assert walks[1] == [
+        (1, [(10, False)]),
+        (2, [(9, False)]),
+        (3, [(8, True)]),
+        (7, [(4, True)]),
+        (9, [(2, False)]),
+        (None, [(1, False)]),
+    ]
+    assert walks[2] == [(2, [(9, False), (10, False)]), (7, [(4, True), (8, True)]), (None, [(1, False), (2, False)])]
+    assert walks[3] == [(3, [(8, True), (9, False), (10, False)]), (None, [(1, False), (2, False), (4, True)])]
 
 
 async def test_history_hides_heartbeat_prompts_and_marks_the_next_reply_as_the_real_gateway_does() -> None:

@@ -116,6 +116,7 @@ class Ledger:
                 and other.place < run.place
                 and other.life.state in (State.CLAIMING, State.CHECKING)
                 and other.writer_live
+                and not other.check_waits
             ):
                 return other
         return None

@@ -90,6 +90,7 @@ class RunTable:
             stats=bridge.stats,
             claim_turn=self.claim_turn,
             correct_later=bridge.corrections.add,
+            next_tick=self._next_tick,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -246,6 +247,8 @@ class RunTable:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
         self.ledger.saw_time(getattr(event, "ts", None))
         if isinstance(event, Tick):
+            self.bridge.ticks += 1
+            self.bridge.wake()
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
             self._correct()
@@ -357,6 +360,11 @@ class RunTable:
             self.reconciling -= 1
             self.bridge.wake()
 
+    async def _next_tick(self) -> None:
+        seen = self.bridge.ticks
+        self.bridge.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
+        await self.bridge.until(lambda: self.bridge.ticks > seen)
+
     def _correct(self) -> None:
         """Messages finished while the transcript could not be read: read it again (``correct.py``)."""
         corrections = self.bridge.corrections
@@ -426,6 +434,8 @@ class Bridge:
         self.stats = Stats()
         #: Messages finished from a stream with gaps while the transcript could not be read (``correct.py``).
         self.corrections = Corrections()
+        #: Gateway ticks seen on any connection: what a writer waiting to read a transcript again waits for.
+        self.ticks = 0
         self.reconcile_limit = reconcile_limit
         self.table: RunTable | None = None
         #: The Gateway time of the last event a connection saw whose reconcile pass finished: runs that ended

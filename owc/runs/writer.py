@@ -116,6 +116,8 @@ class WriterContext:
     #: Keep a message finished from a stream with gaps, because the transcript could not be read, for a
     #: correction once it can (``owc/runs/correct.py``).
     correct_later: Callable[[Run], None] = lambda run: None
+    #: Returns at the Gateway's next tick (on any connection): when a transcript that did not answer is read again.
+    next_tick: Callable[[], Awaitable[None]] | None = None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -240,6 +242,14 @@ class _Writer:
         decides (a heartbeat run never shows anything)."""
         r = self.run_
         history = await self._history()
+        while history is None and self.history_failed and self.ctx.next_tick is not None:
+            # Whether the run showed anything is the transcript's to say: not knowing is not "nothing" (before,
+            # a failed read gave the run up; found by the fuzzer, seed 15165). Read again at the Gateway's next
+            # tick; meanwhile later runs of the chat do not wait for this one (``Ledger.claim_blocker``).
+            r.check_waits = True
+            await self.ctx.next_tick()
+            history = await self._history()
+        r.check_waits = False
         shows = False
         if history is not None and not r.renderer.heartbeat:
             try:

@@ -11,8 +11,13 @@ What the real Gateway does and this models:
   so the client sees a gap;
 * a slow consumer loses its drop-if-slow events and is closed with 1008 on the first one that may not drop;
 * who gets what: ``chat`` / ``agent`` to every reader, ``agent`` tool events only to the run's sender if it
-  declared ``tool-events``, ``session.tool`` to the other subscribers, ``sessions.changed`` and
-  ``session.message`` to subscribers.
+  declared ``tool-events``, ``session.tool`` to the other subscribers, ``sessions.changed`` to subscribers,
+  ``session.message`` to subscribers and to whoever asked ``sessions.messages.subscribe`` for the key;
+* a heartbeat run is not shown to control UIs: only those who asked ``sessions.messages.subscribe`` for its
+  key get its lifecycle and item ``agent`` events (flagged ``isHeartbeat``) and its one ``chat`` terminal
+  (not flagged); nobody gets its status, text or tool events (``sendLivePayload`` and the agent event handler
+  in ``server-chat-*.mjs``; a heartbeat's ``isControlUiVisible`` is false, ``agent-runner.runtime-*.mjs:3324-3333``;
+  measured on 2026.9.6).
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ READ, WRITE = "operator.read", "operator.write"
 
 #: Who among the live connections receives an event.
 Audience = Callable[["SimConn"], bool]
+#: The ``agent`` streams of a run not shown to control UIs that its key's message subscribers still get
+#: (2026.9.6: ``isItemEvent || shouldMirrorAgentEventToHiddenSessionMessages``, ``server-chat-*.mjs:160-162,
+#: 994``; commentary-phase ``assistant`` text too, which the simulator never sends).
+HIDDEN_RUN_STREAMS = frozenset({"lifecycle", "item", "thinking", "approval"})
 
 
 @attrs.frozen
@@ -106,6 +115,11 @@ def subscribers(conn: SimConn) -> bool:
     return conn.subscribed
 
 
+def message_subscribers(key: str) -> Audience:
+    """The connections that asked ``sessions.messages.subscribe`` for ``key``."""
+    return lambda c: key in c.message_keys
+
+
 def tool_recipient(run: m.Run) -> Audience:
     """The run's sender, if it declared ``tool-events``: it alone gets ``agent`` tool events."""
     return lambda c: c.conn_id == run.owner and "tool-events" in c.caps
@@ -172,6 +186,8 @@ class Fanout:
         self.emit("sessions.changed", payload, audience=subscribers, drop_if_slow=True)
 
     def session_message(self, session: m.AgentSession, message: dict[str, Any], run_id: str | None) -> None:
+        """A stored message pushed as shown: to the session subscribers and to the key's message subscribers
+        (2026.9.6, ``server-session-events-*.mjs:98-100``)."""
         payload: dict[str, Any] = {
             "sessionKey": session.key,
             "agentId": session.agent_id,
@@ -180,24 +196,47 @@ class Fanout:
         }
         if run_id is not None:
             payload["runId"] = run_id
-        self.emit("session.message", payload, audience=subscribers, drop_if_slow=False)
+        key = session.key
+        audience: Audience = lambda c: c.subscribed or key in c.message_keys  # noqa: E731
+        self.emit("session.message", payload, audience=audience, drop_if_slow=False)
+
+    def hidden_message(self, session: m.AgentSession, message: dict[str, Any]) -> None:
+        """A stored message the display projection hides (a heartbeat's prompt, a bare acknowledgement): no
+        ``session.message``, but ``sessions.changed`` ``phase: "message"`` naming it, to the session subscribers,
+        droppable (2026.9.6, ``server-session-events-*.mjs:204-218``; measured)."""
+        payload = m.sessions_changed_payload(session, self._now_ms(), message=message)
+        self.emit("sessions.changed", payload, audience=subscribers, drop_if_slow=True)
 
     def chat(self, run: m.Run, state: str, *, drop_if_slow: bool, **fields: Any) -> None:
-        if run.heartbeat:
-            return  # the Gateway hides heartbeat chat output (shouldHideHeartbeatChatOutput)
-        self.emit("chat", m.chat_payload(run, state, **fields), audience=everyone, drop_if_slow=drop_if_slow)
+        payload = m.chat_payload(run, state, **fields)  # numbered even when nobody gets it, as live
+        if not run.heartbeat:
+            self.emit("chat", payload, audience=everyone, drop_if_slow=drop_if_slow)
+        elif state in ("final", "aborted", "error"):
+            # A heartbeat's deltas are hidden (``shouldHideHeartbeatChatOutput``, ``server-chat-*.mjs:48-59``) and
+            # its status comes only for a chat.send (:924); its terminal goes to the key's message subscribers
+            # (``emitChatTerminal`` / ``sendLivePayload``, :632-694), without ``isHeartbeat``.
+            self.emit("chat", payload, audience=message_subscribers(run.key), drop_if_slow=drop_if_slow)
 
     def agent(self, run: m.Run, stream: str, data: dict[str, Any], *, session_id: str | None = None) -> None:
-        self.emit(
-            "agent",
-            m.agent_payload(run, stream, data, self._now_ms(), session_id),
-            audience=everyone,
-            drop_if_slow=False,
-        )
+        payload = m.agent_payload(run, stream, data, self._now_ms(), session_id)
+        if not run.heartbeat:
+            self.emit("agent", payload, audience=everyone, drop_if_slow=False)
+        elif stream in HIDDEN_RUN_STREAMS:
+            # Not shown to control UIs: mirrored to the key's message subscribers only, and droppable
+            # (``server-chat-*.mjs:160-162, 994``; ``sendOrBufferAgentTextEvent`` :773-797). Measured: a heartbeat
+            # that answers text sends them its lifecycle events alone, no ``run_status`` and no ``assistant``.
+            self.emit("agent", payload, audience=message_subscribers(run.key), drop_if_slow=True)
 
     def tool_event(self, run: m.Run, data: dict[str, Any]) -> None:
-        """One tool event: ``agent`` to the run's sender, ``session.tool`` to the other subscribers."""
+        """One tool event: ``agent`` to the run's sender, ``session.tool`` to the other subscribers; none at all
+        for a heartbeat run (``suppressHeartbeatToolEvents``, ``server-chat-*.mjs:889``)."""
         payload = m.agent_payload(run, "tool", data, self._now_ms())
+        if run.heartbeat:
+            return
         self.emit("agent", payload, audience=tool_recipient(run), drop_if_slow=False)
-        if not run.heartbeat:  # suppressHeartbeatToolEvents
-            self.emit("session.tool", payload, audience=tool_observers(run), drop_if_slow=True)
+        self.emit("session.tool", payload, audience=tool_observers(run), drop_if_slow=True)
+
+    def heartbeat(self, payload: dict[str, Any]) -> None:
+        """The heartbeat runner's global ``heartbeat`` event: to every reader, droppable
+        (``server-runtime-subscriptions-*.mjs:2298-2300``)."""
+        self.emit("heartbeat", payload, audience=everyone, drop_if_slow=True)

@@ -35,6 +35,15 @@ HEARTBEAT_PROMPTS = {
 }
 
 
+#: Assistant texts that are only an acknowledgement: ``chat.history`` and ``session.message`` hide them.
+ACKS = ("HEARTBEAT_OK", "NO_REPLY")
+#: What the heartbeat runner's ``heartbeat`` event says when a reply had no route to a channel (2026.9.6:
+#: ``NO_ROUTE_MESSAGE``, ``system-event-ownership-*.mjs:7``; measured on a wake of an Open WebUI chat's key).
+HEARTBEAT_NO_ROUTE = (
+    "Heartbeat has no delivery route yet. Message your bot once, or set agents.defaults.heartbeat.target."
+)
+
+
 def agent_id_of(key: str) -> str:
     parts = key.split(":")
     return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else AGENT_ID
@@ -141,16 +150,19 @@ def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any]
 
 
 def heartbeat_user_message(source: str, now_ms: int) -> dict[str, Any]:
-    """A heartbeat-runner turn's stored user message: the placeholder prompt, internal provenance, and an
-    idempotency key of a fresh id (never ``<runId>:user``; measured on 2026.9.6)."""
-    key = str(uuid.uuid4())
+    """A heartbeat-runner turn's stored user message, as 2026.9.6 stores it (read in its SQLite
+    ``transcript_events``): the placeholder prompt, internal provenance, ``senderIsOwner: false``, and an
+    idempotency key ``<fresh id>:user``. The id is no run's (the run has an id of its own), and ``chat.history``
+    and ``session.message`` never show this message, so no client reads it as a run's user turn."""
+    key = f"{uuid.uuid4()}:user"
     return {
         "role": "user",
         "content": HEARTBEAT_PROMPTS.get(source, HEARTBEAT_PROMPTS["event"]),
         "timestamp": now_ms,
-        "idempotencyKey": key,
         "provenance": {"kind": "internal_system", "sourceTool": source},
-        "__openclaw": {"idempotencyKey": key},
+        "idempotencyKey": key,
+        # As for a chat.send turn, the key is also under ``__openclaw`` where chat.history shows a message.
+        "__openclaw": {"idempotencyKey": key, "senderIsOwner": False},
     }
 
 
@@ -171,6 +183,70 @@ def inbound_user_message(origin: str, now_ms: int) -> dict[str, Any]:
     else:
         message["content"] = f"[{origin}] scheduled turn"
     return message
+
+
+def plain_text(message: dict[str, Any]) -> str | None:
+    """A message's text if it holds only text (no tool call, no other part), else None."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or any(not isinstance(p, dict) or p.get("type") != "text" for p in content):
+        return None
+    return "".join(str(p.get("text") or "") for p in content)
+
+
+def is_heartbeat_prompt(message: dict[str, Any]) -> bool:
+    """The heartbeat runner's stored prompt (``isHeartbeatUserMessage``, ``heartbeat-filter-*.mjs:144-157``)."""
+    text = plain_text(message) if message.get("role") == "user" else None
+    return text is not None and text.strip() in HEARTBEAT_PROMPTS.values()
+
+
+def is_ack(message: dict[str, Any]) -> bool:
+    """An assistant message that is only an acknowledgement (``isHeartbeatOkResponse``, same file :159-165)."""
+    text = plain_text(message) if message.get("role") == "assistant" else None
+    return text is not None and text.strip().upper() in ACKS
+
+
+def is_announce(message: dict[str, Any]) -> bool:
+    """A sub-agent's announce: an inter-session user message (``shouldHideProjectedHistoryMessage``)."""
+    prov = message.get("provenance")
+    return (
+        message.get("role") == "user"
+        and isinstance(prov, dict)
+        and prov.get("kind") == "inter_session"
+        and prov.get("sourceTool") in ("subagent_announce", "subagent_settle")
+    )
+
+
+def hidden(message: dict[str, Any]) -> bool:
+    """A message the Gateway's display projection leaves out, whether it pages ``chat.history`` or pushes one
+    ``session.message`` (``chat-display-projection.history-*.mjs:229-238``)."""
+    return is_heartbeat_prompt(message) or is_ack(message) or is_announce(message)
+
+
+def heartbeat_event(text: str, now_ms: int, duration_ms: int) -> dict[str, Any]:
+    """The global ``heartbeat`` event the runner sends when a heartbeat run ends (2026.9.6, measured on a wake
+    of an Open WebUI chat's key): a reply that shows text had no route to a channel (``skipped``, its first 200
+    characters as ``preview``; ``heartbeat-runner-run-*.mjs:927-938``); a bare acknowledgement is
+    ``ok-empty`` (same file :339-342, 796-800). It names no run and no session."""
+    if text.strip() and text.strip().upper() not in ACKS:
+        return {
+            "ts": now_ms,
+            "status": "skipped",
+            "preview": text.strip()[:200],
+            "reason": "no-route",
+            "hasMedia": False,
+            "durationMs": duration_ms,
+            "message": HEARTBEAT_NO_ROUTE,
+        }
+    return {
+        "ts": now_ms,
+        "status": "ok-empty",
+        "reason": "wake",
+        "indicatorType": "ok",
+        "silent": True,
+        "durationMs": duration_ms,
+    }
 
 
 def assistant_message(run: Run, parts: list[dict[str, Any]], now_ms: int, stop_reason: str) -> dict[str, Any]:
@@ -256,17 +332,28 @@ def sessions_changed_payload(
     phase: str | None = None,
     run_id: str | None = None,
     reason: str | None = None,
+    message: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A ``sessions.changed`` push: a run's lifecycle (``phase`` with its ``runId``), a reason push, or (with
+    ``message``) ``phase: "message"`` for a stored message no ``session.message`` shows, which names the message
+    and no run (2026.9.6, ``server-session-events-*.mjs:204-218``; measured for a heartbeat's prompt and a bare
+    ``HEARTBEAT_OK``)."""
     payload: dict[str, Any] = {"sessionKey": session.key, "agentId": session.agent_id}
-    if phase is not None:
+    if message is not None:
+        payload["phase"] = "message"
+    elif phase is not None:
         payload["phase"] = phase
         payload["runId"] = run_id
     if reason is not None:
         payload["reason"] = reason
     payload["ts"] = now_ms
+    if message is not None:
+        meta = message.get("__openclaw") or {}
+        payload["messageId"] = meta.get("id")
+        payload["messageSeq"] = meta.get("seq")
     row = session.row(event=True)
-    if phase == "start":
-        # Live: the start push says the session is active but not which runs ("identities unavailable").
+    if phase == "start" or (message is not None and session.active is not None):
+        # Live: these pushes say the session is active but not which runs ("identities unavailable").
         row["activeRunIds"] = None
     payload["session"] = row
     payload.update({k: v for k, v in row.items() if k != "key"})

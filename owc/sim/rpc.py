@@ -105,80 +105,100 @@ def oversized_placeholder(message: dict[str, Any], now_ms: int) -> dict[str, Any
     return out
 
 
+#: How far one ``chat.history`` page scans back for messages it shows, past hidden ones (2026.9.6,
+#: ``readIncrementalChatHistoryTail`` in ``session-history-tail-*.mjs:86-239``): ``limit * 20 + 20`` stored
+#: messages, then up to 8000 more; read first ``limit * 3`` (the newest page) or ``limit``, then in chunks of
+#: 100 doubling up to 400.
+HISTORY_SCAN_EXTRA = 8000
+HISTORY_SCAN_CHUNK = 100
+HISTORY_SCAN_MAX_CHUNK = 400
+
+
+def _scan(transcript: list[dict[str, Any]], *, limit: int, offset: int) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The stored messages one page reads, as ``readIncrementalChatHistoryTail`` reads them: back from
+    ``offset`` (stored messages, hidden ones too, counted from the newest) until the projection shows ``limit``
+    messages or the scan bound is reached. Returns the shown messages (at most ``limit``, the newest) with
+    their index in ``transcript``, and how many stored messages were read.
+
+    The projection starts from the one message read before the window (``overreadContextMessage``): a hidden
+    heartbeat prompt there marks the window's first shown message (``turnBoundaryPending``,
+    ``session-history-tail-*.mjs:124,137``), so a message is marked whichever page it comes in. Not modelled:
+    the real scan also stops after ``maxBytes`` of JSON read past ``limit * 20 + 20`` messages."""
+    end = max(len(transcript) - offset, 0)
+    window = limit * 20 + 20
+    start = max(end - min(window, max(1, limit * 3 if offset == 0 else limit)), 0)
+    scan_limit, chunk = window, HISTORY_SCAN_CHUNK
+    while True:
+        pending = start > 0 and m.is_heartbeat_prompt(transcript[start - 1])
+        shown = project_history(transcript[start:end], boundary=pending, first=start)
+        read = end - start
+        if len(shown) >= limit or start == 0:
+            break
+        if read >= window:
+            scan_limit = window + HISTORY_SCAN_EXTRA
+        if read >= scan_limit:
+            break
+        start = max(start - min(chunk, scan_limit - read), 0)
+        chunk = min(chunk * 2, HISTORY_SCAN_MAX_CHUNK)
+    return shown[-limit:], end - start
+
+
 def history_page(
-    messages: list[dict[str, Any]], *, limit: int, offset: int, max_bytes: int, now_ms: int
+    transcript: list[dict[str, Any]], *, limit: int, offset: int, max_bytes: int, now_ms: int
 ) -> tuple[list[dict[str, Any]], int | None]:
-    """One ``chat.history`` page as the real Gateway cuts it: the ``limit`` messages before the newest
-    ``offset``, oversized ones replaced, the oldest dropped until the JSON array fits ``max_bytes`` (the
-    newest always stays); and the next page's offset (None when nothing older is left)."""
-    end = max(len(messages) - offset, 0)
+    """One ``chat.history`` page of a stored transcript as the real Gateway 2026.9.6 cuts it: up to ``limit``
+    shown messages before the newest ``offset`` stored ones (``_scan``), oversized ones replaced, the oldest
+    dropped until the JSON array fits ``max_bytes`` (the newest always stays); and the next page's offset, None
+    when nothing older is left.
+
+    ``offset`` and the next one count stored messages, hidden ones too (measured: limit 1 over A, H1..H3, B
+    gives offsets 1, 2, 3, 7, 9): the next offset is the count of stored messages from the oldest one shown
+    (``resolveChatHistoryNextOffset``, ``chat-history-page-kernel-*.mjs:9-28``; ``hasMore`` while it is below
+    ``totalMessages``, ``chat-history-handler-*.mjs:505-512``); a page that shows nothing moves past what it
+    read."""
+    total = len(transcript)
+    found, read = _scan(transcript, limit=limit, offset=offset)
     page = [
-        m if json_bytes(m) <= HISTORY_MAX_SINGLE_MESSAGE_BYTES else oversized_placeholder(m, now_ms)
-        for m in messages[max(end - limit, 0) : end]
+        msg if json_bytes(msg) <= HISTORY_MAX_SINGLE_MESSAGE_BYTES else oversized_placeholder(msg, now_ms)
+        for _, msg in found
     ]
-    sizes = [json_bytes(m) for m in page]
-    total = 2 + sum(sizes) + max(len(page) - 1, 0)
+    sizes = [json_bytes(msg) for msg in page]
+    size = 2 + sum(sizes) + max(len(page) - 1, 0)
     start = 0
-    while total > max_bytes and start < len(page) - 1:
-        total -= sizes[start] + 1
+    while size > max_bytes and start < len(page) - 1:
+        size -= sizes[start] + 1
         start += 1
     shown = page[start:]
-    next_offset = max(offset + 1, offset + len(shown))
-    return shown, next_offset if next_offset < len(messages) and end > 0 else None
+    if shown:
+        seq = (shown[0].get("__openclaw") or {}).get("seq")
+        oldest = seq if isinstance(seq, int) and seq > 0 else found[start][0] + 1
+        next_offset = max(offset + 1, total - oldest + 1)
+    else:
+        next_offset = offset + read
+    return shown, next_offset if next_offset < total else None
 
 
-_ACKS = ("HEARTBEAT_OK", "NO_REPLY")
-
-
-def _plain_text(message: dict[str, Any]) -> str | None:
-    """A message's text if it holds only text (no tool call, no other part), else None."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or any(not isinstance(p, dict) or p.get("type") != "text" for p in content):
-        return None
-    return "".join(str(p.get("text") or "") for p in content)
-
-
-def _is_heartbeat_prompt(message: dict[str, Any]) -> bool:
-    text = _plain_text(message) if message.get("role") == "user" else None
-    return text is not None and text.strip() in m.HEARTBEAT_PROMPTS.values()
-
-
-def _is_ack(message: dict[str, Any]) -> bool:
-    text = _plain_text(message) if message.get("role") == "assistant" else None
-    return text is not None and text.strip().upper() in _ACKS
-
-
-def _is_announce(message: dict[str, Any]) -> bool:
-    prov = message.get("provenance")
-    return (
-        message.get("role") == "user"
-        and isinstance(prov, dict)
-        and prov.get("kind") == "inter_session"
-        and prov.get("sourceTool") in ("subagent_announce", "subagent_settle")
-    )
-
-
-def project_history(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What ``chat.history`` shows of a transcript, as the real Gateway projects it (2026.9.6, measured and read
-    in ``chat-display-projection.history``): a heartbeat runner's placeholder prompt is hidden, and so is any
-    assistant message that is only an acknowledgement (``HEARTBEAT_OK``, ``NO_REPLY``), and a sub-agent's
-    announce (an inter-session user message); the first message shown
-    after a hidden heartbeat prompt carries ``__openclaw.turnBoundary: true``. Nothing else marks a heartbeat's
-    turn: its visible replies keep their own ``runId`` and no flag."""
-    shown: list[dict[str, Any]] = []
-    boundary = False
-    for message in messages:
-        if _is_heartbeat_prompt(message):
+def project_history(
+    messages: list[dict[str, Any]], *, boundary: bool = False, first: int = 0
+) -> list[tuple[int, dict[str, Any]]]:
+    """What ``chat.history`` shows of stored messages, each with its index (``first`` + its place), as the real
+    Gateway projects them (2026.9.6, measured, and ``filterVisibleProjectedHistoryMessages`` in
+    ``chat-display-projection.history-*.mjs:301-340``): a heartbeat runner's placeholder prompt is hidden, and
+    so is any assistant message that is only an acknowledgement (``HEARTBEAT_OK``, ``NO_REPLY``), and a
+    sub-agent's announce (an inter-session user message); the first message shown after a hidden heartbeat
+    prompt (or from the start, with ``boundary``) carries ``__openclaw.turnBoundary: true``. Nothing else marks a
+    heartbeat's turn: its visible replies keep their own ``runId`` and no flag."""
+    shown: list[tuple[int, dict[str, Any]]] = []
+    for i, message in enumerate(messages, first):
+        if m.is_heartbeat_prompt(message):
             boundary = True
             continue
-        if _is_ack(message) or _is_announce(message):
+        if m.hidden(message):
             continue  # hidden, and the mark (if pending) goes on to the next message shown
         if boundary and message.get("role") not in ("system", "custom"):
             message = {**message, "__openclaw": {**(message.get("__openclaw") or {}), "turnBoundary": True}}
             boundary = False
-        shown.append(message)
+        shown.append((i, message))
     return shown
 
 
@@ -385,15 +405,15 @@ class Rpc:
     def _chat_history(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         key = require_str(params, "sessionKey")
         session = self._driver.sessions.get(key)
-        messages = project_history(session.transcript) if session is not None else []
+        transcript = session.transcript if session is not None else []
         limit = opt_int(params, "limit", 1, HISTORY_MAX_ENTRIES) or HISTORY_DEFAULT_LIMIT
         max_bytes = min(opt_int(params, "maxBytes", 1024) or HISTORY_MAX_BYTES, HISTORY_MAX_BYTES)
         offset = opt_int(params, "offset", 0) or 0
         opt_int(params, "maxChars", 1, 500_000)
-        # Measured on 2026.9.6: ``offset`` counts back from the newest message; a page is in transcript
+        # Measured on 2026.9.6: ``offset`` counts back from the newest stored message; a page is in transcript
         # order; ``nextOffset`` is the offset of the next older page while ``hasMore``.
         shown, next_offset = history_page(
-            messages, limit=limit, offset=offset, max_bytes=max_bytes, now_ms=self._now_ms()
+            transcript, limit=limit, offset=offset, max_bytes=max_bytes, now_ms=self._now_ms()
         )
         has_more = next_offset is not None
         return {
@@ -404,7 +424,8 @@ class Rpc:
             "offset": offset or None,
             "nextOffset": next_offset,
             "hasMore": has_more,
-            "totalMessages": len(messages),
+            # Stored messages, hidden ones too (``pagination.totalMessages``; measured: 10 for 6 shown).
+            "totalMessages": len(transcript),
             "defaults": {"modelProvider": m.PROVIDER, "model": m.MODEL},
             "sessionInfo": {},
         }

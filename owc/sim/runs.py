@@ -195,9 +195,9 @@ class RunDriver:
             fanout.sessions_changed(session, reason="send")
             fanout.sessions_changed(session, reason="participants")
         if run.heartbeat:
-            # The heartbeat runner stores a placeholder prompt, not the run's own user turn.
+            # The heartbeat runner stores a placeholder prompt, not the run's own user turn; nobody is shown it.
             source = "cron" if run.origin == "cron" else "heartbeat"
-            session.append(m.heartbeat_user_message(source, now), now)
+            fanout.hidden_message(session, session.append(m.heartbeat_user_message(source, now), now))
         elif pending.user_text is not None:
             message = session.append(m.user_message(run.run_id, pending.user_text, now, pending.provenance), now)
             fanout.session_message(session, message, run.run_id)
@@ -207,7 +207,10 @@ class RunDriver:
             fanout.chat(run, "status", drop_if_slow=True, phase=phase)
             fanout.agent(run, "run_status", {"phase": phase})
         fanout.agent(run, "lifecycle", {"phase": "start", "startedAt": now}, session_id=session.session_id)
-        fanout.sessions_changed(session, reason="agent.run.started")
+        if not run.heartbeat:
+            # A heartbeat run is not the chat-send / agent-turn service's (which says ``agent.run.started``), and
+            # is not shown to control UIs, so no ``model`` push (``server-chat-*.mjs:1057``): start and end only.
+            fanout.sessions_changed(session, reason="agent.run.started")
         fanout.sessions_changed(session, phase="start", run_id=run.run_id)
         fanout.agent(
             run,
@@ -215,7 +218,8 @@ class RunDriver:
             {"phase": "model", "provider": m.PROVIDER, "model": m.MODEL},
             session_id=session.session_id,
         )
-        fanout.sessions_changed(session, phase="model", run_id=run.run_id)
+        if not run.heartbeat:
+            fanout.sessions_changed(session, phase="model", run_id=run.run_id)
         if pending.steps is not None:
             self._nursery.start_soon(self._play, run, list(pending.steps))
         self._poke()
@@ -333,7 +337,17 @@ class RunDriver:
         message: dict[str, Any] = {"role": "user", "content": text, "timestamp": now, "__openclaw": {}}
         if provenance is not None:
             message["provenance"] = dict(provenance)
-        self._fanout.session_message(session, session.append(message, now), run.run_id)
+        self._push(session, run, session.append(message, now))
+
+    def _push(self, session: m.AgentSession, run: m.Run, message: dict[str, Any]) -> None:
+        """Tell clients of a message the run stored: ``session.message``, unless it is a heartbeat run's bare
+        acknowledgement, which the Gateway's display projection hides (``projectSessionMessagePayload``,
+        ``session-transcript-message-*.mjs:40-49``; measured). Ordinary runs' silent replies are left as they
+        were (read in the same code, not measured)."""
+        if run.heartbeat and m.hidden(message):
+            self._fanout.hidden_message(session, message)
+        else:
+            self._fanout.session_message(session, message, run.run_id)
 
     def _flush(self, session: m.AgentSession, run: m.Run, stop_reason: str) -> None:
         """Persist the assistant message being built, as the Gateway does when a model turn completes."""
@@ -342,7 +356,7 @@ class RunDriver:
         now = self._now_ms()
         message = session.append(m.assistant_message(run, run.parts, now, stop_reason), now)
         run.parts = []
-        self._fanout.session_message(session, message, run.run_id)
+        self._push(session, run, message)
 
     @staticmethod
     def _committed(session: m.AgentSession, run: m.Run) -> bool:
@@ -377,6 +391,10 @@ class RunDriver:
                 session_id=sid,
             )
             message = m.text_message(run.text, now) if run.text else None
+            if run.heartbeat and message is not None and m.is_ack(message):
+                # A heartbeat's final without its acknowledgement (``normalizeHeartbeatChatFinalText``,
+                # ``server-chat-*.mjs:60-75``): measured, a bare HEARTBEAT_OK's final has no ``message``.
+                message = None
             yielded = True if step.yielded else None
             fanout.chat(
                 run,
@@ -386,6 +404,10 @@ class RunDriver:
                 yielded=yielded,
                 message=message,
             )
+            if run.heartbeat:
+                # The runner's global event comes after the final and before the end push (measured).
+                started = session.started_at if session.started_at is not None else now
+                fanout.heartbeat(m.heartbeat_event(run.text, now, now - started))
             session.status, session.last_run_error = "done", None
         elif state == "aborted":
             stop_reason = step.stop_reason or "rpc"
@@ -394,7 +416,7 @@ class RunDriver:
                 # The partial is the run-wide chat buffer, every item said so far joined by blank lines, not
                 # just the item being written (measured on 2026.9.6: "Hello\n\nHello from" after a tool).
                 partial = session.append(m.aborted_partial(run, run.text, now, stop_reason), now)
-                fanout.session_message(session, partial, run.run_id)
+                self._push(session, run, partial)
             fanout.agent(
                 run,
                 "lifecycle",
@@ -424,7 +446,8 @@ class RunDriver:
         session.last_run_id = run.run_id
         session.ended_at = session.updated_at = now
         self.release(run)
-        fanout.sessions_changed(session, reason="agent.input.settled")
+        if not run.heartbeat:  # said by the chat-send / agent-turn service only, as ``agent.run.started``
+            fanout.sessions_changed(session, reason="agent.input.settled")
         fanout.sessions_changed(session, phase="end", run_id=run.run_id)
         if state != "final":
             fanout.sessions_changed(session, phase="error", run_id=run.run_id)

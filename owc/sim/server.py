@@ -340,6 +340,7 @@ class Simulator:
                     "session.tool",
                     "chat",
                     "agent",
+                    "heartbeat",
                 ],
                 "capabilities": [],
             },
