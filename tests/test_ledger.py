@@ -273,6 +273,35 @@ async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> N
 
 
 @pytest.mark.virtual_seconds(30)
+async def test_a_message_finished_while_the_transcript_failed_is_corrected_and_keeps_its_error(
+    tmp_path, clock, db_url
+) -> None:
+    """A run calls a tool while owc's socket is cut, owc joins it mid-run, and it ends in an error while
+    ``chat.history`` fails: the message is finished from the stream (no card: the stream missed it). Once the
+    transcript answers, the next tick corrects it (the card comes) and the run's error note stays (fuzzer,
+    ``history-fallback-gaps``)."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key, stub = await _stub_chat(env)
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "cut", origin="cron")
+        await _reconnect(env)
+        run.tool("exec", {"cmd": "make"}, "ok")
+        await _next_connection(env, clock)
+        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        env.sim.fail_requests("chat.history")
+        run.text("It broke.").end("error", error="boom")
+        m = ids.message_id(key, "cut")
+        await bridge.until(lambda: bridge.ledger.is_settled(key, "cut"))
+        first = (await env.messages(chat_id))[m]
+        assert first["done"] is True and count_cards(first["output"]) == 0 and first.get("error")
+        env.sim.fail_requests()
+        await env.settled()  # the next Gateway tick reads the transcript again
+        fixed = (await env.messages(chat_id))[m]
+        assert count_cards(fixed["output"]) == 1 and "It broke." in fixed["content"]
+        assert fixed["error"] == first["error"]
+
+
+@pytest.mark.virtual_seconds(30)
 async def test_orphan_stub_reconcile(tmp_path, clock, db_url) -> None:
     """OrphanStubReconcile: the request died with Open WebUI, and the run ended while no owc ran; owc starts
     and its reconcile finishes the stub from the transcript."""

@@ -38,10 +38,12 @@ class Correction:
     chat_id: str
     message_id: str
     user_id: str | None
+    #: The finished message's error note (a run that ended in an error keeps it when corrected).
+    error: str | None = None
 
     @classmethod
-    def of(cls, run: Run) -> Correction:
-        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id)
+    def of(cls, run: Run, error: str | None = None) -> Correction:
+        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error)
 
 
 @attrs.define
@@ -51,9 +53,9 @@ class Corrections:
     pending: dict[RunKey, Correction] = attrs.field(factory=dict)
     running: bool = False
 
-    def add(self, run: Run) -> None:
+    def add(self, run: Run, error: str | None = None) -> None:
         log.info("runs.correct_later run=%s message=%s (finished from a stream with gaps)", run.run_id, run.message_id)
-        self.pending[run.key] = Correction.of(run)
+        self.pending[run.key] = Correction.of(run, error)
 
     async def run_pass(self, request: Callable[..., Awaitable[Any]], store: TrioChatStore, emitter: Emitter) -> None:
         """One pass over the pending corrections, one at a time (a tick starts it; only one runs at once)."""
@@ -90,7 +92,9 @@ async def _correct(
         return True
     content = output_text(output)
     try:
-        result = await store.write(item.chat_id, item.message_id, content=content, output=output, done=True)
+        result = await store.write(
+            item.chat_id, item.message_id, content=content, output=output, done=True, error=item.error
+        )
     except MessageMissing:
         return True  # deleted meanwhile
     except StoreError as exc:  # the chat itself stands in the way: a later try would meet it again
@@ -105,7 +109,15 @@ async def _correct(
             item.chat_id,
             item.message_id,
             item.user_id,
-            {"type": "chat:completion", "data": {"done": True, "output": output, "content": content}},
+            {
+                "type": "chat:completion",
+                "data": {
+                    "done": True,
+                    "output": output,
+                    "content": content,
+                    **({"error": {"content": item.error}} if item.error else {}),
+                },
+            },
         )
     except Exception:
         log.exception("runs.emit_failed run=%s event=chat:completion", item.run_id)

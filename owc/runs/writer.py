@@ -115,7 +115,7 @@ class WriterContext:
     claim_turn: Callable[[Run], Awaitable[None]]
     #: Keep a message finished from a stream with gaps, because the transcript could not be read, for a
     #: correction once it can (``owc/runs/correct.py``).
-    correct_later: Callable[[Run], None] = lambda run: None
+    correct_later: Callable[[Run, str | None], None] = lambda run, error: None
     #: Returns at the Gateway's next tick (on any connection): when a transcript that did not answer is read again.
     next_tick: Callable[[], Awaitable[None]] | None = None
 
@@ -462,7 +462,8 @@ class _Writer:
             finished.cards,
         )
         if finished.source == "stream" and not finished.complete and self.history_failed:
-            ctx.correct_later(r)  # the transcript could not be read: what the stream missed comes later
+            # The transcript could not be read: what the stream missed comes later (the error note stays).
+            ctx.correct_later(r, error["content"] if error else None)
         if unless_done:  # this process's tabs never heard of the message: give them all of it
             await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
