@@ -229,12 +229,12 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
         if kind == "order" and not runs:  # the summary line: "runs chained as ['r6', 'r2'], started as [...]"
             chained = re.search(r"chained as \[([^\]]*)\]", problem)
             runs = set(re.findall(r"'(r\d+)'", chained.group(1))) if chained else set()
-        if kind == "order" and runs & schedule.heartbeats:
+        if kind == "order" and "history-fails" in schedule.features:
+            found.add("order-unreadable")
+        elif kind == "order" and runs & schedule.heartbeats:
             found.add("heartbeat-unseen")  # a heartbeat run's message (it must have none) sits in the chain
         elif kind == "order" and "restart-crash" in schedule.features and re.search(r"run \w{8} \(started", problem):
             found.add("crash-cut-order")  # an unnamed run (the boot's recovery) is in the misordered pair
-        elif kind == "order" and "history-fails" in schedule.features:
-            found.add("order-unreadable")
         elif kind == "order":
             found.add("order-failover" if schedule.features & AWAY else "order-race")
         elif kind in ("silent", "expected") and runs and runs <= schedule.heartbeats:

@@ -281,7 +281,7 @@ async def test_a_message_finished_while_the_transcript_failed_is_corrected_and_k
     transcript answers, the next tick corrects it (the card comes) and the run's error note stays (fuzzer,
     ``history-fallback-gaps``)."""
     async with open_env(tmp_path, db_url=db_url) as env:
-        chat_id, key, stub = await _stub_chat(env)
+        chat_id, key, _ = await _stub_chat(env)
         bridge = await env.connect()
         run = env.sim.start_run(key, "cut", origin="cron")
         await _reconnect(env)

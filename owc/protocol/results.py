@@ -367,14 +367,38 @@ def parse_chat_history(payload: object) -> ChatHistory:
 
 
 def older_page(older: ChatHistory, newer: ChatHistory) -> ChatHistory:
-    """Join an older page in front of a newer one (the joined window's paging state is the older page's)."""
-    shift = len(older.messages)
+    """Join an older page in front of a newer one (the joined window's paging state is the older page's).
+
+    Offsets count back from the newest stored message, so a message stored between the two requests (another run
+    began) shifts the older page onto messages the newer one already holds: those are dropped, by ``seq`` (the
+    stored position) where the Gateway numbers messages, else by id. Before, they were joined twice, and a run
+    finished from the window showed their text and cards twice (fuzzer, with the simulator paging as the real
+    Gateway does)."""
+    first_seq = next((m.seq for m in newer.messages if m.seq is not None), None)
+    ids = {m.openclaw_id for m in newer.messages if m.openclaw_id}
+    kept = tuple(
+        m
+        for m in older.messages
+        if not (first_seq is not None and m.seq is not None and m.seq >= first_seq)
+        and not (m.openclaw_id and m.openclaw_id in ids)
+    )
+    if len(kept) != len(older.messages):
+        log.info(
+            "protocol.history_overlap dropped=%d (the transcript grew between pages)", len(older.messages) - len(kept)
+        )
+    kept_at = {id(m): i for i, m in enumerate(kept)}
+    unreadable_older = tuple(
+        len(kept) if i >= len(older.messages) else kept_at[id(older.messages[i])]
+        for i in older.unreadable
+        if i >= len(older.messages) or id(older.messages[i]) in kept_at
+    )
+    shift = len(kept)
     return attrs.evolve(
         newer,
-        messages=older.messages + newer.messages,
+        messages=kept + newer.messages,
         has_more=older.has_more,
         next_offset=older.next_offset,
-        unreadable=older.unreadable + tuple(i + shift for i in newer.unreadable),
+        unreadable=unreadable_older + tuple(i + shift for i in newer.unreadable),
     )
 
 

@@ -61,6 +61,8 @@ class Run:
     #: before the pass was done with the chat). Cleared when a pass is done with the chat; if the connection
     #: closes first, the run is carried still behind a pass, and the next connection's pass goes first.
     behind_pass: bool = False
+    #: A ``chat`` or ``agent`` event of its own reached a connection (not only its start and end).
+    heard: bool = False
     #: Its transcript check waits for a read that failed to be answered (the next tick): it holds nobody up.
     check_waits: bool = False
     #: The tabs were told its message is not saved yet (once; they hear again when it is).

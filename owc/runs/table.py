@@ -263,6 +263,11 @@ class RunTable:
                 seen_ms=event.ts,
             )
             if run is not None and event.phase in ("end", "error"):
+                if not run.heard and not run.life.missed:
+                    # Not one event of its own reached this connection: the Gateway hides it from control UIs
+                    # (a heartbeat runner's turn sends a sessions.subscribe connection only its start and end;
+                    # measured). Its transcript decides, now, at its end, where a message keeps its place.
+                    run.mark_missed("no event of its own (a run hidden from control UIs)")
                 if run.renderer.holds_back:
                     # Its chat terminal (which would show a short answer held back as a possible sentinel
                     # prefix) has not come: the transcript decides whether the run showed something.
@@ -276,6 +281,7 @@ class RunTable:
         run = self._open(event.session_key, event.run_id, start=start, seen_ms=ts)
         if run is None:
             return
+        run.heard = True
         if not run.timed and ts is not None:
             # Any time of the run's own places it rightly: a session runs one run at a time, so its events
             # fall after every earlier run's end and before every later run's start.

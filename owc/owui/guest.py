@@ -1,0 +1,487 @@
+"""Trio as a guest on Open WebUI's asyncio loop: owc's host bridge (issue 12).
+
+Open WebUI serves from one asyncio loop per process (uvicorn's; uvloop when installed). owc is written on Trio, so
+inside Open WebUI it runs as a Trio *guest* on that loop (``trio.lowlevel.start_guest_run``): Trio's scheduler
+ticks are loop callbacks and only its I/O wait sits in a helper thread. owc's tasks and Open WebUI's coroutines
+therefore share the loop thread, and owc may call Open WebUI's in-process objects (its emitters, ``Chats``,
+``tasks``) without locks. (Reference: ``pipe-runtime-0.12.4.md`` sections 9 and 10.)
+
+What this module keeps, and why:
+
+* **One guest run per process** (``start``): Trio refuses a second run in a thread while one is active, and Open
+  WebUI re-executes a Function's file on every save, so the singleton lives here, in the installed package, and
+  never in a Function file.
+* **The loop thread never blocks waiting for Trio**: both sides share it, so a blocking wait (``trio.from_thread``
+  on the loop thread) would deadlock. Every crossing here is an ``await`` on one side and a callback on the other.
+* **asyncio wakes Trio only through the Trio token** (``TrioToken.run_sync_soon``): ``Event.set``, ``start_soon``
+  and ``CancelScope.cancel`` need Trio's run context. The other way needs nothing: Trio code runs on the loop
+  thread, so it may complete an asyncio future or create an asyncio task directly.
+* **Cancellation crosses both ways and waits for the other side's cleanup**: a Stop in Open WebUI (an asyncio
+  cancel of the awaiting task) cancels the Trio work and returns only once its ``finally`` blocks ran; a Trio cancel
+  of an awaited Open WebUI coroutine cancels its asyncio task and waits (shielded) until it has finished.
+* **The guest's end is observed**: an error outcome is logged with its traceback when it happens, never dropped.
+
+No timer here: every wait ends on an event of the other side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar, TypeVarTuple, Unpack
+
+import attrs
+import outcome
+import trio
+
+log = logging.getLogger("owc.owui")
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+#: owc's Trio main: called as ``main(task_status=...)`` in the host's nursery (``nursery.start``); it reports
+#: ``task_status.started(value)`` once it is ready to serve, then runs until the host closes.
+MainFn = Callable[..., Awaitable[object]]
+
+
+class HostError(RuntimeError):
+    """The host cannot do what was asked (a base for the errors below, and for a start that failed)."""
+
+
+class HostClosed(HostError):
+    """The host is closing or has ended: no new call crosses, and a call that was running when it closed ends."""
+
+
+class HostMismatch(HostError):
+    """``start`` asked for another main than the one the process's host runs."""
+
+
+class AsyncioCancelled(HostError):
+    """An asyncio coroutine awaited from Trio was cancelled from the asyncio side (not by the awaiting Trio task),
+    e.g. by the loop's own teardown. An ``Exception``, because ``asyncio.CancelledError`` inside Trio would look
+    like a crash of the Trio task rather than an error of the call."""
+
+
+def _name(fn: object) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    """``trio.Cancelled``, alone or as the only kind in an exception group (a nursery inside the call)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return False
+
+
+@attrs.define(eq=False, repr=False)
+class TrioHost:
+    """owc's Trio run hosted on one asyncio loop. Made by ``start`` (one per process), closed by ``aclose``.
+
+    The host owns one Trio nursery for the guest run's whole life: ``main`` runs in it, and so does every call
+    that crosses from asyncio (``run_in_trio``, ``spawn``), so closing the host cancels them all and the guest run
+    ends only once each has finished.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    main: MainFn
+    #: What ``main`` reported with ``task_status.started(value)``.
+    started_value: object = attrs.field(init=False, default=None)
+    #: The guest run's outcome once it has ended (``None`` while it runs).
+    run_outcome: outcome.Outcome[None] | None = attrs.field(init=False, default=None)
+    _ready: asyncio.Future[object] = attrs.field(init=False)
+    _finished: asyncio.Future[None] = attrs.field(init=False)
+    _token: trio.lowlevel.TrioToken | None = attrs.field(init=False, default=None)
+    _nursery: trio.Nursery | None = attrs.field(init=False, default=None)
+    _closing: bool = attrs.field(init=False, default=False)
+    #: The asyncio side's waits on ``run_in_trio`` calls, failed by the guest's end should any be left over.
+    _calls: set[asyncio.Future[Any]] = attrs.field(init=False, factory=set)
+    _started_at: float = attrs.field(init=False, default=0.0)
+
+    def __attrs_post_init__(self) -> None:
+        self._ready = self.loop.create_future()
+        self._finished = self.loop.create_future()
+
+    def __repr__(self) -> str:
+        state = "ended" if self.ended else "closing" if self._closing else "running" if self.running else "starting"
+        return f"<TrioHost main={_name(self.main)} {state}>"
+
+    # --- state ------------------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        """Started (``main`` reported ready), not closing, not ended: calls may cross."""
+        return (
+            self._ready.done()
+            and not self._ready.cancelled()
+            and self._ready.exception() is None
+            and not self._closing
+            and not self._finished.done()
+        )
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
+
+    @property
+    def ended(self) -> bool:
+        """The guest run has finished (its done callback ran)."""
+        return self._finished.done()
+
+    @property
+    def token(self) -> trio.lowlevel.TrioToken:
+        """The guest run's Trio token: the only way asyncio code may wake Trio (``run_sync_soon``)."""
+        if self._token is None:
+            raise HostError("the Trio guest has not been started")
+        return self._token
+
+    # --- life -------------------------------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        """Start the guest run on ``self.loop`` (from a coroutine running on it). ``main`` starts at Trio's first
+        tick; ``_ready`` resolves when it reported started, or fails when the run ended before."""
+        self._started_at = time.perf_counter()
+        try:
+            trio.lowlevel.start_guest_run(
+                self._guest,
+                run_sync_soon_threadsafe=self.loop.call_soon_threadsafe,
+                run_sync_soon_not_threadsafe=self.loop.call_soon,
+                done_callback=self._guest_done,
+                # asyncio / uvloop (and uvicorn's handlers) own the signal wakeup fd: Trio must leave it alone.
+                host_uses_signal_set_wakeup_fd=True,
+            )
+        except RuntimeError as exc:  # "Attempted to call run() from inside a run()"
+            error = HostError(f"cannot start owc's Trio guest: a Trio run is already active in this thread ({exc})")
+            error.__cause__ = exc
+            self._guest_done(outcome.Error(error))  # logged; a waiter (aclose) does not hang on a run never started
+            raise error from exc
+        # Trio's documented contract: once start_guest_run returns, sync Trio calls such as current_trio_token work
+        # from the host. Taking the token now means aclose always has a way in, even before Trio's first tick.
+        self._token = trio.lowlevel.current_trio_token()
+        log.debug("owui.guest_launched main=%s", _name(self.main))
+
+    async def _guest(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self._closing:  # aclose came before Trio's first tick
+                nursery.cancel_scope.cancel()
+            value = await nursery.start(self._run_main)
+            self.started_value = value
+            if self._closing:  # main reported started without a checkpoint after aclose: the host is not ready
+                await trio.sleep_forever()
+            self._ready.set_result(value)  # completing an asyncio future from Trio: same thread
+            log.info(
+                "owui.host_started main=%s start_ms=%.2f",
+                _name(self.main),
+                (time.perf_counter() - self._started_at) * 1000,
+            )
+            # The nursery stays open until aclose: calls and spawned tasks run in it even if main returns.
+            await trio.sleep_forever()
+
+    async def _run_main(self, *, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.main(task_status=task_status)
+        if not self._closing:
+            # owc's main is meant to run until shutdown; its early end is worth a line, not the host's end.
+            log.warning("owui.main_returned main=%s (the host keeps serving until it is closed)", _name(self.main))
+
+    def _cancel_guest(self) -> None:
+        """(In Trio, via the token.) Cancel everything the host runs; the guest run then ends."""
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        # Else _guest has not run yet and will see _closing.
+
+    def _guest_done(self, result: outcome.Outcome[None]) -> None:
+        """Trio's done callback, on the loop thread once the guest run has finished."""
+        self.run_outcome = result
+        main = _name(self.main)
+        if isinstance(result, outcome.Error):
+            log.error(
+                "owui.guest_failed main=%s closing=%s error=%s",
+                main,
+                self._closing,
+                type(result.error).__name__,
+                exc_info=result.error,
+            )
+            ended: HostError = HostClosed(f"owc's Trio guest ended with an error ({type(result.error).__name__})")
+            ended.__cause__ = result.error
+        else:
+            log.info("owui.guest_ended main=%s closing=%s", main, self._closing)
+            ended = HostClosed("owc's Trio host has closed")
+        if not self._ready.done():
+            failed = HostError(f"owc's Trio guest ended before main {main} reported started")
+            failed.__cause__ = result.error if isinstance(result, outcome.Error) else ended
+            self._ready.set_exception(failed)
+            self._ready.exception()  # retrieved: the failure is logged above, and start() raises it if awaited
+        for fut in self._calls:
+            if not fut.done():
+                fut.set_exception(ended)
+        self._finished.set_result(None)
+
+    async def aclose(self) -> None:
+        """Cancel everything the host runs (main, calls, spawned tasks) and wait until the guest run has ended.
+
+        Idempotent; any number of callers may wait. The wait is shielded: a cancel of the caller (a shutdown
+        cancelling leftover tasks) does not cut it short; it is re-raised once the guest has ended. The guest's
+        error outcome, if any, was logged when it ended; it is not raised here, so a shutdown always proceeds.
+        """
+        if not self._closing and not self._finished.done():
+            self._closing = True
+            log.info("owui.host_closing main=%s", _name(self.main))
+            try:
+                pass
+            except trio.RunFinishedError:
+                pass  # ended meanwhile: its done callback is queued on the loop
+        self._closing = True
+        await _wait_shielded(self._finished)
+
+    async def wait_ended(self) -> None:
+        """Wait, shielded like ``aclose``, until the guest run ends, without asking it to."""
+        await _wait_shielded(self._finished)
+
+    # --- asyncio -> Trio -------------------------------------------------------------------------------------
+
+    def _check_open(self) -> trio.lowlevel.TrioToken:
+        if self._closing or self._finished.done() or self._token is None:
+            raise HostClosed("owc's Trio host is closed" if self._token else "owc's Trio host has not started")
+        return self._token
+
+    async def run_in_trio(self, afn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
+        """From asyncio: run ``afn(*args)`` as a Trio task in the host's nursery and return its result.
+
+        Its exception propagates to the caller (the host keeps running). A cancel of the awaiting asyncio task
+        (Open WebUI's Stop) cancels the Trio call and waits for its cleanup before ``CancelledError`` goes on, so
+        nothing the call did outlives the caller. If the host closes meanwhile, the call raises ``HostClosed``.
+        """
+        token = self._check_open()
+        fut: asyncio.Future[T] = self.loop.create_future()
+        scope = trio.CancelScope()
+        try:
+            token.run_sync_soon(self._begin_call, fut, scope, afn, args)
+        except trio.RunFinishedError:
+            raise HostClosed("owc's Trio host has ended") from None
+        self._calls.add(fut)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # The caller was cancelled (fut itself is cancelled only after our own scope.cancel below).
+            if not fut.done():
+                try:
+                    token.run_sync_soon(scope.cancel)
+                except trio.RunFinishedError:
+                    pass  # the guest ended: its done callback settles fut
+                await _wait_shielded(fut)
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning(
+                    "owui.trio_call_failed_after_cancel fn=%s error=%s",
+                    _name(afn),
+                    type(fut.exception()).__name__,
+                    exc_info=fut.exception(),
+                )
+            raise
+        finally:
+            self._calls.discard(fut)
+
+    def _begin_call(
+        self, fut: asyncio.Future[Any], scope: trio.CancelScope, afn: Callable[..., Awaitable[Any]], args: tuple
+    ) -> None:
+        """(In Trio, via the token.) Must not raise: a token callback's error would crash the whole guest run."""
+        try:
+            if self._nursery is None:
+                raise RuntimeError("no nursery yet")
+            self._nursery.start_soon(self._call, fut, scope, afn, args, name=afn)
+        except RuntimeError:  # the nursery is closed: the host is closing
+            if not fut.done():
+                fut.set_exception(HostClosed("owc's Trio host closed before the call started"))
+
+    async def _call(
+        self, fut: asyncio.Future[Any], scope: trio.CancelScope, afn: Callable[..., Awaitable[Any]], args: tuple
+    ) -> None:
+        try:
+            with scope:
+                result = await afn(*args)
+        except Exception as exc:
+            # The call's own error belongs to its asyncio caller, not to the host's nursery.
+            if not fut.done():
+                fut.set_exception(exc)
+            return
+        except BaseException as exc:
+            # Trio's own: the host is closing (Cancelled from its nursery) or the run is being torn down. The
+            # caller learns the host closed; the exception goes on so Trio can unwind.
+            if not fut.done():
+                error = HostClosed("owc's Trio host closed while the call ran")
+                if not _only_cancelled(exc):
+                    error.__cause__ = exc
+                fut.set_exception(error)
+            raise
+        if fut.done():
+            return
+        if scope.cancelled_caught:
+            fut.cancel()  # the caller cancelled and is only waiting for this cleanup
+        else:
+            fut.set_result(result)
+
+    def spawn(self, afn: Callable[[Unpack[Ts]], Awaitable[object]], *args: *Ts) -> None:
+        """From asyncio: start ``afn(*args)`` as a Trio task in the host's nursery; fire and forget.
+
+        A fire-and-forget has no caller to hand its error to. The error is logged with its traceback and stays
+        there: in the host's nursery it would cancel everything owc runs in this process (every chat's writer) for
+        one failed task. Use ``run_in_trio`` when the caller needs the outcome.
+        """
+        token = self._check_open()
+        try:
+            token.run_sync_soon(self._begin_spawn, afn, args)
+        except trio.RunFinishedError:
+            raise HostClosed("owc's Trio host has ended") from None
+
+    def _begin_spawn(self, afn: Callable[..., Awaitable[object]], args: tuple) -> None:
+        try:
+            if self._nursery is None:
+                raise RuntimeError("no nursery yet")
+            self._nursery.start_soon(self._spawned, afn, args, name=afn)
+        except RuntimeError:
+            log.warning("owui.spawn_dropped fn=%s reason=host_closing", _name(afn))
+
+    async def _spawned(self, afn: Callable[..., Awaitable[object]], args: tuple) -> None:
+        try:
+            await afn(*args)
+        except Exception:
+            log.exception("owui.spawned_failed fn=%s", _name(afn))
+
+    def run_sync_soon(self, fn: Callable[[Unpack[Ts]], object], *args: *Ts) -> None:
+        """From asyncio (or any thread): call ``fn(*args)`` soon inside Trio: the one-way crossing (set a
+        ``trio.Event``, ``send_nowait`` into a memory channel). ``fn`` must not raise: Trio treats a token
+        callback's error as an internal error and ends the whole guest run."""
+        token = self._check_open()
+        try:
+            token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            raise HostClosed("owc's Trio host has ended") from None
+
+    # --- Trio -> asyncio -------------------------------------------------------------------------------------
+
+    async def run_in_asyncio(self, coro_fn: Callable[[Unpack[Ts]], Coroutine[Any, Any, T]], *args: *Ts) -> T:
+        """From a Trio task of this host: run ``coro_fn(*args)`` as an asyncio task on the host's loop and return
+        its result (how owc awaits Open WebUI's emitter, ``Chats`` and ``tasks``).
+
+        Its exception propagates into Trio. A Trio cancel of the awaiting task cancels the asyncio task and waits,
+        shielded, until it has finished, then the cancel goes on; an asyncio-side cancel of the task (not ours)
+        raises ``AsyncioCancelled``.
+        """
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self.loop:
+            raise HostError("run_in_asyncio is for Trio tasks of the host's guest run, on its loop")
+        token = self.token
+        task = self.loop.create_task(coro_fn(*args))  # same thread: no token needed this way
+        if not task.done():
+            done = trio.Event()
+
+            def wake(_task: asyncio.Task[T]) -> None:
+                try:
+                    token.run_sync_soon(done.set)  # Event.set needs Trio's run context
+                except trio.RunFinishedError:
+                    pass  # nothing waits any more
+
+            task.add_done_callback(wake)
+            try:
+                await done.wait()
+            except BaseException:
+                task.cancel()
+                with trio.CancelScope(shield=True):
+                    await done.wait()
+                _drop_after_cancel(task, coro_fn)
+                raise
+        if task.cancelled():
+            raise AsyncioCancelled(f"the asyncio task of {_name(coro_fn)} was cancelled from the asyncio side")
+        return task.result()
+
+
+def _drop_after_cancel(task: asyncio.Task[Any], coro_fn: object) -> None:
+    """An asyncio task cancelled by Trio has finished: its outcome is not wanted, but an error it raised instead of
+    ending cancelled is logged (and marked retrieved, so asyncio does not report it again at collection)."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        log.warning(
+            "owui.asyncio_call_failed_after_cancel fn=%s error=%s",
+            _name(coro_fn),
+            type(error).__name__,
+            exc_info=error,
+        )
+
+
+async def _wait_shielded(fut: asyncio.Future[Any]) -> None:
+    """Wait until ``fut`` is done, whatever cancels the waiting task meanwhile; a cancel is re-raised after.
+
+    Used only where the other side is already ending (a cancelled call's cleanup, the guest's end), so the wait is
+    bounded by that cleanup and by nothing else."""
+    cancelled: asyncio.CancelledError | None = None
+    while not fut.done():
+        try:
+            # asyncio.wait neither cancels fut nor raises its outcome: a CancelledError here is the caller's.
+            await asyncio.wait((fut,))
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    if cancelled is not None:
+        raise cancelled
+
+
+# --- the process's host ----------------------------------------------------------------------------------------
+
+#: The process's host: the one process-wide object in owc besides the writer registry (``owc/registry.py``).
+#: It has to be process-wide because Trio allows one run per thread and Open WebUI runs one loop per process:
+#: the startup Event Function, every ``pipe()`` call and the shutdown hook must all find the same guest run, and
+#: the Function files themselves are re-executed on every save, so they cannot hold it. One host per loop: once
+#: closed, ``start`` on the same loop refuses (a ``pipe()`` call during shutdown must not start owc again); a new
+#: loop (a test's next ``asyncio.run``) may start a new one once the old guest run has ended.
+_HOST: TrioHost | None = None
+#: The lock around ``start``, one per loop (an ``asyncio.Lock`` belongs to the loop it is first contended on).
+_START_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def start(main: MainFn) -> TrioHost:
+    """Start owc's Trio guest on the running loop with ``main`` in the host's nursery (``nursery.start``), and
+    return the host once ``main`` reported started.
+
+    Once per process: a later call returns the same host (after it has started), so the startup Event Function and
+    the first ``pipe()`` may both call it; asking for another ``main`` raises ``HostMismatch``; a call after the
+    host was closed on this loop raises ``HostClosed``. If ``main`` fails before it started, this raises
+    ``HostError`` (the guest run has ended; a later call tries again, as it does after a guest that failed later).
+    A cancel of the caller leaves the start going on for the next caller.
+    """
+    global _HOST
+    loop = asyncio.get_running_loop()
+    lock = _START_LOCKS.get(loop)
+    if lock is None:
+        lock = _START_LOCKS[loop] = asyncio.Lock()
+    async with lock:
+        host = _HOST
+        if host is not None and host.loop is loop and host.closing:
+            raise HostClosed("owc's Trio host was closed on this loop")
+        if host is not None and not host.ended:
+            if host.loop is not loop:
+                raise HostError("owc's Trio host is still running on another event loop: close it there first")
+            if host.main is not main:
+                raise HostMismatch(f"owc's Trio host runs {_name(host.main)}, not {_name(main)}")
+        else:
+            if host is not None and host.loop is loop:
+                # It ended by itself (main failed; logged when it did): the startup hook or a pipe() call that
+                # comes after tries again, rather than leaving the process without owc until a restart.
+                log.warning("owui.host_restart main=%s previous=ended_with_error", _name(main))
+            host = _HOST = TrioHost(loop, main)
+            host._launch()
+        await asyncio.shield(host._ready)  # shielded: a cancel of this caller leaves the start to the next one
+        return host
+
+
+def current_host() -> TrioHost | None:
+    """The process's host if it runs (started, not closing), else ``None``."""
+    host = _HOST
+    return host if host is not None and host.running else None
