@@ -415,6 +415,26 @@ def test_one_unreadable_history_message_costs_only_itself(caplog) -> None:
     assert older_page(older, history).unreadable == (0, 2)
 
 
+def test_pages_that_overlap_because_the_transcript_grew_between_them_join_once() -> None:
+    """Offsets count back from the newest stored message: a message stored between the request for the newest page
+    and the one for the page before shifts that older page onto messages already read. They are joined once (by
+    ``__openclaw.seq``, else by id); before, the run's text and cards were shown twice."""
+
+    def msg(seq: int, text: str, **meta: object) -> dict[str, object]:
+        return {"role": "assistant", "content": text, "__openclaw": {"seq": seq, "runId": "R", **meta}}
+
+    newer = parse_chat_history({"sessionKey": "k", "messages": [msg(3, "c"), msg(4, "d")], "hasMore": True})
+    older = parse_chat_history({"sessionKey": "k", "messages": [msg(1, "a"), msg(2, "b"), msg(3, "c")]})
+    assert [m.text for m in older_page(older, newer).messages] == ["a", "b", "c", "d"]
+    by_id = parse_chat_history(
+        {"sessionKey": "k", "messages": [{"role": "user", "content": "x", "__openclaw": {"id": "m2"}}]}
+    )
+    newer_ids = parse_chat_history(
+        {"sessionKey": "k", "messages": [{"role": "user", "content": "x", "__openclaw": {"id": "m2"}}]}
+    )
+    assert len(older_page(by_id, newer_ids).messages) == 1
+
+
 async def test_an_unreadable_message_of_another_run_leaves_the_transcript_usable(tmp_path, clock) -> None:
     """Before, one mistyped message anywhere in the page (here an older run's ``timestamp: "yesterday"``) failed
     the whole ``chat.history`` reply: the run finished from its stream, which had joined late and missed its

@@ -603,3 +603,27 @@ async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None
         msg = (await env.messages(chat_id))[ids.message_id(key, "by-resync")]
         assert msg["done"] is True and msg["content"] == "Partial answer."
         await env.settled()
+
+
+async def test_heartbeat_runs_seen_live_are_decided_by_their_transcript_at_their_end(tmp_path, clock) -> None:
+    """A connection that only asked ``sessions.subscribe`` sees a heartbeat run as its start and end alone
+    (measured on the real Gateway; the simulator does the same), so owc reads its transcript at its end. A
+    heartbeat's reply with its prompt alone hidden before it gets no message; one after a silent heartbeat
+    cannot be told from another run's (the mark may be the earlier heartbeat's) and is shown, in its place."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "first", origin="cron").text("First.").end()
+        env.sim.start_run(key, "talk", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+        env.sim.start_run(key, "quiet", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
+        env.sim.start_run(key, "unclear", heartbeat=True, origin="heartbeat").text("Still red.").end()
+        env.sim.start_run(key, "last", origin="cron").text("Last.").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        mid = {run: ids.message_id(key, run) for run in ("first", "talk", "quiet", "unclear", "last")}
+        assert mid["talk"] not in messages and mid["quiet"] not in messages
+        assert messages[mid["unclear"]]["content"] == "Still red."
+        assert (
+            messages[mid["unclear"]]["parentId"] == mid["first"] and messages[mid["last"]]["parentId"] == mid["unclear"]
+        )
+        assert bridge.ledger.is_settled(key, "talk")
