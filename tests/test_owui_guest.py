@@ -429,11 +429,14 @@ def test_aclose_with_work_still_running(run) -> None:
     run(body)
 
 
-def test_aclose_before_trio_ran_its_first_tick(run) -> None:
+def test_aclose_while_the_host_starts(run) -> None:
+    """The shutdown hook may run while the startup hook's ``start`` still waits for main: the start fails (the
+    host never reports ready once closing), and nothing hangs."""
+
     async def body() -> None:
         host = TrioHost(asyncio.get_running_loop(), idle_main)
         host._launch()
-        await host.aclose()  # aclose right after launch: main never starts, nothing hangs
+        await host.aclose()
         assert host.ended
         with pytest.raises(HostError, match="before main"):
             await host._ready

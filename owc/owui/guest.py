@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
@@ -171,16 +170,15 @@ class TrioHost:
                 nursery.cancel_scope.cancel()
             value = await nursery.start(self._run_main)
             self.started_value = value
-            if self._closing:  # main reported started without a checkpoint after aclose: the host is not ready
-                await trio.sleep_forever()
-            self._ready.set_result(value)  # completing an asyncio future from Trio: same thread
-            log.info(
-                "owui.host_started main=%s start_ms=%.2f",
-                _name(self.main),
-                (time.perf_counter() - self._started_at) * 1000,
-            )
-            # The nursery stays open until aclose: calls and spawned tasks run in it even if main returns.
-            await trio.sleep_forever()
+            if not self._closing:  # (main may report started without a checkpoint after aclose: not ready then)
+                self._ready.set_result(value)  # completing an asyncio future from Trio: same thread
+                log.info(
+                    "owui.host_started main=%s start_ms=%.2f",
+                    _name(self.main),
+                    (time.perf_counter() - self._started_at) * 1000,
+                )
+            # The nursery stays open until aclose cancels it: calls and spawned tasks run in it even if main returns.
+            await trio.sleep_forever()  # timer-ok: no clock; parks the nursery's body until aclose cancels it
 
     async def _run_main(self, *, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
         await self.main(task_status=task_status)
@@ -232,7 +230,7 @@ class TrioHost:
             self._closing = True
             log.info("owui.host_closing main=%s", _name(self.main))
             try:
-                pass
+                self.token.run_sync_soon(self._cancel_guest)
             except trio.RunFinishedError:
                 pass  # ended meanwhile: its done callback is queued on the loop
         self._closing = True
@@ -442,8 +440,9 @@ async def _wait_shielded(fut: asyncio.Future[Any]) -> None:
 #: closed, ``start`` on the same loop refuses (a ``pipe()`` call during shutdown must not start owc again); a new
 #: loop (a test's next ``asyncio.run``) may start a new one once the old guest run has ended.
 _HOST: TrioHost | None = None
-#: The lock around ``start``, one per loop (an ``asyncio.Lock`` belongs to the loop it is first contended on).
-_START_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: The lock around ``start`` and the loop it serves: an ``asyncio.Lock`` belongs to the loop it is first contended
+#: on, so a new loop gets a new lock. (A plain pair, not a weak mapping: uvloop's loops need not be weak-referable.)
+_START_LOCK: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
 
 async def start(main: MainFn) -> TrioHost:
@@ -456,12 +455,11 @@ async def start(main: MainFn) -> TrioHost:
     ``HostError`` (the guest run has ended; a later call tries again, as it does after a guest that failed later).
     A cancel of the caller leaves the start going on for the next caller.
     """
-    global _HOST
+    global _HOST, _START_LOCK
     loop = asyncio.get_running_loop()
-    lock = _START_LOCKS.get(loop)
-    if lock is None:
-        lock = _START_LOCKS[loop] = asyncio.Lock()
-    async with lock:
+    if _START_LOCK is None or _START_LOCK[0] is not loop:
+        _START_LOCK = (loop, asyncio.Lock())
+    async with _START_LOCK[1]:
         host = _HOST
         if host is not None and host.loop is loop and host.closing:
             raise HostClosed("owc's Trio host was closed on this loop")
