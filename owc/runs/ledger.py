@@ -105,13 +105,14 @@ class Ledger:
         Only a run with a live writer blocks (one without waits for a connection and holds nobody up). On one
         session key the Gateway runs one run at a time, so an earlier run is past its terminal, or nearly.
         A reconciled run (it ended while owc was away) ended before any run first seen on this connection
-        began: only another reconciled run or one ``carried`` from an earlier connection can come before it.
+        began: only another reconciled run, one ``carried`` from an earlier connection, or one the pass placed by
+        the transcript (``Run.rank``) can come before it.
         Runs first seen on this connection wait for the pass instead (``RunTable``), carried ones do not, so no
         two claims ever wait on each other."""
         for other in self.runs.values():
             if (
                 other is not run
-                and (not run.reconciled or other.reconciled or other.key in carried)
+                and (not run.reconciled or other.reconciled or other.key in carried or other.rank == 0)
                 and other.ref.chat_id == run.ref.chat_id
                 and other.place < run.place
                 and other.life.state in (State.CLAIMING, State.CHECKING)

@@ -171,8 +171,13 @@ class RunTable:
             if run.life.state is not State.CLAIMING:
                 return True
             if not run.reconciled and run.key not in self.carried:
-                if self.hello is None or run.ref.chat_id in self.reconcile_pending:
-                    return False  # the hello's list (which says what the pass owes) is not in yet, or the pass is due
+                if self.hello is None:
+                    return False  # the hello's list (which says what the pass owes) is not in yet
+                if run.ref.chat_id in self.reconcile_pending and not (run.rank == 0 and self._before_next_owed(run)):
+                    # The pass is due there. Once it has read the chat's transcript and placed this run in it, the
+                    # run claims as soon as no earlier run is left for the pass to give (before, the pass gave
+                    # later runs their messages first: fuzzer, seed 5648).
+                    return False
             elif not run.reconciled and run.behind_pass:
                 # Carried from a connection whose pass was cut short before it was done with this chat: the
                 # runs that pass owed may have begun before this one. It claims once this connection's pass has
