@@ -390,19 +390,17 @@ def test_aclose_with_work_still_running(run) -> None:
         host = await guest.start(main)
         started = [loop.create_future() for _ in range(3)]
 
-        async def call_forever() -> None:
-            started[0].set_result(None)
-            try:
-                await trio.sleep_forever()
-            finally:
-                order.append("call ended")
+        def trio_forever(index: int, label: str) -> Callable[[], Awaitable[None]]:
+            async def forever() -> None:
+                started[index].set_result(None)
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    order.append(f"{label} ended")
 
-        async def spawned_forever() -> None:
-            started[1].set_result(None)
-            try:
-                await trio.sleep_forever()
-            finally:
-                order.append("spawned ended")
+            return forever
+
+        call_forever, spawned_forever = trio_forever(0, "call"), trio_forever(1, "spawned")
 
         async def open_webui_forever() -> None:
             started[2].set_result(None)

@@ -76,8 +76,8 @@ class TurnRenderer:
     version: int = 0  # bumped on every change: a writer diffs only when it moved
     _order: list[tuple[str, Any]] = attrs.field(factory=list)  # ("text", start offset) | ("call", id) | ("result", id)
     _calls: dict[str, _Call] = attrs.field(factory=dict)
-    #: A tool call id -> the key of its newest call (``call_1``, then ``call_1#2`` ...): models reuse ids.
-    _current: dict[str, str] = attrs.field(factory=dict)
+    #: A tool call id -> how many calls used it (``call_1``, then ``call_1#2`` ...): models reuse ids.
+    _uses: dict[str, int] = attrs.field(factory=dict)
     _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
     _last_chat_seq: int = -1
     _last_agent_seq: int = -1
@@ -219,14 +219,13 @@ class TurnRenderer:
         call already answered, and is not that call's own start again, is a new call with a reused id (a model
         that always says ``call_1``): it gets a card of its own, keyed ``call_1#2`` as the transcript's second
         ``call_1`` is (``call_key``)."""
-        key = self._current.get(call_id, call_id)
-        call = self._calls.get(key)
+        uses = self._uses.get(call_id, 1)
+        call = self._calls.get(call_key(call_id, uses))
         if call is not None and start_seq is not None and call.result is not None and start_seq != call.start_seq:
-            key, call = call_key(call_id, 2), None
-            while key in self._calls:  # the third, fourth ... use of the id
-                key = call_key(call_id, int(key.rsplit("#", 1)[1]) + 1)
+            uses, call = uses + 1, None
         if call is None:
-            self._current[call_id] = key
+            self._uses[call_id] = uses
+            key = call_key(call_id, uses)
             call = self._calls[key] = _Call(key, name, args, start_seq=start_seq)
             self._order.append(("call", key))
             self._segment_from = self._length  # text after the call is a new message item

@@ -121,13 +121,12 @@ async def _session(
         # Runs a carried run may claim before (``RunTable.claim_turn``): those before this one. An unfinished
         # message beyond the window already has its place in the chain: it holds nobody up.
         table.owes_next(ref.chat_id, None if where is None else (where[0] or 0, 0, where[1]))
-        if retry and table.ledger.get(row.key, item.run_id) is not None:
-            continue  # met on this connection since its hello: the live path has it
         known = table.ledger.get(row.key, item.run_id)
-        if known is not None and not known.life.ended:
-            # The live path knows it and has seen no end: it began after the hello's list (so the list could not
-            # show it active) and may still be running. Taking it for ended gave up a live run whose transcript
-            # held only its user turn so far (fuzzer, seed 6190).
+        if known is not None and (retry or not known.life.ended):
+            # A pass again on this connection leaves the runs met since its hello to the live path. Any pass
+            # leaves one the live path knows and has seen no end of: it began after the hello's list (so the
+            # list could not show it active) and may still be running; taking it for ended gave up a live run
+            # whose transcript held only its user turn so far (fuzzer, seed 6190).
             continue
         run = table.ledger.open(row.key, item.run_id, seen_ms=item.first_ms)
         if run is None or run.life.state is not State.OPEN or run.life.ended or run.writer_live:

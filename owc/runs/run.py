@@ -55,6 +55,9 @@ class Run:
     #: ``order`` holds a Gateway time of the run's own (else a stand-in: the newest time seen when it was
     #: first known, replaced by the first time of its own that arrives).
     timed: bool = False
+    #: 0 once a reconcile pass placed the run by its transcript (``order`` is then its first message's time
+    #: and its index among the window's runs), 1 while it is placed by what the connection saw.
+    rank: int = 1
     #: Given its message by a hello's reconcile pass (it ended while owc was away).
     reconciled: bool = False
     #: First seen while a hello's reconcile pass still owed its chat older runs (before the list was in, or
@@ -72,10 +75,6 @@ class Run:
     @property
     def key(self) -> RunKey:
         return (self.session_key, self.run_id)
-
-    #: 0 once a reconcile pass placed the run by its transcript (``order`` is then its first message's time
-    #: and its index among the window's runs), 1 while it is placed by what the connection saw.
-    rank: int = 1
 
     @property
     def place(self) -> tuple[int, int, int]:

@@ -250,7 +250,8 @@ class RunTable:
 
     def on_event(self, event: Event) -> None:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
-        self.ledger.saw_time(getattr(event, "ts", None))
+        ts = getattr(event, "ts", None)
+        self.ledger.saw_time(ts)
         if isinstance(event, Tick):
             self.bridge.ticks += 1
             self.bridge.wake()
@@ -282,7 +283,6 @@ class RunTable:
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
         start = _at_its_start(event)
-        ts = getattr(event, "ts", None)
         run = self._open(event.session_key, event.run_id, start=start, seen_ms=ts)
         if run is None:
             return

@@ -115,9 +115,9 @@ class WriterContext:
     claim_turn: Callable[[Run], Awaitable[None]]
     #: Keep a message finished from a stream with gaps, because the transcript could not be read, for a
     #: correction once it can (``owc/runs/correct.py``).
-    correct_later: Callable[[Run, str | None], None] = lambda run, error: None
+    correct_later: Callable[[Run, str | None], None]
     #: Returns at the Gateway's next tick (on any connection): when a transcript that did not answer is read again.
-    next_tick: Callable[[], Awaitable[None]] | None = None
+    next_tick: Callable[[], Awaitable[None]]
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -242,7 +242,7 @@ class _Writer:
         decides (a heartbeat run never shows anything)."""
         r = self.run_
         history = await self._history()
-        while history is None and self.history_failed and self.ctx.next_tick is not None:
+        while history is None and self.history_failed:
             # Whether the run showed anything is the transcript's to say: not knowing is not "nothing" (before,
             # a failed read gave the run up; found by the fuzzer, seed 15165). Read again at the Gateway's next
             # tick; meanwhile later runs of the chat do not wait for this one (``Ledger.claim_blocker``).
