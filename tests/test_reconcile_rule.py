@@ -67,3 +67,33 @@ def test_a_first_pass_owes_runs_after_the_last_one_the_chat_holds_whatever_the_c
         after_last_message=True,
     )
     assert [o.run_id for o in owed] == ["R"]  # P (before the held run) stays history from before owc
+
+
+def test_a_first_pass_owes_the_sessions_last_run_when_the_chat_holds_no_run_yet() -> None:
+    """The chat holds no message of any run, and the Gateway's clock is a few ms behind this host: the run that
+    ended unseen looks older than the chat's own write. The hello's list names it the session's last run and the
+    chat lacks its message: owed (CI, 1 play in 30 of ``test_a_reconcile_that_fell_short_runs_again_at_the_next_tick``).
+    Earlier runs still go by the watermark; and a later pass (the watermark is then the Gateway's own time) does not
+    use the list's word."""
+    old = {"role": "assistant", "content": "before owc", "timestamp": 100, "__openclaw": {"runId": "P"}}
+    late = {"role": "assistant", "content": "while down", "timestamp": 997, "__openclaw": {"runId": "R"}}
+    history = _history(old, late)
+
+    def owed(*, first_pass: bool, messages: dict[str, Any]) -> list[str]:
+        return [
+            o.run_id
+            for o in runs_owed(
+                history,
+                messages=messages,
+                active=frozenset(),
+                active_unknown=False,
+                watermark_ms=1_000,
+                message_id_of=lambda run_id: f"m-{run_id}",
+                after_last_message=first_pass,
+                last_run="R",
+            )
+        ]
+
+    assert owed(first_pass=True, messages={}) == ["R"]
+    assert owed(first_pass=False, messages={}) == []
+    assert owed(first_pass=True, messages={"m-R": {**_stub("R"), "done": True}}) == []  # held: nothing owed

@@ -110,6 +110,7 @@ async def _session(
         watermark_ms=watermark,
         message_id_of=lambda run_id: ids.message_id(row.key, run_id),
         after_last_message=host_time,
+        last_run=row.last_run_id,
     )
     places = transcript_places(history)
     for known in table.ledger.unsettled():
