@@ -15,9 +15,12 @@ import trio
 import trio.testing
 
 from owc import ids
+from owc.gateway import SessionClosed
 from owc.registry import WriterRegistry
 from owc.render import count_cards
 from owc.rules.lifecycle import State
+from owc.rules.reconcile import HOST_CLOCK_MARGIN_MS
+from owc.runs import reconcile as reconcile_module
 from owc.sim import End, Hold, Text, Tool
 
 from harness import USER, Env, open_env
@@ -328,7 +331,8 @@ async def test_reconcile_leaves_history_from_before_owc_alone(tmp_path, clock, d
         key = ids.session_key("main", USER, key_chat)
         env.sim.start_run(key, "ancient").text("From before owc.").end()
         env.sim.start_run(key, "silent").text("NO_REPLY").end()
-        await env.chat(key_chat, now=env.sim.now_ms() // 1000 + 1)  # the chat was written after those runs ended
+        # The chat was written after those runs ended, by more than the margin for two hosts' clocks.
+        await env.chat(key_chat, now=(env.sim.now_ms() + HOST_CLOCK_MARGIN_MS) // 1000 + 1)
         await env.connect()
         await env.settled()
         assert set(await env.messages(key_chat)) == {"u1"}
@@ -428,6 +432,76 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         assert messages[second]["done"] and messages[second]["content"] == "Live when owc starts."
         assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
         assert claims_before_facts == [0]
+
+
+async def test_a_gateway_clock_a_little_behind_hides_no_run_that_ended_just_before_the_chats_write(
+    tmp_path, clock, db_url
+) -> None:
+    """The Gateway's clock is 1.5 s behind this host's: a run that ended while owc was down looks older than the
+    chat's own last write (whole seconds, this host's clock), the chat holds no run's message yet, and the
+    session's last run is live, so neither transcript order nor ``lastRunId`` (only the newest ended run) can
+    tell. Two hosts' clocks are compared with a margin (``HOST_CLOCK_MARGIN_MS``): the run gets its message,
+    before the live one (fuzzer seeds 3669 and 9652, 1 play in 10 under load, with the simulator's clock a few
+    ms behind the wall's)."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        env.sim.skew(-1_500)
+        chat_id, key = await env.chat()
+        env.sim.start_run(key, "ended-first").text("Ended while owc was down.").end()
+        env.sim.start_run(key, "ended-last").text("Also ended while owc was down.").end()  # the list's lastRunId
+        live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
+        await env.connect()
+        live.end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        first, last, now = (ids.message_id(key, r) for r in ("ended-first", "ended-last", "live-now"))
+        assert messages[first]["done"] and messages[first]["content"] == "Ended while owc was down."
+        assert messages[last]["done"] and messages[last]["content"] == "Also ended while owc was down."
+        assert messages[now]["done"] and messages[now]["content"] == "Live when owc starts."
+        assert messages[first]["parentId"] == "u1"
+        assert messages[last]["parentId"] == first and messages[now]["parentId"] == last
+
+
+@pytest.mark.virtual_seconds(31)  # owc's downtime, then one reconnect's backoff
+async def test_a_pass_cut_by_its_connections_close_lets_no_live_claim_go_first(
+    tmp_path, clock, db_url, monkeypatch
+) -> None:
+    """The hello's pass sends its transcript read just as the Gateway closes the connection: the send fails
+    (``SessionClosed``) while this side's reader is still working through the frames before the close. A live
+    run there that has ended waits for the pass; the pass's end must not release it in that moment (before, it
+    claimed then, above the run that ended while owc was down: fuzzer seeds 3669 and 9652, 1 play in 10). It is
+    carried behind the next connection's pass, and the two chain in run order."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        clock.jump(30)
+        env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
+        live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
+        real_facts, go_on = env.store.chat_facts, trio.Event()
+
+        async def facts(chat_ids, present=None):
+            await go_on.wait()
+            return await real_facts(chat_ids, present)
+
+        async def closed_under_it(request, params):
+            raise SessionClosed("chat.history")
+
+        env.store.chat_facts = facts
+        monkeypatch.setattr(reconcile_module, "read_history_page", closed_under_it)
+        bridge = await env.connect()
+        run = bridge.ledger.get(key, "live-now")
+        live.end()
+        await bridge.until(lambda: run.life.ended and run.life.state is State.CLAIMING)
+        go_on.set()
+        await bridge.until(lambda: not bridge.table.reconciling)
+        assert not run.life.claimed  # it still waits, until the close cancels it
+        monkeypatch.undo()
+        await _reconnect(env)
+        await _next_connection(env, clock)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        first, second = ids.message_id(key, "ended-unseen"), ids.message_id(key, "live-now")
+        assert messages[first]["content"] == "Ended while owc was down."
+        assert messages[second]["content"] == "Live when owc starts."
+        assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
 
 
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash

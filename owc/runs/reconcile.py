@@ -16,7 +16,7 @@ from owc import ids
 from owc.gateway import GatewayError, NotConnected, Resync, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, SessionRow
 from owc.rules.lifecycle import State, Terminal
-from owc.rules.reconcile import runs_owed, transcript_places
+from owc.rules.reconcile import host_watermark, runs_owed, transcript_places
 from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
 
@@ -29,7 +29,8 @@ log = logging.getLogger("owc.runs")
 async def reconcile(
     table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int, retry: bool = False
 ) -> bool:
-    """Returns whether the pass covered every candidate (none left for a later hello, none cut short).
+    """Returns whether the pass covered every candidate (none left for a later hello, none cut short). Raises
+    ``SessionClosed`` / ``NotConnected`` when its connection closed under it (``RunTable._reconcile``).
     ``retry``: a pass again on the same connection (from the hello's list): runs the ledger knows by now
     are the live path's."""
     store = table.bridge.store
@@ -66,7 +67,7 @@ async def reconcile(
         if watermark_ms is not None:
             watermark = watermark_ms
         else:  # no pass has finished yet in this process: the chat's own time from before this process wrote it
-            watermark = (table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000)
+            watermark = host_watermark((table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000))
         changed = row.updated_at is not None and row.updated_at >= watermark
         missing_last = ref.chat_id in last_runs and last_runs[ref.chat_id] not in chat.present
         if changed or chat.unfinished or missing_last:
@@ -87,7 +88,7 @@ async def reconcile(
             done += await _session(table, row, ref, watermark, retry=retry, host_time=watermark_ms is None)
             table.reconciled_chat(ref.chat_id)
         except (SessionClosed, NotConnected):
-            return False  # the next connection's hello reconciles again, from the same watermark
+            raise  # the connection is gone: the next one's hello reconciles again, from the same watermark
         except (GatewayError, ProtocolError, StoreError) as exc:
             complete = False
             table.reconciled_chat(ref.chat_id, settled=False)
