@@ -40,15 +40,15 @@ KNOWN_BUGS = {
         " it). Until the owner rule decides who continues a cut turn, the cut run's message can land after the"
         " recovery's (fuzzer, seed 810, some plays)"
     ),
-    "order-unreadable": (
-        "a documented limitation, not a bug to fix with a clock: while chat.history fails, a pass cannot learn which"
-        " runs ended while owc was away, so it lets the chat's live claims go on (a failing read must not hold a"
-        " live reply back); a run that ended unseen is then chained after the live one once the transcript answers"
-        " again (issue 11; NOTES.md)"
-    ),
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "order-unreadable": (
+        "while chat.history failed, a pass could not learn which runs ended while owc was away and let the chat's"
+        " live claims go on (a failing read must not hold a live reply back); a run found once the transcript"
+        " answered again was chained below the live one (issue 11: a run a pass finds goes above the tail's messages"
+        " of its session's later runs, by the transcript's order)"
+    ),
     "check-not-retried": (
         "a run that ended showing nothing live, whose transcript had to decide, was given up when chat.history"
         ' failed: a failed read was taken for "nothing shown" (issue 11, fuzzer seed 15165: the check now reads'
@@ -229,9 +229,7 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
         if kind == "order" and not runs:  # the summary line: "runs chained as ['r6', 'r2'], started as [...]"
             chained = re.search(r"chained as \[([^\]]*)\]", problem)
             runs = set(re.findall(r"'(r\d+)'", chained.group(1))) if chained else set()
-        if kind == "order" and "history-fails" in schedule.features:
-            found.add("order-unreadable")
-        elif kind == "order" and runs & schedule.heartbeats:
+        if kind == "order" and runs & schedule.heartbeats:
             found.add("heartbeat-unseen")  # a heartbeat run's message (it must have none) sits in the chain
         elif kind == "order" and "restart-crash" in schedule.features and re.search(r"run \w{8} \(started", problem):
             found.add("crash-cut-order")  # an unnamed run (the boot's recovery) is in the misordered pair

@@ -504,6 +504,47 @@ async def test_a_pass_cut_by_its_connections_close_lets_no_live_claim_go_first(
         assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
 
 
+@pytest.mark.virtual_seconds(60)  # owc's downtime, then the Gateway's tick that runs the pass again
+async def test_a_run_found_after_chat_history_failed_takes_its_place_above_a_later_live_run(
+    tmp_path, clock, db_url
+) -> None:
+    """``chat.history`` fails at the hello: the pass cannot learn which runs ended while owc was away, and a live
+    run's claim does not wait for an outage of unknown length. When the transcript answers again (the pass again
+    at a tick), the run found late goes above the live run's message: the chain keeps run-start order, by the
+    transcript's order (before, it was chained below: the fuzzer's ``order-unreadable``, 33 of 10,000)."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        clock.jump(30)
+        env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
+        live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
+        real_facts, go_on = env.store.chat_facts, trio.Event()
+
+        async def facts(chat_ids, present=None):
+            await go_on.wait()
+            return await real_facts(chat_ids, present)
+
+        env.store.chat_facts = facts
+        bridge = await env.connect()
+        env.sim.fail_requests("chat.history")  # the Gateway's transcript store fails
+        go_on.set()
+        await bridge.until(lambda: not bridge.table.reconciling)
+        assert not bridge.table.reconciled
+        live.end()
+        first, second = ids.message_id(key, "ended-unseen"), ids.message_id(key, "live-now")
+        await bridge.until(lambda: bridge.ledger.is_settled(key, "live-now"))
+        assert first not in await env.messages(chat_id)
+        env.sim.fail_requests()  # healed
+        clock.jump(30)  # the Gateway's next tick: the pass again
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert messages[first]["content"] == "Ended while owc was down."
+        assert messages[second]["content"] == "Live when owc starts."
+        assert messages[first]["parentId"] == "u1" and messages[second]["parentId"] == first
+        assert messages["u1"]["childrenIds"] == [first] and messages[first]["childrenIds"] == [second]
+        chat = await env.store.read_chat(chat_id)
+        assert chat["history"]["currentId"] == second
+
+
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
 async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
     """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A

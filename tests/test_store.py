@@ -121,6 +121,37 @@ def test_claim_anchors_on_the_deepest_leaf_of_the_current_branch(store: ChatStor
     assert result.parent_id == "u3"  # below the view's leaf, never beside a2 or on the sibling a2b / x
 
 
+def test_a_run_found_late_goes_above_the_tails_messages_of_later_runs(store: ChatStore, sqlite_url: str) -> None:
+    """A run that ended while ``chat.history`` failed is found after later runs of its session claimed: its
+    message goes above theirs (run-start order, by the transcript: issue 11, ``order-unreadable``), in the tree
+    and in the ``chat_message`` mirror, and the view stays on the tail. Never above a user turn."""
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    for message, run in (("mb", "rb"), ("mc", "rc")):
+        store.claim("c", message, run_id=run, writer="w", alive=DEAD, user_id=USER)
+    result = store.claim(
+        "c", "ma", run_id="ra", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"rb", "rc"})
+    )
+    assert isinstance(result, Claimed) and result.parent_id == "u1" and result.parent_children == ("ma",)
+    assert result.current_id == "mc" and [m["id"] for m in result.moved] == ["mb"]
+    chat = store.read_chat("c")
+    messages = chat["history"]["messages"]
+    assert messages["ma"]["parentId"] == "u1" and messages["ma"]["childrenIds"] == ["mb"]
+    assert messages["mb"]["parentId"] == "ma" and messages["mc"]["parentId"] == "mb"
+    assert messages["u1"]["childrenIds"] == ["ma"] and chat["history"]["currentId"] == "mc"
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    parents = dict(db.execute("select id, parent_id from chat_message where chat_id = 'c'").fetchall())
+    assert parents == {"c-u1": None, "c-ma": "u1", "c-mb": "ma", "c-mc": "mb"}
+    assert db.execute("select current_message_id from chat").fetchone() == ("mc",)
+    # Only runs known to be later are passed over: "md" (a run not named) stays above the new message.
+    store.claim("c", "md", run_id="rd", writer="w", alive=DEAD, user_id=USER)
+    placed = store.claim("c", "me", run_id="re", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"rb"}))
+    assert placed.parent_id == "md" and placed.moved == ()
+    # A user turn ends the walk: nothing goes above what the user wrote.
+    store.create_chat("d", USER, chat=user_turn_chat("d"))
+    placed = store.claim("d", "mx", run_id="rx", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"ry"}))
+    assert placed.parent_id == "u1" and placed.moved == ()
+
+
 def test_claiming_twice_backs_off_and_dead_writer_is_taken_over(store: ChatStore) -> None:
     store.create_chat("c", USER)
     store.claim("c", "m", run_id="r", writer="w1", alive=DEAD, user_id=USER)

@@ -49,6 +49,7 @@ from owc.rules.lifecycle import (
     WriteResult,
     WriterFailed,
 )
+from owc.rules.reconcile import runs_after
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
     Absent,
@@ -278,6 +279,10 @@ class _Writer:
                 user_id=r.ref.user_id,
                 create=create,
                 adopt_writerless=True,
+                # A run claimed with its transcript in hand (found by a pass, or checked at its end) goes above
+                # the tail's messages of runs that began after it: their claims went first while this run could
+                # not be seen (a transcript that failed to answer, a connection that was down).
+                later_runs=runs_after(r.history, r.run_id),
             )
         except StoreError as exc:
             log.error("runs.claim_failed run=%s chat=%s error=%s", r.run_id, r.ref.chat_id, exc)
@@ -294,6 +299,8 @@ class _Writer:
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
+                for moved in result.moved:  # put below the new message (a run found late takes its place)
+                    messages[moved["id"]] = {"id": moved["id"], "parentId": moved.get("parentId")}
                 log.info("runs.claimed run=%s chat=%s message=%s", r.run_id, r.ref.chat_id, r.message_id)
                 await self._emit(
                     {"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}}
