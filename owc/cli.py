@@ -26,6 +26,7 @@ from pathlib import Path
 import trio
 
 from owc import __version__
+from owc.emit import NoTasks
 
 EXIT_OK = 0
 #: A scenario or the demo found an ended run's message unfinished, or a run that showed something without one.
@@ -39,6 +40,8 @@ EXIT_REFUSED = 4
 
 #: ``owc run``'s token when ``--token-file`` is not given.
 TOKEN_ENV = "OWC_GATEWAY_TOKEN"
+#: ``owc owui install``'s admin password when ``--admin-password-file`` is not given.
+OWUI_PASSWORD_ENV = "OWC_OWUI_ADMIN_PASSWORD"
 
 EPILOG = f"""\
 exit codes:
@@ -124,6 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--exit-after-scenario", action="store_true", help="stop once the scenario has played")
     sim.add_argument(
         "--cli-runtime", action="store_true", help="model a CLI-backend runtime (cli-assistant:<runId> ids)"
+    )
+    owui = sub.add_parser("owui", help="owc inside Open WebUI")
+    owui_sub = owui.add_subparsers(dest="owui_command", metavar="ACTION", required=True)
+    inst = owui_sub.add_parser(
+        "install",
+        help="create or update owc's Functions in a running Open WebUI (keeping their valves), activate them",
+    )
+    inst.add_argument("--url", required=True, help="Open WebUI's address, e.g. http://localhost:8080")
+    inst.add_argument("--admin-email", required=True, help="an Open WebUI admin's email")
+    inst.add_argument(
+        "--admin-password-file",
+        type=Path,
+        help=f"file holding the admin's password (else ${OWUI_PASSWORD_ENV}, else a prompt)",
+    )
+    inst.add_argument("--gateway-url", help="set the Pipe's GATEWAY_URL valve (ws:// or wss://)")
+    inst.add_argument("--agent", help="set the Pipe's AGENT_ID valve")
+    inst.add_argument(
+        "--gateway-token-file", help="set the Pipe's GATEWAY_TOKEN_FILE valve (a path on Open WebUI's host)"
     )
     return parser
 
@@ -351,8 +372,8 @@ async def _run_scenario(args: argparse.Namespace) -> int:
     return EXIT_OK if not played.unfinished and not played.missing and not played.failures else EXIT_INVARIANTS
 
 
-class _LogEmitter:
-    """Until the Open WebUI socket adapter exists, ``owc run`` logs what it would tell the tabs."""
+class _LogEmitter(NoTasks):
+    """``owc run`` outside Open WebUI (no tabs): it logs what it would tell them."""
 
     def __init__(self) -> None:
         self.log = logging.getLogger("owc.emit")
@@ -567,7 +588,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         return min(e.code for e in errors if e is not None)
 
 
+def _run_owui_install(args: argparse.Namespace) -> int:
+    """``owc owui install``: blocking HTTP to Open WebUI's admin API (owc/owui/install.py)."""
+    import getpass
+
+    from owc.owui.install import Api, InstallError, install
+
+    if args.admin_password_file is not None:
+        try:
+            password = args.admin_password_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise CliError(EXIT_CONFIG, f"cannot read {args.admin_password_file}: {exc.strerror}") from None
+    elif os.environ.get(OWUI_PASSWORD_ENV):
+        password = os.environ[OWUI_PASSWORD_ENV]
+    elif sys.stdin.isatty():
+        password = getpass.getpass(f"Open WebUI password for {args.admin_email}: ")
+    else:
+        raise CliError(EXIT_CONFIG, f"no admin password: pass --admin-password-file FILE or set {OWUI_PASSWORD_ENV}")
+    valves = {}
+    if args.gateway_url:
+        _check_gateway(args.gateway_url)
+        valves["GATEWAY_URL"] = args.gateway_url
+    if args.agent:
+        valves["AGENT_ID"] = args.agent
+    if args.gateway_token_file:
+        valves["GATEWAY_TOKEN_FILE"] = args.gateway_token_file
+    api = Api(args.url)
+    try:
+        api.sign_in(args.admin_email, password)
+        install(api, valves=valves)
+    except InstallError as exc:
+        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
+    return EXIT_OK
+
+
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "owui":
+        return _run_owui_install(args)
     runners = {"sim": _run_sim, "demo": _run_demo, "scenario": _run_scenario}
     if args.command == "run":
         if not args.verbose:

@@ -293,6 +293,29 @@ async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> No
         assert env.sim.requests["chat.abort"] == 1 and env.sim.sessions[key].status == "killed"
 
 
+async def test_a_writer_is_a_task_of_its_chat_and_the_tabs_stop_reaches_it(tmp_path, clock) -> None:
+    """The writer registers as a task of its chat before it claims (the message carries ``meta.task_id``, as
+    Open WebUI's own replies do); the tab's Stop cancels that task, which aborts the run at the Gateway and
+    finalizes the message with what it had; the task is gone after. A run that ends by itself closes its task."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
+        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        m = ids.message_id(key, "stoppable")
+        task_id, _ = env.emitter.tasks[(chat_id, m)]
+        assert (await env.messages(chat_id))[m]["meta"]["task_id"] == task_id
+        assert env.emitter.cancel_task(chat_id, m)  # the Stop button
+        await env.settled()
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] and msg["content"] == "Partial answer"
+        assert env.sim.requests["chat.abort"] == 1 and env.sim.sessions[key].status == "killed"
+        env.sim.start_run(key, "finishes").text("Done by itself.").end()
+        await env.settled()
+        assert (await env.messages(chat_id))[ids.message_id(key, "finishes")]["done"]
+        assert env.emitter.tasks == {} and env.emitter.tasks_opened == 2
+
+
 async def test_a_stopped_item_that_starts_with_an_earlier_items_text_is_kept_whole(tmp_path, clock) -> None:
     """The run says "Hello", calls a tool, then "Hello from" and is stopped. The real Gateway's aborted partial is
     its run-wide buffer ("Hello\n\nHello from", measured by the conformance tier); the finalizer keeps what no

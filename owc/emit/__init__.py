@@ -4,13 +4,16 @@ The events are Open WebUI 0.12's own (reference section 4): ``chat:messages`` (a
 parent's children; tabs add it and move their view to it), ``response:completion`` (raw Responses events
 for the owner's tabs), ``chat:completion`` (output snapshots for the shared chat room, and the final one with
 ``done``), ``chat:active``, ``chat:message:error``. The live copy of a message in flight is kept in a
-response stream, so a tab that loads the chat mid-turn sees it (Open WebUI's ``save_response_stream``).
-The Open WebUI socket adapter is not built yet (the host issue); the recording emitter serves tests and the CLI.
+response stream, so a tab that loads the chat mid-turn sees it (Open WebUI's ``save_response_stream``). While
+a writer holds a message it is an Open WebUI task of the chat (``open_task``): the tabs show the generating state,
+and a cancel of that task (Stop) reaches the writer. The Open WebUI implementation is ``owc.owui.emitter``; the
+recording emitter serves tests and benches.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
@@ -26,6 +29,24 @@ class Emitter(Protocol):
     async def clear_stream(self, chat_id: str, message_id: str) -> None:
         """The message is final in the database: drop its live copy."""
 
+    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
+        """The writer of ``message_id`` is at work: register it as a task of its chat (the tabs' generating state
+        and Stop button); ``on_cancel`` is called if the tabs cancel it. Returns the task id (the message's
+        ``meta.task_id``), or None where there are no tasks. Asked again for the same message, the same task."""
+
+    async def close_task(self, chat_id: str, message_id: str) -> None:
+        """The writer is done with ``message_id`` (final, or held by another writer): its task ends."""
+
+
+class NoTasks:
+    """For emitters with no tabs to show a generating state: tasks are not kept."""
+
+    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
+        return None
+
+    async def close_task(self, chat_id: str, message_id: str) -> None:
+        return None
+
 
 @attrs.frozen
 class Emitted:
@@ -40,12 +61,34 @@ class Emitted:
 
 
 class RecordingEmitter:
-    """Records every event, in order, and keeps the response streams in memory."""
+    """Records every event, in order, and keeps the response streams and the writers' tasks in memory. A test
+    presses a tab's Stop with ``cancel_task``."""
 
     def __init__(self) -> None:
         self.events: list[Emitted] = []
         self.streams: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.streams_saved = 0
+        #: Open tasks: (chat, message) -> (task id, on_cancel).
+        self.tasks: dict[tuple[str, str], tuple[str, Callable[[], object]]] = {}
+        self.tasks_opened = 0
+
+    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
+        key = (chat_id, message_id)
+        if key not in self.tasks:
+            self.tasks_opened += 1
+            self.tasks[key] = (f"task-{self.tasks_opened}", on_cancel)
+        return self.tasks[key][0]
+
+    async def close_task(self, chat_id: str, message_id: str) -> None:
+        self.tasks.pop((chat_id, message_id), None)
+
+    def cancel_task(self, chat_id: str, message_id: str) -> bool:
+        """What Open WebUI does on Stop: the task ends, and its writer hears of it. False if there was none."""
+        task = self.tasks.pop((chat_id, message_id), None)
+        if task is None:
+            return False
+        task[1]()
+        return True
 
     async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
         self.events.append(Emitted(chat_id, message_id, user_id, copy.deepcopy(event)))

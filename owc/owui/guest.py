@@ -479,6 +479,12 @@ async def start(main: MainFn) -> TrioHost:
         return host
 
 
+def process_host() -> TrioHost | None:
+    """The process's host in any state, also while its ``main`` is starting (``main`` itself may need it: the
+    Open WebUI emitter crosses back to asyncio through it)."""
+    return _HOST
+
+
 def current_host() -> TrioHost | None:
     """The process's host if it runs (started, not closing), else ``None``."""
     host = _HOST

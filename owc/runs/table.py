@@ -91,6 +91,7 @@ class RunTable:
             claim_turn=self.claim_turn,
             correct_later=bridge.corrections.add,
             next_tick=self._next_tick,
+            stop=bridge.stop_run,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -413,16 +414,15 @@ class RunTable:
     def stop(self, chat_id: str) -> int:
         """The user pressed Stop in ``chat_id``: every run this process has there and has not settled is aborted,
         and the message of each it writes is finalized with what it has. Returns how many."""
-        stopped = 0
-        for run in self.ledger.unsettled():
-            if (
-                run.ref.chat_id == chat_id
-                and run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING)
-                and not run.life.ended
-            ):
-                self.apply(run, Stop())
-                stopped += 1
-        return stopped
+        return sum(self.stop_run(run) for run in self.ledger.unsettled() if run.ref.chat_id == chat_id)
+
+    def stop_run(self, run: Run) -> bool:
+        """The user pressed Stop on ``run``'s message (its writer's Open WebUI task was cancelled): abort it and
+        finalize its message with what it has, unless it has ended or is past streaming already."""
+        if run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING) and not run.life.ended:
+            self.apply(run, Stop())
+            return True
+        return False
 
     def closed(self) -> None:
         """The connection is gone and its writers have ended: every unsettled run hears so."""
@@ -495,6 +495,16 @@ class Bridge:
                     if self.table is table:
                         self.table = None
                 self.wake()
+
+    def stop_run(self, run: Run) -> None:
+        """A Stop for ``run`` from a tab, whenever it comes: the current connection's table acts on it (a writer's
+        Open WebUI task outlives the connection it was opened on: a run carried to the next one keeps it)."""
+        table = self.table
+        if table is None:
+            log.warning("runs.stop_unsent run=%s (no Gateway connection now: the run goes on)", run.run_id)
+            return
+        if not table.stop_run(run):
+            log.info("runs.stop_too_late run=%s state=%s", run.run_id, run.life.state.value)
 
     def wake(self) -> None:
         self._changed.set()

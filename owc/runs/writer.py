@@ -119,6 +119,8 @@ class WriterContext:
     correct_later: Callable[[Run, str | None], None]
     #: Returns at the Gateway's next tick (on any connection): when a transcript that did not answer is read again.
     next_tick: Callable[[], Awaitable[None]]
+    #: A tab's Stop for the run (its writer's Open WebUI task was cancelled), on whatever connection is current.
+    stop: Callable[[Run], None]
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -189,6 +191,14 @@ async def write_run(
         log.exception("runs.writer_failed run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)
         ctx.apply(run, WriterFailed())
     finally:
+        if run.life.settled or not run.life.claimed:
+            # Done with the message, or never held it: its Open WebUI task ends (tabs leave the generating
+            # state). A run carried to the next connection keeps its task for the writer that goes on with it.
+            with trio.CancelScope(shield=True):
+                try:
+                    await ctx.emitter.close_task(run.ref.chat_id, run.message_id)
+                except Exception:
+                    log.exception("runs.close_task_failed run=%s", run.run_id)
         handle.finished.set()
 
 
@@ -229,6 +239,16 @@ class _Writer:
             else:
                 return  # OPEN, STANDBY, DETACHED, INLINE, DONE, ABANDONED: nothing for a writer to do now
 
+    async def _open_task(self) -> str | None:
+        """Register this writer as an Open WebUI task of the chat before the claim, so the message is made with
+        its ``meta.task_id`` (as Open WebUI's own requests do) and the tabs' Stop reaches the run."""
+        r, ctx = self.run_, self.ctx
+        try:
+            return await ctx.emitter.open_task(r.ref.chat_id, r.message_id, lambda: ctx.stop(r))
+        except Exception:  # no Stop button is better than no message
+            log.exception("runs.open_task_failed run=%s", r.run_id)
+            return None
+
     async def _emit(self, event: dict[str, Any]) -> None:
         r = self.run_
         try:
@@ -268,6 +288,7 @@ class _Writer:
         if r.life.state is not State.CLAIMING:
             return  # something else happened to the run while it waited (a Stop, the connection closed)
         create = r.life.may_create
+        task_id = await self._open_task()
         try:
             result = await ctx.store.claim(
                 r.ref.chat_id,
@@ -277,6 +298,7 @@ class _Writer:
                 # Another process's writer may be alive: never taken over (owc/registry.py).
                 alive=ctx.registry.may_be_alive,
                 user_id=r.ref.user_id,
+                task_id=task_id,
                 create=create,
                 adopt_writerless=True,
                 # A run claimed with its transcript in hand (found by a pass, or checked at its end) goes above
@@ -471,8 +493,10 @@ class _Writer:
         if finished.source == "stream" and not finished.complete and self.history_failed:
             # The transcript could not be read: what the stream missed comes later (the error note stays).
             ctx.correct_later(r, error["content"] if error else None)
-        if unless_done:  # this process's tabs never heard of the message: give them all of it
-            await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
+        # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
+        # write keeps this over what its load fetched, one that shows the message merges the same content, and
+        # tabs of a process that never streamed the message get all of it.
+        await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if error:
             data["error"] = error

@@ -1,0 +1,198 @@
+"""owc inside Open WebUI: the one runtime of this process, how it starts, where its settings come from, and how it
+closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
+
+* **Started once per process**, from whichever comes first: the startup Event Function at
+  ``system.startup.completed`` or the Pipe's first ``pipe()`` call. Both call ``ensure_started``; the second
+  caller gets the same runtime (``owc.owui.guest.start`` keeps the one guest run; this module keeps what it was
+  started with, because Open WebUI re-executes a Function's file on every save and module state there is lost).
+* **Closed at ``system.shutdown.started``** through an entry in ``open_webui.events.EVENT_SINKS``: uvicorn re-raises
+  SIGTERM right after the lifespan's shutdown, before leftover asyncio tasks are cancelled, so only a sink awaited
+  inside the lifespan closes owc cleanly (the Gateway socket closed, the guest run ended; a run still going is
+  finished by the next process's reconcile from its transcript).
+* **Settings**: the Gateway URL, agent id and token from the Pipe's Valves, else from the environment
+  (``OWC_GATEWAY_URL``, ``OWC_AGENT_ID``, ``OWC_GATEWAY_TOKEN`` or ``OWC_GATEWAY_TOKEN_FILE``); the database is
+  Open WebUI's own (its ``DATABASE_URL``), written through owc's store under the same row lock Open WebUI uses.
+  The token is never logged or echoed in an error.
+
+Several uvicorn workers are several processes: one runtime each, racing safely through the claim's row lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from owc.gateway import GatewayConfig
+from owc.gateway.url import redact_url
+from owc.owui import guest
+from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
+from owc.runtime import Runtime, RuntimeConfig, open_runtime
+from owc.store import open_store
+
+log = logging.getLogger("owc.owui")
+
+DEFAULT_GATEWAY_URL = "ws://127.0.0.1:18789"
+DEFAULT_AGENT_ID = "main"
+
+
+class SettingsError(ValueError):
+    """owc cannot start with these settings (no Gateway token, a bad URL). The message never holds the token."""
+
+
+@attrs.frozen
+class HostSettings:
+    """What the process's runtime is started with."""
+
+    gateway_url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
+    token: str = attrs.field(repr=False)
+    database_url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
+    agent_id: str = DEFAULT_AGENT_ID
+    instance_id: str = "owc-openwebui"
+
+
+def _value(valves: Any, name: str) -> str:
+    """A valve's value as text ('' when unset): Valves are a pydantic model or, in tests, a mapping."""
+    raw = valves.get(name) if isinstance(valves, Mapping) else getattr(valves, name, None)
+    return raw.strip() if isinstance(raw, str) else ""
+
+
+def open_webui_database_url() -> str:
+    """Open WebUI's own database (its ``DATABASE_URL``, which defaults to ``sqlite:///$DATA_DIR/webui.db``)."""
+    from open_webui.env import DATABASE_URL  # imported here: owc imports without Open WebUI installed
+
+    return str(DATABASE_URL)
+
+
+def settings_from(
+    valves: Any, environ: Mapping[str, str] | None = None, *, database_url: str | None = None
+) -> HostSettings:
+    """The runtime's settings: each from the Valves when set there, else from the environment. Raises
+    ``SettingsError`` when no token can be found (naming where to put one, never a value)."""
+    env = os.environ if environ is None else environ
+    url = _value(valves, "GATEWAY_URL") or env.get("OWC_GATEWAY_URL", "").strip() or DEFAULT_GATEWAY_URL
+    agent = _value(valves, "AGENT_ID") or env.get("OWC_AGENT_ID", "").strip() or DEFAULT_AGENT_ID
+    token = _value(valves, "GATEWAY_TOKEN") or env.get("OWC_GATEWAY_TOKEN", "").strip()
+    if not token:
+        path = _value(valves, "GATEWAY_TOKEN_FILE") or env.get("OWC_GATEWAY_TOKEN_FILE", "").strip()
+        if path:
+            from owc.tokenfile import TokenFileError, read_token_file
+
+            try:
+                read = read_token_file(Path(path))
+            except TokenFileError as exc:
+                raise SettingsError(f"the Gateway token file cannot be used: {exc}") from None
+            for warning in read.warnings:
+                log.warning("owui.token_file %s", warning)
+            token = read.value
+    if not token:
+        raise SettingsError(
+            "no Gateway token: set the Pipe's GATEWAY_TOKEN or GATEWAY_TOKEN_FILE valve, or OWC_GATEWAY_TOKEN /"
+            " OWC_GATEWAY_TOKEN_FILE in Open WebUI's environment"
+        )
+    from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, url_credentials
+
+    try:
+        check_gateway_url(url)
+    except InvalidGatewayUrl as exc:
+        raise SettingsError(str(exc)) from None
+    if url_credentials(url):
+        raise SettingsError(f"the Gateway URL {redact_url(url)} holds a credential: put the token in GATEWAY_TOKEN")
+    return HostSettings(
+        gateway_url=url,
+        token=token,
+        database_url=database_url if database_url is not None else open_webui_database_url(),
+        agent_id=agent,
+    )
+
+
+@attrs.define
+class _Started:
+    """What this process's runtime was started with (kept here, not in a Function file: see the module doc)."""
+
+    settings: HostSettings
+    surface: Surface
+    runtime: Runtime | None = None
+    emitter: OwuiEmitter | None = None
+
+
+#: The process's one runtime, with the host it runs in (``guest._HOST``): set by ``ensure_started``.
+_STARTED: _Started | None = None
+
+
+async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED) -> None:
+    """owc's Trio main inside Open WebUI: the store on Open WebUI's database, the runtime with the Open WebUI
+    emitter; runs until the host closes."""
+    started, host = _STARTED, guest.process_host()
+    assert started is not None and host is not None, "owc's host main runs only from ensure_started"
+    settings = started.settings
+    emitter = OwuiEmitter(host, started.surface)
+    config = RuntimeConfig(
+        url=settings.gateway_url,
+        token=settings.token,
+        gateway=GatewayConfig(instance_id=settings.instance_id),
+    )
+    try:
+        async with open_store(settings.database_url) as store, open_runtime(config, store, emitter) as runtime:
+            started.runtime, started.emitter = runtime, emitter
+            log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
+            task_status.started(runtime)
+            await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
+    finally:
+        emitter.release_all()
+        started.runtime = None
+
+
+async def ensure_started(settings: HostSettings, surface: Surface | None = None, *, app: Any = None) -> Runtime:
+    """The process's runtime, started on first call (from the loop's asyncio side: the Event Function at
+    startup, or a ``pipe()`` call). Later calls return it; settings changed meanwhile (a valve saved) apply at
+    the next process start, and this says so once. Installs the shutdown sink on first start."""
+    global _STARTED
+    host = guest.process_host()
+    if _STARTED is None or host is None or host.ended:
+        _STARTED = _Started(settings=settings, surface=surface or OpenWebUISurface(app))
+        install_shutdown_sink()
+    elif _STARTED.settings != settings:
+        log.warning("owui.settings_changed (they apply when Open WebUI restarts)")
+    host = await guest.start(_main)
+    runtime = host.started_value
+    assert isinstance(runtime, Runtime)
+    return runtime
+
+
+async def shutdown() -> None:
+    """Close owc: its Gateway connection and every writer; a run still going is left to the next process."""
+    host = guest.process_host()
+    if host is not None and not host.ended:
+        await host.aclose()
+
+
+class ShutdownSink:
+    """An ``open_webui.events.EVENT_SINKS`` entry: closes owc at ``system.shutdown.started`` (awaited inside the
+    lifespan, unlike an Event Function, which Open WebUI only schedules)."""
+
+    async def handle_event(self, app: Any, event: Any, request: Any = None) -> None:
+        name = getattr(event, "event", None) or (event.get("event") if isinstance(event, Mapping) else None)
+        if name == "system.shutdown.started":
+            log.info("owui.shutdown (Open WebUI is stopping)")
+            await shutdown()
+
+
+def install_shutdown_sink() -> bool:
+    """Append the shutdown sink to Open WebUI's event sinks once. False when Open WebUI is not importable."""
+    try:
+        from open_webui import events
+    except ImportError:
+        return False
+    sinks = getattr(events, "EVENT_SINKS", None)
+    if not isinstance(sinks, list):
+        log.warning("owui.no_event_sinks (owc will not close cleanly on shutdown)")
+        return False
+    if not any(isinstance(sink, ShutdownSink) for sink in sinks):
+        sinks.append(ShutdownSink())
+    return True

@@ -1,0 +1,120 @@
+"""``owc owui install``: put owc's two Function files into a running Open WebUI, through its admin API.
+
+What it does, each step reported (reference ``pipe-runtime-0.12.4.md`` section 1):
+
+1. signs in as an admin (``POST /api/v1/auths/signin``);
+2. for the Pipe (``openclaw``) and the startup Event (``openclaw_startup``): creates the Function, or updates its
+   content **in place** (``POST /api/v1/functions/id/{id}/update``), which leaves its saved Valves as they are;
+3. activates each (a new Function is stored inactive; ``toggle`` flips it, so only when it is off);
+4. sets the Valves given on the command line (the Gateway URL, the agent, the token *file*), merged over the saved
+   ones; the token itself is never passed on a command line, printed or logged;
+5. lists the models once (``GET /api/models``): Open WebUI refreshes its model list only then, and a chat with a
+   model it has not listed fails with "Model not found".
+
+Blocking HTTP (urllib, no new dependency): a command-line tool, run once, outside any event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any
+
+import attrs
+
+from owc.owui.pipe import EVENT_ID, PIPE_ID
+
+#: (id, name, file in ``owc/owui/functions``, description).
+FUNCTIONS = (
+    (PIPE_ID, "OpenClaw", "openclaw_pipe.py", "OpenClaw agent runs in Open WebUI chats, through owc"),
+    (EVENT_ID, "OpenClaw startup", "openclaw_startup.py", "Starts owc's runtime when Open WebUI starts"),
+)
+TIMEOUT_S = 30.0  # per HTTP request: a server that does not answer is reported, not waited on forever
+
+
+class InstallError(RuntimeError):
+    """The install could not be done; the message says which step and what Open WebUI answered."""
+
+
+def function_source(filename: str) -> str:
+    return resources.files("owc.owui").joinpath("functions", filename).read_text(encoding="utf-8")
+
+
+@attrs.define
+class Api:
+    """Open WebUI's HTTP API as an admin. ``opener`` is urllib's (tests may pass their own)."""
+
+    base_url: str
+    token: str | None = attrs.field(default=None, repr=False)
+    opener: Callable[..., Any] = urllib.request.urlopen
+
+    def call(self, method: str, path: str, body: Any = None, *, missing_ok: bool = False) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base_url.rstrip("/") + path, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with self.opener(request, timeout=TIMEOUT_S) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            if missing_ok and exc.code in (401, 404):  # Open WebUI answers 401 for a Function it does not have
+                return None
+            detail = exc.read().decode(errors="replace")[:300]
+            raise InstallError(f"{method} {path}: HTTP {exc.code} {detail}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            raise InstallError(f"{method} {path}: Open WebUI at {self.base_url} did not answer ({exc})") from None
+        return json.loads(raw) if raw else None
+
+    def sign_in(self, email: str, password: str) -> None:
+        answer = self.call("POST", "/api/v1/auths/signin", {"email": email, "password": password})
+        token = answer.get("token") if isinstance(answer, Mapping) else None
+        if not token:
+            raise InstallError("sign-in gave no token")
+        if answer.get("role") != "admin":
+            raise InstallError(f"{email} is not an admin of this Open WebUI (role {answer.get('role')!r})")
+        self.token = str(token)
+
+
+def install(
+    api: Api,
+    *,
+    valves: Mapping[str, str] | None = None,
+    report: Callable[[str], None] = print,
+) -> list[str]:
+    """Create or update, activate and configure owc's Functions; returns the OpenClaw model ids Open WebUI lists."""
+    for function_id, name, filename, description in FUNCTIONS:
+        form = {
+            "id": function_id,
+            "name": name,
+            "content": function_source(filename),
+            "meta": {"description": description},
+        }
+        existing = api.call("GET", f"/api/v1/functions/id/{function_id}", missing_ok=True)
+        if existing is None:
+            api.call("POST", "/api/v1/functions/create", form)
+            report(f"created {function_id} ({name})")
+        else:
+            api.call("POST", f"/api/v1/functions/id/{function_id}/update", form)
+            report(f"updated {function_id} ({name}) in place; its valves are kept")
+        current = api.call("GET", f"/api/v1/functions/id/{function_id}")
+        if not (isinstance(current, Mapping) and current.get("is_active")):
+            api.call("POST", f"/api/v1/functions/id/{function_id}/toggle")
+            report(f"activated {function_id}")
+    if valves:
+        saved = api.call("GET", f"/api/v1/functions/id/{PIPE_ID}/valves") or {}
+        merged = {**(saved if isinstance(saved, Mapping) else {}), **valves}
+        api.call("POST", f"/api/v1/functions/id/{PIPE_ID}/valves/update", merged)
+        report(f"set {PIPE_ID} valves: {', '.join(sorted(valves))}")
+    listed = api.call("GET", "/api/models")
+    models = listed.get("data", []) if isinstance(listed, Mapping) else []
+    ours = [
+        str(m.get("id")) for m in models if isinstance(m, Mapping) and str(m.get("id", "")).startswith(PIPE_ID + ".")
+    ]
+    report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
+    return ours

@@ -1,0 +1,137 @@
+"""owc hosted the way Open WebUI hosts it (``owc/owui/host.py``): started once from the loop's asyncio side, an
+agent turn from the Gateway simulator written into the database and told to the tabs through the Open WebUI emitter,
+closed by the shutdown sink.
+
+The simulator runs in its own thread (``trio.run``), on loopback, as a Gateway is its own process; owc runs as a Trio
+guest on this test's asyncio loop with ``FakeOpenWebUI`` (``test_owui_emitter.py``) standing for Open WebUI's
+socket and task registry. Nothing waits on a clock: the test waits on events the other side sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from owc import ids
+from owc.owui import guest, host
+from owc.owui.host import HostSettings, SettingsError, settings_from
+from owc.sim import open_simulator
+from owc.store import ChatStore, make_engine
+from test_owui_emitter import FakeOpenWebUI
+
+TOKEN = "host-test-token-" + uuid.uuid4().hex
+USER = "u-host"
+
+
+@contextmanager
+def simulator_thread() -> Iterator[tuple[Any, trio.lowlevel.TrioToken]]:
+    """A Gateway simulator in its own thread; yields it and its Trio token (drive it with ``trio.from_thread``)."""
+    ready, box = threading.Event(), {}
+
+    async def serve() -> None:
+        async with open_simulator(token=TOKEN) as sim:
+            box["sim"], box["token"], box["stop"] = sim, trio.lowlevel.current_trio_token(), trio.Event()
+            ready.set()
+            await box["stop"].wait()
+
+    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
+    thread.start()
+    assert ready.wait(60), "the simulator did not start"
+    try:
+        yield box["sim"], box["token"]
+    finally:
+        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
+        thread.join(60)
+
+
+class WatchedOpenWebUI(FakeOpenWebUI):
+    """Sets an asyncio event when a message's final ``chat:completion`` reaches the tabs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.finished = asyncio.Event()
+
+    async def event_emitter(self, user_id: str, chat_id: str, message_id: str) -> Any:
+        inner = await super().event_emitter(user_id, chat_id, message_id)
+
+        async def emit(event: dict[str, Any]) -> None:
+            await inner(event)
+            if event.get("type") == "chat:completion" and event["data"].get("done"):
+                self.finished.set()
+
+        return emit
+
+
+def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_token(tmp_path: Path) -> None:
+    env = {"OWC_GATEWAY_URL": "ws://env:1", "OWC_GATEWAY_TOKEN": "env-token"}
+    from_env = settings_from({}, env, database_url="sqlite:///x.db")
+    assert (from_env.gateway_url, from_env.token, from_env.agent_id) == ("ws://env:1", "env-token", "main")
+    valves = {"GATEWAY_URL": "wss://valve:2", "GATEWAY_TOKEN": "valve-token", "AGENT_ID": "ops"}
+    from_valves = settings_from(valves, env, database_url="sqlite:///x.db")
+    assert (from_valves.gateway_url, from_valves.token, from_valves.agent_id) == ("wss://valve:2", "valve-token", "ops")
+    assert "valve-token" not in repr(from_valves)
+    token_file = tmp_path / "token"
+    token_file.write_text("file-token\n")
+    token_file.chmod(0o600)
+    from_file = settings_from({"GATEWAY_TOKEN_FILE": str(token_file)}, {}, database_url="sqlite:///x.db")
+    assert from_file.token == "file-token"
+    with pytest.raises(SettingsError, match="no Gateway token"):
+        settings_from({}, {}, database_url="sqlite:///x.db")
+    with pytest.raises(SettingsError, match="holds a credential") as refused:
+        settings_from({"GATEWAY_URL": "ws://gw:1/?token=leaked", "GATEWAY_TOKEN": "t"}, {}, database_url="x")
+    assert "leaked" not in str(refused.value)
+
+
+def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cleanly(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'webui.db'}"
+    store = ChatStore(make_engine(url))
+    store.create_tables()
+    chat_id = str(uuid.uuid4())
+    store.create_chat(chat_id, USER)
+    store.engine.dispose()
+    key = ids.session_key("main", USER, chat_id)
+    message_id = ids.message_id(key, "agent-turn")
+
+    with simulator_thread() as (sim, sim_token):
+
+        async def body() -> None:
+            owui = WatchedOpenWebUI()
+            settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
+            runtime = await host.ensure_started(settings, owui)
+            try:
+                assert await host.ensure_started(settings, owui) is runtime  # the Pipe's call after the startup hook
+                await guest.process_host().run_in_trio(runtime.connected)
+
+                def start_run() -> None:
+                    sim.start_run(key, "agent-turn").text("Cron says hi.").tool("ls", {}, "a b").end()
+
+                await asyncio.to_thread(trio.from_thread.run_sync, start_run, trio_token=sim_token)
+                await owui.finished.wait()
+                writers = list(owui.tasks.values())
+                await asyncio.gather(*writers)  # the writer's task ends with it, not by a cancel
+                kinds = [e["type"] for _, c, m, e in owui.emitted if (c, m) == (chat_id, message_id)]
+                assert kinds[0] == "chat:messages" and "chat:completion" in kinds
+                # introduced, then the finished message again for tabs that loaded the chat meanwhile (seed 003)
+                assert kinds.count("chat:messages") == 2 and kinds[-1] == "chat:active"
+                assert len(writers) == 1 and owui.item_tasks.get(chat_id) == []
+            finally:
+                await host.shutdown()
+            assert guest.process_host().ended
+
+        with asyncio.Runner() as runner:
+            runner.run(body())
+
+    store = ChatStore(make_engine(url))
+    message = store.read_chat(chat_id)["history"]["messages"][message_id]
+    store.engine.dispose()
+    assert message["done"] is True and message["content"].startswith("Cron says hi.")
+    assert any(item.get("type") == "function_call" for item in message["output"])
+    assert message["meta"]["task_id"].startswith("t")  # registered as a task of the chat, as Open WebUI's replies are
