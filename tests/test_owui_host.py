@@ -3,7 +3,7 @@ agent turn from the Gateway simulator written into the database and told to the 
 closed by the shutdown sink.
 
 The simulator runs in its own thread (``trio.run``), on loopback, as a Gateway is its own process; owc runs as a Trio
-guest on this test's asyncio loop with ``FakeOpenWebUI`` (``test_owui_emitter.py``) standing for Open WebUI's
+guest on this test's asyncio loop with ``FakeOpenWebUI`` (``tests/owui/fake_surface.py``) standing for Open WebUI's
 socket and task registry. Nothing waits on a clock: the test waits on events the other side sets.
 """
 
@@ -25,7 +25,8 @@ from owc.owui import guest, host
 from owc.owui.host import HostSettings, SettingsError, settings_from
 from owc.sim import open_simulator
 from owc.store import ChatStore, make_engine
-from test_owui_emitter import FakeOpenWebUI
+
+from owui.fake_surface import FakeOpenWebUI
 
 TOKEN = "host-test-token-" + uuid.uuid4().hex
 USER = "u-host"
