@@ -166,7 +166,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgres)
-        if item.get_closest_marker("realgateway") or item.get_closest_marker("owui"):
+        if any(item.get_closest_marker(tier) for tier in ("realgateway", "owui", "owuiserver")):
             # The per-test limit (pyproject: a hung resync or Stop fails instead of hanging CI) counts fixture
             # set-up, and these tiers install Node, openclaw or Open WebUI on first use.
             item.add_marker(pytest.mark.timeout(1800))

@@ -10,10 +10,7 @@ socket and task registry. Nothing waits on a clock: the test waits on events the
 from __future__ import annotations
 
 import asyncio
-import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,34 +20,13 @@ import trio
 from owc import ids
 from owc.owui import guest, host
 from owc.owui.host import HostSettings, SettingsError, settings_from
-from owc.sim import open_simulator
 from owc.store import ChatStore, make_engine
 
 from owui.fake_surface import FakeOpenWebUI
+from owui.simthread import simulator_thread
 
 TOKEN = "host-test-token-" + uuid.uuid4().hex
 USER = "u-host"
-
-
-@contextmanager
-def simulator_thread() -> Iterator[tuple[Any, trio.lowlevel.TrioToken]]:
-    """A Gateway simulator in its own thread; yields it and its Trio token (drive it with ``trio.from_thread``)."""
-    ready, box = threading.Event(), {}
-
-    async def serve() -> None:
-        async with open_simulator(token=TOKEN) as sim:
-            box["sim"], box["token"], box["stop"] = sim, trio.lowlevel.current_trio_token(), trio.Event()
-            ready.set()
-            await box["stop"].wait()
-
-    thread = threading.Thread(target=trio.run, args=(serve,), daemon=True)
-    thread.start()
-    assert ready.wait(60), "the simulator did not start"
-    try:
-        yield box["sim"], box["token"]
-    finally:
-        trio.from_thread.run_sync(box["stop"].set, trio_token=box["token"])
-        thread.join(60)
 
 
 class WatchedOpenWebUI(FakeOpenWebUI):
@@ -101,7 +77,7 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
     key = ids.session_key("main", USER, chat_id)
     message_id = ids.message_id(key, "agent-turn")
 
-    with simulator_thread() as (sim, sim_token):
+    with simulator_thread(TOKEN) as (sim, sim_token):
 
         async def body() -> None:
             owui = WatchedOpenWebUI()

@@ -43,10 +43,23 @@ async def _start(valves: Any, app: Any) -> bool:
     return True
 
 
+def _starts_owc(event: Any) -> bool:
+    """Open WebUI has started, or one of owc's Functions is being enabled (``owc owui install`` on a running
+    Open WebUI: agent turns then show at once, not from the next restart or the first message)."""
+    if not isinstance(event, Mapping):
+        event = {"event": getattr(event, "event", None), "subject": getattr(event, "subject", None)}
+    name = event.get("event")
+    if name == "system.startup.completed":
+        return True
+    subject = event.get("subject")
+    subject_id = subject.get("id") if isinstance(subject, Mapping) else None
+    return name in ("function.enable_started", "function.enabled") and subject_id in (PIPE_ID, EVENT_ID)
+
+
 async def on_event(event: Any, app: Any) -> None:
-    """The startup Event Function: start owc once Open WebUI has started, with the Pipe's saved Valves."""
-    name = event.get("event") if isinstance(event, Mapping) else getattr(event, "event", None)
-    if name != "system.startup.completed":
+    """The startup Event Function: start owc once Open WebUI has started (or owc's Functions are enabled), with
+    the Pipe's saved Valves."""
+    if not _starts_owc(event):
         return
     valves: Mapping[str, Any] = {}
     try:

@@ -1,0 +1,310 @@
+"""Tier W: owc inside the REAL Open WebUI 0.12.4 server, its Functions installed by ``owc owui install``, owc's
+Gateway simulator as the Gateway, headless Chromium as the user (issue 12). Each scenario asserts on the database
+(through Open WebUI's own API) and on what the page shows; screenshots of each key moment go to
+``$OWC_SCREENSHOTS`` (else the test's tmp dir).
+
+The server runs owc as a Trio guest on its uvloop; owc reaches the simulator (a thread of this test process) over
+loopback. Waits are on the page (Playwright), on Socket.IO events (``EventRecorder``) or on the simulator's state,
+each bounded as a harness (the real server is another process: there is no clock to mock).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from owc import ids
+
+from conftest import secret
+from owui.simthread import call, simulator_thread
+
+pytestmark = [pytest.mark.owuiserver, pytest.mark.timeout(1800)]
+
+TOKEN = "owc-w-tier-" + uuid.uuid4().hex
+MODEL = "openclaw.main"
+WAIT_S = 60.0  # a harness bound per wait: the server, the browser and owc all run on a loaded 2-core box
+
+
+def _unavailable(what: str, exc: Exception) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} could not be installed in CI: {exc}")
+    pytest.skip(f"{what} unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[tuple[Any, Any]]:
+    secret(TOKEN)
+    with simulator_thread(TOKEN) as pair:
+        yield pair
+
+
+@pytest.fixture(scope="module")
+def server_venv() -> Path:
+    from owui.server import ADMIN_PASSWORD, WEBUI_SECRET_KEY, ServerUnavailable, ensure_server_venv
+
+    secret(ADMIN_PASSWORD)
+    secret(WEBUI_SECRET_KEY)
+    try:
+        return ensure_server_venv()
+    except ServerUnavailable as exc:
+        _unavailable("the Open WebUI server venv", exc)
+        raise
+
+
+@pytest.fixture(scope="module")
+def browser_install() -> Any:
+    from owui.browser import BrowserUnavailable, ensure_browser
+
+    try:
+        return ensure_browser()
+    except BrowserUnavailable as exc:
+        _unavailable("Chromium / Playwright", exc)
+        raise
+
+
+def owc_env(sim_url: str) -> dict[str, str]:
+    """What an operator sets in Open WebUI's environment for owc (README): the Gateway and its token."""
+    return {"OWC_GATEWAY_URL": sim_url, "OWC_GATEWAY_TOKEN": TOKEN}
+
+
+def install_owc(base_url: str, sim_url: str) -> str:
+    """``owc owui install`` as a person following the README runs it; returns what it printed."""
+    from owui.server import ADMIN_EMAIL, ADMIN_PASSWORD
+
+    done = subprocess.run(
+        [sys.executable, "-m", "owc", "owui", "install", "--url", base_url, "--admin-email", ADMIN_EMAIL],
+        env={**os.environ, "OWC_OWUI_ADMIN_PASSWORD": ADMIN_PASSWORD},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert ADMIN_PASSWORD not in done.stdout + done.stderr
+    return done.stdout
+
+
+def wait_connected(sim: Any, token: Any, count: int = 1) -> None:
+    """Until ``count`` owc runtimes are connected to the simulator (owc started inside the server)."""
+    deadline = time.monotonic() + WAIT_S  # timer-ok: harness bound on another process starting owc
+    while call(token, lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing)) < count:
+        assert time.monotonic() < deadline, "owc did not connect to the Gateway from inside Open WebUI"
+        time.sleep(0.1)  # timer-ok: harness polls another process's state
+
+
+def wait_until(check: Callable[[], Any], what: str) -> Any:
+    """Poll Open WebUI's API (another process) until ``check`` gives a truthy value."""
+    deadline = time.monotonic() + WAIT_S  # timer-ok: harness bound on another process's state
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)  # timer-ok: harness polls another process's state
+
+
+def assistant_messages(admin: Any, chat_id: str) -> dict[str, dict[str, Any]]:
+    messages = admin.get_chat(chat_id)["chat"]["history"]["messages"]
+    return {mid: m for mid, m in messages.items() if m.get("role") == "assistant"}
+
+
+def finished(admin: Any, chat_id: str, message_id: str) -> dict[str, Any] | None:
+    message = assistant_messages(admin, chat_id).get(message_id)
+    return message if message is not None and message.get("done") is True else None
+
+
+@pytest.fixture(scope="module")
+def deployment(sim, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """One Open WebUI with owc installed, shared by the scenarios that do not restart it."""
+    from owui.server import running_server
+
+    simulator, token = sim
+    tmp = tmp_path_factory.mktemp("owui-w")
+    with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
+        printed = install_owc(server.base_url, simulator.url)
+        wait_connected(simulator, token)
+        admin = server.admin()
+        assert MODEL in {m["id"] for m in admin.models()}
+        yield {"server": server, "admin": admin, "sim": simulator, "token": token, "installed": printed, "tmp": tmp}
+
+
+@pytest.fixture
+def browser(deployment, tmp_path) -> Iterator[Any]:
+    from owui.browser import running_browser
+
+    with running_browser(tmp_path) as b:
+        yield b
+
+
+def new_chat(admin: Any) -> tuple[str, str]:
+    from owui.server import user_turn_chat
+
+    chat_id = admin.new_chat(user_turn_chat(MODEL, "Watch the deploy for me."))["id"]
+    return chat_id, ids.session_key("main", admin.user_id, chat_id)
+
+
+def open_page(browser: Any, deployment: dict[str, Any], chat_id: str | None = None) -> Any:
+    from owui.server import ADMIN_EMAIL, ADMIN_PASSWORD
+
+    page = browser.new_page(deployment["server"].base_url)
+    page.login(ADMIN_EMAIL, ADMIN_PASSWORD)
+    if chat_id is not None:
+        page.open_chat(chat_id)
+    return page
+
+
+def test_install_reports_what_it_did(deployment) -> None:
+    printed = deployment["installed"]
+    assert "created openclaw (OpenClaw)" in printed and "activated openclaw_startup" in printed
+    assert f"models: {MODEL}" in printed
+    # Again, on a live server: updated in place, still active, owc not started twice.
+    again = install_owc(deployment["server"].base_url, deployment["sim"].url)
+    assert "updated openclaw (OpenClaw) in place; its valves are kept" in again and "activated" not in again
+    assert "owui.host_started" in deployment["server"].log_tail(200_000)
+
+
+def test_an_agent_turn_streams_live_into_the_open_tab_with_tool_cards(deployment, browser) -> None:
+    """Scenario 1: the chat is open; a cron-style agent turn (text, two tool calls, text) streams into it live,
+    tool cards included, and ends as one finished message."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    run = call(token, lambda: sim.start_run(key, "w-live").text("Checking the deploy."))
+    page.wait_for_assistant_text("Checking the deploy.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w1-live-text")
+    message_id = ids.message_id(key, "w-live")
+    assert not finished(admin, chat_id, message_id)  # still running: the tab saw it live, not from a final write
+    call(
+        token, lambda: run.tool("exec", {"cmd": "kubectl get pods"}, "3 running").tool("exec", {"cmd": "uptime"}, "up")
+    )
+    call(token, lambda: run.text(" All green.").end())
+    page.wait_for_assistant_text("All green.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w1-finished")
+    message = wait_until(lambda: finished(admin, chat_id, message_id), "the finished message")
+    assert message["content"].startswith("Checking the deploy.") and "All green." in message["content"]
+    assert sum(1 for item in message["output"] if item.get("type") == "function_call") == 2
+    assert list(assistant_messages(admin, chat_id)) == [message_id]  # one message
+    assert page.page.get_by_text("exec").count() >= 1  # the tool cards are on the page
+
+
+def test_a_reload_mid_run_shows_the_live_copy_then_the_finished_message(deployment, browser) -> None:
+    """Scenario 2: reloading the tab mid-run shows the message so far (the response-stream overlay,
+    ``done: false``), then the finished message; never twice."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    run = call(token, lambda: sim.start_run(key, "w-reload").text("First half,").tool("exec", {}, "ok"))
+    page.wait_for_assistant_text("First half,", timeout_ms=WAIT_S * 1000)
+    message_id = ids.message_id(key, "w-reload")
+    overlaid = wait_until(lambda: assistant_messages(admin, chat_id).get(message_id), "the live copy")
+    assert overlaid["done"] is False and "First half," in overlaid["content"]
+    page.page.reload()
+    page.wait_for_assistant_text("First half,", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w2-reloaded-mid-run")
+    call(token, lambda: run.text(" second half.").end())
+    page.wait_for_assistant_text("second half.", timeout_ms=WAIT_S * 1000)
+    wait_until(lambda: finished(admin, chat_id, message_id), "the finished message")
+    assert len(page.assistant_texts()) == 1 and list(assistant_messages(admin, chat_id)) == [message_id]
+
+
+def test_a_chat_opened_mid_run_or_after_it_shows_the_message(deployment, browser) -> None:
+    """Scenarios 3 and 4: the tab is on another chat when the run starts and opens this one mid-run; with no tab
+    at all, the finished message is there when the chat is opened later."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    other_id, _ = new_chat(admin)
+    page = open_page(browser, deployment, other_id)
+    run = call(token, lambda: sim.start_run(key, "w-elsewhere").text("Started while you were elsewhere."))
+    message_id = ids.message_id(key, "w-elsewhere")
+    wait_until(lambda: assistant_messages(admin, chat_id).get(message_id), "the claimed message")
+    page.open_chat(chat_id)
+    page.wait_for_assistant_text("Started while you were elsewhere.", timeout_ms=WAIT_S * 1000)
+    call(token, lambda: run.text(" Finished here.").end())
+    page.wait_for_assistant_text("Finished here.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w3-opened-mid-run")
+    # No tab: a whole run, then the chat is opened.
+    quiet_id, quiet_key = new_chat(admin)
+    call(token, lambda: sim.start_run(quiet_key, "w-no-tab").text("Nobody was watching.").end())
+    quiet_message = ids.message_id(quiet_key, "w-no-tab")
+    wait_until(lambda: finished(admin, quiet_id, quiet_message), "the finished message with no tab open")
+    page.open_chat(quiet_id)
+    page.wait_for_assistant_text("Nobody was watching.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w4-no-tab-then-opened")
+
+
+def test_two_tabs_on_the_chat_converge_on_one_message(deployment, browser) -> None:
+    """Scenario 5: two tabs have the chat open; both show the same one message, finished."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    first, second = open_page(browser, deployment, chat_id), open_page(browser, deployment, chat_id)
+    call(
+        token, lambda: sim.start_run(key, "w-two-tabs").text("Seen twice,").tool("exec", {}, "ok").text(" once.").end()
+    )
+    for page in (first, second):
+        page.wait_for_assistant_text("once.", timeout_ms=WAIT_S * 1000)
+        assert len(page.assistant_texts()) == 1
+    second.screenshot("w5-second-tab")
+    message_id = ids.message_id(key, "w-two-tabs")
+    wait_until(lambda: finished(admin, chat_id, message_id), "the finished message")
+    assert list(assistant_messages(admin, chat_id)) == [message_id]
+
+
+def test_the_stop_button_aborts_the_agent_turn_and_keeps_what_it_had(deployment, browser) -> None:
+    """Scenario 6 (Stop): the tab shows the generating state for the agent turn (owc's writer is a task of the
+    chat); Stop aborts the run at the Gateway and the message is finalized with what it had."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    call(token, lambda: sim.start_run(key, "w-stop").text("Working through the list"))
+    page.wait_for_assistant_text("Working through the list", timeout_ms=WAIT_S * 1000)
+    assert wait_until(lambda: admin.chat_tasks(chat_id), "owc's writer registered as a task of the chat")
+    page.screenshot("w6-generating")
+    page.click_stop(timeout_ms=WAIT_S * 1000)
+    message_id = ids.message_id(key, "w-stop")
+    message = wait_until(lambda: finished(admin, chat_id, message_id), "the stopped message")
+    assert message["content"].startswith("Working through the list")
+    assert call(token, lambda: sim.requests["chat.abort"]) >= 1
+    assert call(token, lambda: sim.sessions[key].status) == "killed"
+    page.screenshot("w6-stopped")
+
+
+def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_message(
+    sim, server_venv, browser_install, tmp_path
+) -> None:
+    """Scenario 7: Open WebUI gets SIGTERM mid-run: owc closes with it (no traceback, quick exit); the run ends
+    while Open WebUI is down; the next process finishes the message from the transcript (the reconcile)."""
+    from owui.server import running_server
+
+    simulator, token = sim
+    before = call(token, lambda: len(simulator.conns))
+    with running_server(tmp_path, env_extra=owc_env(simulator.url)) as server:
+        install_owc(server.base_url, simulator.url)
+        admin = server.admin()
+        wait_until(
+            lambda: (
+                call(token, lambda: sum(1 for c in simulator.conns.values() if not c.closing)) > 0
+                and "owui.host_started" in server.log_tail(200_000)
+            ),
+            "owc running in the server",
+        )
+        chat_id, key = new_chat(admin)
+        run = call(token, lambda: simulator.start_run(key, "w-sigterm").text("Half way"))
+        message_id = ids.message_id(key, "w-sigterm")
+        wait_until(lambda: assistant_messages(admin, chat_id).get(message_id), "the claimed message")
+        stop = server.signal_and_wait()
+        log = server.log_tail(400_000)
+        assert stop.seconds < 5 and not stop.killed, stop
+        assert "owui.shutdown" in log and "Traceback" not in log.split("owui.shutdown", 1)[1]
+        call(token, lambda: run.text(" and done while Open WebUI was down.").end())
+        server.restart()
+        admin = server.admin()
+        message = wait_until(lambda: finished(admin, chat_id, message_id), "the message finished by the next process")
+        assert message["content"] == "Half way and done while Open WebUI was down."
+    assert before >= 0
