@@ -308,3 +308,33 @@ def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_me
         message = wait_until(lambda: finished(admin, chat_id, message_id), "the message finished by the next process")
         assert message["content"] == "Half way and done while Open WebUI was down."
     assert before >= 0
+
+
+def subscribed(sim: Any, token: Any) -> int:
+    return call(token, lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing))
+
+
+def test_two_server_processes_on_one_database_make_one_message_per_run(sim, server_venv, tmp_path) -> None:
+    """Scenario 8: two Open WebUI processes on one database (what several uvicorn workers are: one owc runtime
+    each), both connected to the Gateway: every run gets exactly one message, in run order."""
+    from owui.server import running_server
+
+    simulator, token = sim
+    before = subscribed(simulator, token)
+    with running_server(tmp_path / "a", env_extra=owc_env(simulator.url)) as first:
+        install_owc(first.base_url, simulator.url)
+        shared_db = f"sqlite:///{tmp_path / 'a' / 'owui-server' / 'data' / 'webui.db'}"
+        with running_server(tmp_path / "b", database_url=shared_db, env_extra=owc_env(simulator.url)) as second:
+            # The second process starts owc from the startup Event (the Functions are already in the database).
+            wait_until(lambda: subscribed(simulator, token) >= before + 2, "two owc runtimes on the Gateway")
+            admin = first.admin()
+            chat_id, key = new_chat(admin)
+            runs = [f"w-two-procs-{n}" for n in range(3)]
+            for n, run_id in enumerate(runs):
+                call(token, lambda n=n, run_id=run_id: simulator.start_run(key, run_id).text(f"Reply {n}.").end())
+                wait_until(lambda run_id=run_id: finished(admin, chat_id, ids.message_id(key, run_id)), run_id)
+            messages = assistant_messages(admin, chat_id)
+            assert sorted(messages) == sorted(ids.message_id(key, r) for r in runs)  # one each, no duplicate
+            chain = [ids.message_id(key, r) for r in runs]
+            assert [messages[m]["parentId"] for m in chain[1:]] == chain[:-1]  # in run order
+            assert "owui.host_started" in second.log_tail(400_000)
