@@ -152,6 +152,38 @@ def test_a_run_found_late_goes_above_the_tails_messages_of_later_runs(store: Cha
     assert placed.parent_id == "u1" and placed.moved == ()
 
 
+def test_a_finalize_moves_a_live_claimed_run_above_later_runs_of_its_session(store: ChatStore, sqlite_url: str) -> None:
+    """A run claimed live (no transcript yet) landed below later runs of its session that another process had
+    given their messages first; its finalize, with the transcript's order of the session's runs, puts the line
+    in run order, also the later runs below it (issue 11: fuzzer seeds 432, 1830)."""
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    for message, run in (("mb", "rb"), ("mc", "rc"), ("ma", "ra"), ("md", "rd")):
+        store.claim("c", message, run_id=run, writer="w", alive=DEAD, user_id=USER)
+    # u1 -> mb -> mc -> ma -> md; the runs began ra, rb, rc, rd.
+    result = store.write("c", "ma", content="A", output=[], done=True, run_order=("ra", "rb", "rc", "rd"))
+    assert isinstance(result, Written) and {m["id"] for m in result.moved} == {"u1", "mb", "mc", "md"}
+    messages = store.read_chat("c")["history"]["messages"]
+    assert messages["ma"]["parentId"] == "u1" and messages["ma"]["childrenIds"] == ["mb"]
+    assert messages["mb"]["parentId"] == "ma" and messages["mc"]["parentId"] == "mb"
+    assert messages["md"]["parentId"] == "mc" and messages["mc"]["childrenIds"] == ["md"]
+    assert messages["u1"]["childrenIds"] == ["ma"]
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    parents = dict(db.execute("select id, parent_id from chat_message where chat_id = 'c'").fetchall())
+    assert parents == {"c-u1": None, "c-ma": "u1", "c-mb": "ma", "c-mc": "mb", "c-md": "mc"}
+    # In order already: nothing moves.
+    again = store.write("c", "md", content="D", output=[], done=True, run_order=("ra", "rb", "rc", "rd"))
+    assert again.moved == () and store.read_chat("c")["history"]["messages"]["md"]["parentId"] == "mc"
+
+
+def test_a_finalize_of_the_tail_run_keeps_the_view_on_the_tail(store: ChatStore) -> None:
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    for message, run in (("mb", "rb"), ("ma", "ra")):
+        store.claim("c", message, run_id=run, writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "ma", content="A", output=[], done=True, run_order=("ra", "rb"))
+    chat = store.read_chat("c")
+    assert chat["history"]["currentId"] == "mb" and chat["history"]["messages"]["mb"]["parentId"] == "ma"
+
+
 def test_claiming_twice_backs_off_and_dead_writer_is_taken_over(store: ChatStore) -> None:
     store.create_chat("c", USER)
     store.claim("c", "m", run_id="r", writer="w1", alive=DEAD, user_id=USER)

@@ -61,6 +61,11 @@ def transcript_places(history: ChatHistory) -> dict[str, tuple[int | None, int]]
     return {run_id: (first, index) for index, (run_id, (first, _)) in enumerate(_run_times(history).items())}
 
 
+def run_order(history: ChatHistory | None) -> tuple[str, ...]:
+    """The window's runs in transcript order: a session runs one run at a time, so this is their start order."""
+    return () if history is None else tuple(_run_times(history))
+
+
 def runs_after(history: ChatHistory | None, run_id: str) -> frozenset[str]:
     """The runs of the window that began after ``run_id`` (transcript order: a session runs one run at a time);
     empty when the window does not hold it."""

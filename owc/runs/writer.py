@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
     WriteResult,
     WriterFailed,
 )
-from owc.rules.reconcile import runs_after
+from owc.rules.reconcile import run_order, runs_after
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
     Absent,
@@ -464,6 +464,9 @@ class _Writer:
                 done=True,
                 error=error["content"] if error else None,
                 unless_done=unless_done,
+                # A run claimed live lands at the tail; a later run of its session that another process gave
+                # its message first may sit above it. The transcript gives the session's runs in start order.
+                run_order=run_order(history),
             )
         if isinstance(result, AlreadyDone):
             log.info("runs.finished_elsewhere run=%s message=%s", r.run_id, r.message_id)
@@ -496,7 +499,14 @@ class _Writer:
         # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
         # write keeps this over what its load fetched, one that shows the message merges the same content, and
         # tabs of a process that never streamed the message get all of it.
-        await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: result.message}}})
+        finished_messages = {r.message_id: result.message}
+        for moved in result.moved:  # links changed by putting the session's line in run order
+            finished_messages[moved["id"]] = {
+                "id": moved["id"],
+                "parentId": moved.get("parentId"),
+                "childrenIds": moved.get("childrenIds", []),
+            }
+        await self._emit({"type": "chat:messages", "data": {"messages": finished_messages}})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if error:
             data["error"] = error

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
 from typing import Any, TypeVar
@@ -137,6 +137,8 @@ ClaimResult = Claimed | TakenOver | AlreadyThere | Absent | Locked | Unavailable
 class Written:
     message: dict[str, Any]
     attempts: int = 1
+    #: Other messages whose links changed when the line of M's session's messages was put in run order.
+    moved: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen
@@ -394,8 +396,11 @@ class ChatStore:
         error: str | None = None,
         meta: dict[str, Any] | None = None,
         unless_done: bool = False,
+        run_order: Sequence[str] = (),
     ) -> WriteResult:
-        """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``).
+        """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
+        M's session's runs in transcript (start) order; the line of their messages around M is put in that order
+        (``tree.reorder_run_line``).
         One transaction per attempt; a locked database is retried ``finalize_attempts`` times, each attempt
         waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
         (``AlreadyDone``): a process finishing a run another process may be finishing too."""
@@ -415,9 +420,19 @@ class ChatStore:
                     message = tree.update_message(
                         chat, message_id, content=content, output=output, done=done, error=error, meta=meta
                     )
-                    self._save(conn, chat_id, chat, now)
+                    moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
+                    current = chat["history"].get("currentId") if moved else None
+                    self._save(conn, chat_id, chat, now, current_id=current if isinstance(current, str) else None)
                     self._mirror(conn, chat_id, row.user_id, message, now)
-                    return Written(message=message, attempts=attempt)
+                    for other in moved:
+                        conn.execute(
+                            update(msg_t)
+                            .where(msg_t.c.id == message_row_id(chat_id, other["id"]))
+                            .values(parent_id=other.get("parentId"), updated_at=now)
+                        )
+                    if moved:
+                        log.info("store.moved_above chat=%s message=%s later_runs=%d", chat_id, message_id, len(moved))
+                    return Written(message=message, attempts=attempt, moved=tuple(m for m in moved if m is not message))
             except REFUSALS as exc:
                 if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
                     log.error("store.write_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))

@@ -10,6 +10,7 @@ left alone, as Open WebUI's own backend writers leave it (the frontend rebuilds 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -216,6 +217,69 @@ def insert_user_turn(
         parent["childrenIds"] = [*(parent.get("childrenIds") or []), user_message_id]
     chat["history"]["currentId"] = reply_id
     return [user, reply]
+
+
+def reorder_run_line(chat: dict[str, Any], message_id: str, order: Sequence[str]) -> list[dict[str, Any]]:
+    """Put the unbroken line of owc's messages around ``message_id`` whose runs ``order`` names (a session's
+    runs in transcript order, which is their start order) in that order (mutates ``chat``); returns the
+    messages whose links changed (empty: already in order). The line is followed up through parents and down
+    through only children; it stops at anything else (a user turn, a run ``order`` does not name, a branch), so
+    nothing outside it moves.
+
+    Why: a run claimed live, without its transcript, lands at the tail; another process that never saw it begin
+    may have given a later run of the same session its message first. The transcript read at the run's end
+    puts the line right (issue 11: fuzzer seeds 432, 1830, 5314)."""
+    messages = messages_of(chat)
+    rank = {run_id: index for index, run_id in enumerate(order)}
+
+    def run_of(node_id: Any) -> int | None:
+        node = messages.get(node_id) if isinstance(node_id, str) else None
+        meta = node.get("meta") if isinstance(node, dict) else None
+        run_id = meta.get("openclaw_run") if isinstance(meta, dict) else None
+        if isinstance(node, dict) and node.get("role") == "assistant" and node.get("id") == node_id:
+            return rank.get(run_id) if isinstance(run_id, str) else None
+        return None
+
+    if run_of(message_id) is None:
+        return []
+    line, seen = [message_id], {message_id}
+    parent = messages[message_id].get("parentId")
+    while run_of(parent) is not None and parent not in seen:
+        line.insert(0, parent)
+        seen.add(parent)
+        parent = messages[parent].get("parentId")
+    while True:
+        children = messages[line[-1]].get("childrenIds")
+        if not (isinstance(children, list) and len(children) == 1 and run_of(children[0]) is not None):
+            break
+        child = children[0]
+        if child in seen or messages[child].get("parentId") != line[-1]:
+            break
+        line.append(child)
+        seen.add(child)
+    ordered = sorted(line, key=lambda node_id: rank[messages[node_id]["meta"]["openclaw_run"]])
+    if ordered == line:
+        return []
+    above_id = messages[line[0]].get("parentId")
+    above = messages.get(above_id) if isinstance(above_id, str) else None
+    below = [c for c in (messages[line[-1]].get("childrenIds") or []) if isinstance(c, str)]
+    changed: dict[str, dict[str, Any]] = {}
+    if isinstance(above, dict):
+        above["childrenIds"] = [ordered[0] if c == line[0] else c for c in (above.get("childrenIds") or [])]
+        changed[above["id"]] = above
+    for index, node_id in enumerate(ordered):
+        node = messages[node_id]
+        node["parentId"] = above_id if index == 0 else ordered[index - 1]
+        node["childrenIds"] = [ordered[index + 1]] if index + 1 < len(ordered) else below
+        changed[node_id] = node
+    for child_id in below:
+        child = messages.get(child_id)
+        if isinstance(child, dict):
+            child["parentId"] = ordered[-1]
+            changed[child_id] = child
+    if chat["history"].get("currentId") in seen:
+        chat["history"]["currentId"] = deepest_leaf(messages, ordered[-1])  # the view stays on the tail
+    return list(changed.values())
 
 
 def update_message(
