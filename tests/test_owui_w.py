@@ -338,3 +338,23 @@ def test_two_server_processes_on_one_database_make_one_message_per_run(sim, serv
             chain = [ids.message_id(key, r) for r in runs]
             assert [messages[m]["parentId"] for m in chain[1:]] == chain[:-1]  # in run order
             assert "owui.host_started" in second.log_tail(400_000)
+
+
+def test_open_webui_on_postgresql_shows_an_agent_turn_written_by_owc(sim, server_venv, tmp_path) -> None:
+    """Open WebUI on PostgreSQL (its ``DATABASE_URL``): owc writes through the same database, under Postgres's
+    row lock; the agent turn is in the chat, finished, with its tool card."""
+    from conftest import _postgres_database
+    from owui.server import running_server
+
+    simulator, token = sim
+    database = _postgres_database("owc_w_tier").replace("postgresql+psycopg://", "postgresql://")
+    with running_server(tmp_path, database_url=database, env_extra=owc_env(simulator.url)) as server:
+        install_owc(server.base_url, simulator.url)
+        admin = server.admin()
+        wait_until(lambda: "owui.host_started" in server.log_tail(400_000), "owc running in the server")
+        chat_id, key = new_chat(admin)
+        call(token, lambda: simulator.start_run(key, "w-pg").text("On Postgres.").tool("exec", {}, "ok").end())
+        message_id = ids.message_id(key, "w-pg")
+        message = wait_until(lambda: finished(admin, chat_id, message_id), "the finished message on PostgreSQL")
+        assert message["content"] == "On Postgres." and message["output"][1]["type"] == "function_call"
+        assert list(assistant_messages(admin, chat_id)) == [message_id]
