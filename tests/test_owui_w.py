@@ -358,3 +358,8 @@ def test_open_webui_on_postgresql_shows_an_agent_turn_written_by_owc(sim, server
         message = wait_until(lambda: finished(admin, chat_id, message_id), "the finished message on PostgreSQL")
         assert message["content"] == "On Postgres." and message["output"][1]["type"] == "function_call"
         assert list(assistant_messages(admin, chat_id)) == [message_id]
+        import psycopg
+
+        with psycopg.connect(database) as conn:  # it is PostgreSQL that holds it, as Open WebUI and owc wrote it
+            row = conn.execute("SELECT chat FROM chat WHERE id = %s", (chat_id,)).fetchone()
+        assert row is not None and row[0]["history"]["messages"][message_id]["done"] is True
