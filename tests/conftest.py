@@ -243,3 +243,37 @@ def db_url(request) -> str | None:
     """Both databases owc supports: ``None`` (the test's own SQLite file) or a PostgreSQL database of the run
     tests' own."""
     return _postgres_database("owc_runs") if request.param == "postgres" else None
+
+
+def _tier_unavailable(what: str, exc: Exception) -> None:
+    """A tier's requirement could not be installed: skipped here, a failure in CI (a skip would hide that nothing
+    was checked)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} could not be installed in CI: {exc}")
+    pytest.skip(f"{what} unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def server_venv() -> Path:
+    """The W tier's cached venv of the real Open WebUI server (``tests/owui/server.py``), built on first use."""
+    from owui.server import ADMIN_PASSWORD, WEBUI_SECRET_KEY, ServerUnavailable, ensure_server_venv
+
+    secret(ADMIN_PASSWORD)
+    secret(WEBUI_SECRET_KEY)
+    try:
+        return ensure_server_venv()
+    except ServerUnavailable as exc:
+        _tier_unavailable("the Open WebUI server venv", exc)
+        raise  # unreachable: skip / fail raise
+
+
+@pytest.fixture(scope="session")
+def browser_install() -> Any:
+    """Debian's Chromium and Playwright for the W tier (``tests/owui/browser.py``), installed when missing."""
+    from owui.browser import BrowserUnavailable, ensure_browser
+
+    try:
+        return ensure_browser()
+    except BrowserUnavailable as exc:
+        _tier_unavailable("Chromium / Playwright", exc)
+        raise

@@ -43,6 +43,21 @@ async def _next_connection(env: Env, clock, name: str = "A") -> None:
     clock.jump(until - trio.current_time())
 
 
+def _ended_then_live(env: Env, key: str) -> tuple[Any, trio.Event]:
+    """A run that ended while owc was down, then one still going when owc connects; the hello's pass holds at
+    its database read until the returned event is set (so a test can set a fault up on the new connection)."""
+    env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
+    live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
+    real_facts, go_on = env.store.chat_facts, trio.Event()
+
+    async def facts(chat_ids, present=None):
+        await go_on.wait()
+        return await real_facts(chat_ids, present)
+
+    env.store.chat_facts = facts
+    return live, go_on
+
+
 async def _stub_chat(env: Env) -> tuple[str, str, str]:
     """A chat whose last turn is a user message and Open WebUI's own placeholder for the reply: ``done:
     false``, no ``openclaw_writer`` (what a request that died leaves). Returns (chat id, key, placeholder id)."""
@@ -473,18 +488,11 @@ async def test_a_pass_cut_by_its_connections_close_lets_no_live_claim_go_first(
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
         clock.jump(30)
-        env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
-        live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
-        real_facts, go_on = env.store.chat_facts, trio.Event()
-
-        async def facts(chat_ids, present=None):
-            await go_on.wait()
-            return await real_facts(chat_ids, present)
+        live, go_on = _ended_then_live(env, key)
 
         async def closed_under_it(request, params):
             raise SessionClosed("chat.history")
 
-        env.store.chat_facts = facts
         monkeypatch.setattr(reconcile_module, "read_history_page", closed_under_it)
         bridge = await env.connect()
         run = bridge.ledger.get(key, "live-now")
@@ -515,15 +523,8 @@ async def test_a_run_found_after_chat_history_failed_takes_its_place_above_a_lat
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
         clock.jump(30)
-        env.sim.start_run(key, "ended-unseen").text("Ended while owc was down.").end()
-        live = env.sim.start_run(key, "live-now").text("Live when owc starts.")
-        real_facts, go_on = env.store.chat_facts, trio.Event()
+        live, go_on = _ended_then_live(env, key)
 
-        async def facts(chat_ids, present=None):
-            await go_on.wait()
-            return await real_facts(chat_ids, present)
-
-        env.store.chat_facts = facts
         bridge = await env.connect()
         env.sim.fail_requests("chat.history")  # the Gateway's transcript store fails
         go_on.set()

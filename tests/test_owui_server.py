@@ -7,7 +7,6 @@ Sync tests on purpose: Playwright's sync API and the blocking harness calls do n
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,25 +30,6 @@ class Pipe:
 '''
 
 
-def _unavailable(what: str, exc: Exception) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} could not be installed in CI: {exc}")
-    pytest.skip(f"{what} unavailable: {exc}")
-
-
-@pytest.fixture(scope="session")
-def server_venv() -> Path:
-    from owui.server import ADMIN_PASSWORD, WEBUI_SECRET_KEY, ServerUnavailable, ensure_server_venv
-
-    secret(ADMIN_PASSWORD)
-    secret(WEBUI_SECRET_KEY)
-    try:
-        return ensure_server_venv()
-    except ServerUnavailable as exc:
-        _unavailable("the Open WebUI server venv", exc)
-        raise  # unreachable: skip / fail raise
-
-
 @pytest.fixture
 def owui_server(server_venv: Path, tmp_path: Path) -> Iterator:
     """A fresh server per test (its own DATA_DIR and SQLite DB in ``tmp_path``), stopped afterwards. Its log path
@@ -59,17 +39,6 @@ def owui_server(server_venv: Path, tmp_path: Path) -> Iterator:
     with running_server(tmp_path) as server:
         print(f"open-webui serve on {server.base_url}, log {server.log_path}")
         yield server
-
-
-@pytest.fixture(scope="session")
-def browser_install():
-    from owui.browser import BrowserUnavailable, ensure_browser
-
-    try:
-        return ensure_browser()
-    except BrowserUnavailable as exc:
-        _unavailable("Chromium / Playwright", exc)
-        raise
 
 
 def test_server_boots_and_answers_rest_and_socketio(owui_server, record_property) -> None:

@@ -16,7 +16,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,41 +32,11 @@ MODEL = "openclaw.main"
 WAIT_S = 60.0  # a harness bound per wait: the server, the browser and owc all run on a loaded 2-core box
 
 
-def _unavailable(what: str, exc: Exception) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what} could not be installed in CI: {exc}")
-    pytest.skip(f"{what} unavailable: {exc}")
-
-
 @pytest.fixture(scope="module")
 def sim() -> Iterator[tuple[Any, Any]]:
     secret(TOKEN)
     with simulator_thread(TOKEN) as pair:
         yield pair
-
-
-@pytest.fixture(scope="module")
-def server_venv() -> Path:
-    from owui.server import ADMIN_PASSWORD, WEBUI_SECRET_KEY, ServerUnavailable, ensure_server_venv
-
-    secret(ADMIN_PASSWORD)
-    secret(WEBUI_SECRET_KEY)
-    try:
-        return ensure_server_venv()
-    except ServerUnavailable as exc:
-        _unavailable("the Open WebUI server venv", exc)
-        raise
-
-
-@pytest.fixture(scope="module")
-def browser_install() -> Any:
-    from owui.browser import BrowserUnavailable, ensure_browser
-
-    try:
-        return ensure_browser()
-    except BrowserUnavailable as exc:
-        _unavailable("Chromium / Playwright", exc)
-        raise
 
 
 def owc_env(sim_url: str) -> dict[str, str]:
