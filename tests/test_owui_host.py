@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -67,7 +68,7 @@ def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_t
     assert "leaked" not in str(refused.value)
 
 
-def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cleanly(tmp_path: Path) -> None:
+def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cleanly(tmp_path: Path, caplog) -> None:
     url = f"sqlite:///{tmp_path / 'webui.db'}"
     store = ChatStore(make_engine(url))
     store.create_tables()
@@ -85,6 +86,9 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
             runtime = await host.ensure_started(settings, owui)
             try:
                 assert await host.ensure_started(settings, owui) is runtime  # the Pipe's call after the startup hook
+                changed = attrs.evolve(settings, agent_id="ops")  # a valve saved meanwhile: said once, applied later
+                assert await host.ensure_started(changed, owui) is runtime
+                assert await host.ensure_started(changed, owui) is runtime
                 await guest.process_host().run_in_trio(runtime.connected)
 
                 def start_run() -> None:
@@ -102,6 +106,9 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
             finally:
                 await host.shutdown()
             assert guest.process_host().ended
+            assert [r.getMessage() for r in caplog.records].count(
+                "owui.settings_changed (they apply when Open WebUI restarts)"
+            ) == 1
 
         with asyncio.Runner() as runner:
             runner.run(body())

@@ -117,6 +117,8 @@ class _Started:
 
     settings: HostSettings
     surface: Surface
+    #: Settings asked for since the start that differ from it (a valve saved): logged once each.
+    newer: HostSettings | None = None
     runtime: Runtime | None = None
     emitter: OwuiEmitter | None = None
 
@@ -157,7 +159,8 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     if _STARTED is None or host is None or host.ended:
         _STARTED = _Started(settings=settings, surface=surface or OpenWebUISurface(app))
         install_shutdown_sink()
-    elif _STARTED.settings != settings:
+    elif _STARTED.settings != settings and _STARTED.newer != settings:
+        _STARTED.newer = settings  # said once per change, not on every pipe() call
         log.warning("owui.settings_changed (they apply when Open WebUI restarts)")
     host = await guest.start(_main)
     runtime = host.started_value
