@@ -122,17 +122,17 @@ def test_claim_anchors_on_the_deepest_leaf_of_the_current_branch(store: ChatStor
 
 
 def test_a_run_found_late_goes_above_the_tails_messages_of_later_runs(store: ChatStore, sqlite_url: str) -> None:
-    """A run that ended while ``chat.history`` failed is found after later runs of its session claimed: its
-    message goes above theirs (run-start order, by the transcript: issue 11, ``order-unreadable``), in the tree
-    and in the ``chat_message`` mirror, and the view stays on the tail. Never above a user turn."""
+    """A run that ended while ``chat.history`` failed is found after later runs of its session claimed: its claim
+    lands at the tail, and its finalize (the transcript in hand) puts it above theirs (run-start order: issue 11,
+    ``order-unreadable``), in the tree and in the ``chat_message`` mirror, and the view stays on the tail. Never
+    above a user turn, nor above a run the transcript does not name."""
     store.create_chat("c", USER, chat=user_turn_chat("c"))
     for message, run in (("mb", "rb"), ("mc", "rc")):
         store.claim("c", message, run_id=run, writer="w", alive=DEAD, user_id=USER)
-    result = store.claim(
-        "c", "ma", run_id="ra", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"rb", "rc"})
-    )
-    assert isinstance(result, Claimed) and result.parent_id == "u1" and result.parent_children == ("ma",)
-    assert result.current_id == "mc" and [m["id"] for m in result.moved] == ["mb"]
+    claimed = store.claim("c", "ma", run_id="ra", writer="w", alive=DEAD, user_id=USER)
+    assert isinstance(claimed, Claimed) and claimed.parent_id == "mc"  # at the tail, until its finalize
+    result = store.write("c", "ma", content="A", output=[], done=True, run_order=("ra", "rb", "rc"))
+    assert isinstance(result, Written) and {m["id"] for m in result.moved} == {"u1", "mb", "mc"}
     chat = store.read_chat("c")
     messages = chat["history"]["messages"]
     assert messages["ma"]["parentId"] == "u1" and messages["ma"]["childrenIds"] == ["mb"]
@@ -142,14 +142,16 @@ def test_a_run_found_late_goes_above_the_tails_messages_of_later_runs(store: Cha
     parents = dict(db.execute("select id, parent_id from chat_message where chat_id = 'c'").fetchall())
     assert parents == {"c-u1": None, "c-ma": "u1", "c-mb": "ma", "c-mc": "mb"}
     assert db.execute("select current_message_id from chat").fetchone() == ("mc",)
-    # Only runs known to be later are passed over: "md" (a run not named) stays above the new message.
+    # Only runs the transcript names are reordered: "md" (a run it does not name) stays above the new message.
     store.claim("c", "md", run_id="rd", writer="w", alive=DEAD, user_id=USER)
-    placed = store.claim("c", "me", run_id="re", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"rb"}))
-    assert placed.parent_id == "md" and placed.moved == ()
-    # A user turn ends the walk: nothing goes above what the user wrote.
+    store.claim("c", "me", run_id="re", writer="w", alive=DEAD, user_id=USER)
+    placed = store.write("c", "me", content="E", output=[], done=True, run_order=("re", "rb"))
+    assert placed.moved == () and store.read_chat("c")["history"]["messages"]["me"]["parentId"] == "md"
+    # A user turn ends the line: nothing goes above what the user wrote.
     store.create_chat("d", USER, chat=user_turn_chat("d"))
-    placed = store.claim("d", "mx", run_id="rx", writer="w", alive=DEAD, user_id=USER, later_runs=frozenset({"ry"}))
-    assert placed.parent_id == "u1" and placed.moved == ()
+    store.claim("d", "mx", run_id="rx", writer="w", alive=DEAD, user_id=USER)
+    placed = store.write("d", "mx", content="X", output=[], done=True, run_order=("rx", "ry"))
+    assert placed.moved == () and store.read_chat("d")["history"]["messages"]["mx"]["parentId"] == "u1"
 
 
 def test_a_finalize_moves_a_live_claimed_run_above_later_runs_of_its_session(store: ChatStore, sqlite_url: str) -> None:

@@ -50,13 +50,12 @@ class Surface(Protocol):
         """Drop the live output (the message is final in the database)."""
 
 
-@attrs.define
+@attrs.frozen
 class _Task:
     """A writer's Open WebUI task: its id and the event that lets the held coroutine end."""
 
     task_id: str
     release: asyncio.Event
-    cancelled: bool = False
 
 
 class OwuiEmitter:
@@ -103,14 +102,11 @@ class OwuiEmitter:
 
     async def _open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> _Task:
         release = asyncio.Event()
-        holder: list[_Task] = []
 
         async def hold() -> None:
             try:
                 await release.wait()
             except asyncio.CancelledError:
-                if holder:
-                    holder[0].cancelled = True
                 try:
                     self._host.run_sync_soon(on_cancel)  # the writer decides; this task is over either way
                 except HostError:
@@ -124,13 +120,8 @@ class OwuiEmitter:
             coroutine.close()  # never started: no "was never awaited" warning
             raise
         task = _Task(task_id=task_id, release=release)
-        holder.append(task)
         log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task_id)
         return task
-
-    def task_id(self, chat_id: str, message_id: str) -> str | None:
-        task = self._tasks.get((chat_id, message_id))
-        return task.task_id if task is not None else None
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         """The writer is done with the message: its task ends (tabs leave the generating state once the chat has

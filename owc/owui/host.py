@@ -119,8 +119,6 @@ class _Started:
     surface: Surface
     #: Settings asked for since the start that differ from it (a valve saved): logged once each.
     newer: HostSettings | None = None
-    runtime: Runtime | None = None
-    emitter: OwuiEmitter | None = None
 
 
 #: The process's one runtime, with the host it runs in (``guest._HOST``): set by ``ensure_started``.
@@ -141,13 +139,11 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
     )
     try:
         async with open_store(settings.database_url) as store, open_runtime(config, store, emitter) as runtime:
-            started.runtime, started.emitter = runtime, emitter
             log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
             task_status.started(runtime)
             await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
     finally:
         emitter.release_all()
-        started.runtime = None
 
 
 async def ensure_started(settings: HostSettings, surface: Surface | None = None, *, app: Any = None) -> Runtime:

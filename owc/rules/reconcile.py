@@ -66,17 +66,6 @@ def run_order(history: ChatHistory | None) -> tuple[str, ...]:
     return () if history is None else tuple(_run_times(history))
 
 
-def runs_after(history: ChatHistory | None, run_id: str) -> frozenset[str]:
-    """The runs of the window that began after ``run_id`` (transcript order: a session runs one run at a time);
-    empty when the window does not hold it."""
-    if history is None:
-        return frozenset()
-    order = list(_run_times(history))
-    if run_id not in order:
-        return frozenset()
-    return frozenset(order[order.index(run_id) + 1 :])
-
-
 def _run_times(history: ChatHistory) -> dict[str, tuple[int | None, int]]:
     """Each run of the window, in order of first appearance: (its first message's timestamp, its newest)."""
     times: dict[str, tuple[int | None, int]] = {}

@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
     WriteResult,
     WriterFailed,
 )
-from owc.rules.reconcile import run_order, runs_after
+from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
     Absent,
@@ -301,10 +301,6 @@ class _Writer:
                 task_id=task_id,
                 create=create,
                 adopt_writerless=True,
-                # A run claimed with its transcript in hand (found by a pass, or checked at its end) goes above
-                # the tail's messages of runs that began after it: their claims went first while this run could
-                # not be seen (a transcript that failed to answer, a connection that was down).
-                later_runs=runs_after(r.history, r.run_id),
             )
         except StoreError as exc:
             log.error("runs.claim_failed run=%s chat=%s error=%s", r.run_id, r.ref.chat_id, exc)
@@ -321,8 +317,6 @@ class _Writer:
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
-                for moved in result.moved:  # put below the new message (a run found late takes its place)
-                    messages[moved["id"]] = {"id": moved["id"], "parentId": moved.get("parentId")}
                 log.info("runs.claimed run=%s chat=%s message=%s", r.run_id, r.ref.chat_id, r.message_id)
                 await self._emit(
                     {"type": "chat:messages", "data": {"messages": messages, "currentId": result.current_id}}
@@ -464,8 +458,9 @@ class _Writer:
                 done=True,
                 error=error["content"] if error else None,
                 unless_done=unless_done,
-                # A run claimed live lands at the tail; a later run of its session that another process gave
-                # its message first may sit above it. The transcript gives the session's runs in start order.
+                # A message is claimed at the tail; later runs of its session may have claimed first (this run was
+                # found late, or another process never saw it begin). The transcript read for this finalize gives
+                # the session's runs in start order, and the write puts the line of their messages in it.
                 run_order=run_order(history),
             )
         if isinstance(result, AlreadyDone):

@@ -308,7 +308,6 @@ class ChatStore:
         task_id: str | None = None,
         create: bool = True,
         adopt_writerless: bool = False,
-        later_runs: frozenset[str] = frozenset(),
     ) -> ClaimResult:
         """Make M at the chat's true tail, or report who has it. One transaction.
 
@@ -319,9 +318,7 @@ class ChatStore:
         request that died: seed P20) is taken over too.
 
         ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
-        whether a recorded writer is still a live connection (the process-wide registry). ``later_runs``: runs
-        of the session that began after this one; a new M goes above the tail's messages of theirs
-        (``tree.insert_assistant``).
+        whether a recorded writer is still a live connection (the process-wide registry).
         """
         try:
             with self._locked(chat_id) as (conn, row):
@@ -354,24 +351,10 @@ class ChatStore:
                 if not create:
                     return Absent()
                 inserted = tree.insert_assistant(
-                    chat,
-                    message_id,
-                    run_id=run_id,
-                    writer=writer,
-                    user_id=row.user_id,
-                    task_id=task_id,
-                    now=now,
-                    later_runs=later_runs,
+                    chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now
                 )
-                self._save(conn, chat_id, chat, now, current_id=inserted.current_id)
+                self._save(conn, chat_id, chat, now, current_id=message_id)
                 self._mirror(conn, chat_id, row.user_id, inserted.message, now)
-                for moved in inserted.moved:
-                    conn.execute(
-                        update(msg_t)
-                        .where(msg_t.c.id == message_row_id(chat_id, moved["id"]))
-                        .values(parent_id=moved.get("parentId"), updated_at=now)
-                    )
-                    log.info("store.placed_before chat=%s message=%s above=%s", chat_id, message_id, moved["id"])
                 return inserted
         except OperationalError as exc:
             if is_locked_error(exc):
@@ -431,7 +414,7 @@ class ChatStore:
                             .values(parent_id=other.get("parentId"), updated_at=now)
                         )
                     if moved:
-                        log.info("store.moved_above chat=%s message=%s later_runs=%d", chat_id, message_id, len(moved))
+                        log.info("store.reordered chat=%s message=%s moved=%d", chat_id, message_id, len(moved))
                     return Written(message=message, attempts=attempt, moved=tuple(m for m in moved if m is not message))
             except REFUSALS as exc:
                 if not (isinstance(exc, OperationalError) and is_locked_error(exc)):

@@ -22,14 +22,12 @@ class TreeError(ValueError):
 
 @attrs.frozen
 class Inserted:
-    """What the tabs must be told about a new message: the message and its parent's new ``childrenIds``, and
-    the message it was put above, if any (``insert_assistant(later_runs=)``), with its new ``parentId``."""
+    """What the tabs must be told about a new message: the message and its parent's new ``childrenIds``."""
 
     message: dict[str, Any]
     parent_id: str | None
     parent_children: tuple[str, ...]
     current_id: str
-    moved: tuple[dict[str, Any], ...] = ()
 
 
 def messages_of(chat: Any) -> dict[str, Any]:
@@ -113,22 +111,13 @@ def insert_assistant(
     user_id: str | None,
     task_id: str | None = None,
     now: int | None = None,
-    later_runs: frozenset[str] = frozenset(),
 ) -> Inserted:
-    """Add an empty, unfinished assistant message at the tail (mutates ``chat``).
-
-    ``later_runs``: runs of the same session that began after this one (the transcript's order, no clock). When
-    the tail ends in owc's messages of such runs, the new message goes above the first of them, not below the
-    last: a run found late (it ended while ``chat.history`` failed, so no pass could see it before a later run
-    claimed) still takes its place in run-start order (issue 11, ``order-unreadable``). The walk stops at any
-    other message (a user turn, a run not known to be later), so nothing is put above what the user wrote."""
+    """Add an empty, unfinished assistant message at the tail (mutates ``chat``). Where runs of one session
+    landed out of their start order, the finalize puts them right (``reorder_run_line``)."""
     messages = messages_of(chat)
     if message_id in messages:
         raise TreeError(f"message {message_id} already exists")
-    tail = parent_id = anchor(chat)
-    below = _first_of_later_runs(messages, parent_id, later_runs)
-    if below is not None:
-        parent_id = below.get("parentId") if isinstance(below.get("parentId"), str) else None
+    parent_id = anchor(chat)
     parent = messages.get(parent_id) if parent_id else None
     meta: dict[str, Any] = {"openclaw_run": run_id, "openclaw_writer": writer}
     if task_id is not None:
@@ -153,44 +142,11 @@ def insert_assistant(
         child_ids = parent.get("childrenIds")
         if not isinstance(child_ids, list):
             child_ids = parent["childrenIds"] = []
-        if below is not None and below["id"] in child_ids:
-            child_ids[child_ids.index(below["id"])] = message_id  # the new message takes its place
-        elif message_id not in child_ids:
+        if message_id not in child_ids:
             child_ids.append(message_id)
         children = tuple(child_ids)
-    if below is None:
-        chat["history"]["currentId"] = message_id
-        return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=message_id)
-    message["childrenIds"] = [below["id"]]
-    below["parentId"] = message_id
-    current = tail if isinstance(tail, str) else message_id
-    chat["history"]["currentId"] = current
-    return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=current, moved=(below,))
-
-
-def _first_of_later_runs(
-    messages: dict[str, Any], leaf: str | None, later_runs: frozenset[str]
-) -> dict[str, Any] | None:
-    """Walking up from ``leaf``: the topmost of the unbroken line of owc's assistant messages of ``later_runs``
-    that ends the branch (None: the leaf is not one). Bounded by the chain's length; a cycle ends the walk."""
-    if not later_runs or leaf is None:
-        return None
-    top, seen, node_id = None, set(), leaf
-    while isinstance(node_id, str) and node_id not in seen:
-        seen.add(node_id)
-        node = messages.get(node_id)
-        meta = node.get("meta") if isinstance(node, dict) else None
-        if not (
-            isinstance(node, dict)
-            and node.get("role") == "assistant"
-            and isinstance(meta, dict)
-            and isinstance(meta.get("openclaw_run"), str)
-            and meta["openclaw_run"] in later_runs
-            and node.get("id") == node_id
-        ):
-            break
-        top, node_id = node, node.get("parentId")
-    return top
+    chat["history"]["currentId"] = message_id
+    return Inserted(message=message, parent_id=parent_id, parent_children=children, current_id=message_id)
 
 
 def insert_user_turn(
