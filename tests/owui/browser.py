@@ -20,7 +20,6 @@ interpreter) under a ``flock``, with bounded timeouts, raising :class:`BrowserUn
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib
 import os
 import re
@@ -32,6 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import tierlock
 
 if TYPE_CHECKING:  # imported lazily: playwright may not be installed yet when this module is imported
     from playwright.sync_api import Browser as PwBrowser
@@ -148,37 +149,23 @@ def ensure_browser() -> BrowserInstall:
     """
     timings: dict[str, float] = {}
     if not (CHROMIUM.exists() and _fonts_present() and _playwright_version()):
-        with open(_lock_path(), "a") as lock:
-            deadline = time.monotonic() + LOCK_TIMEOUT_S
-            while True:
-                try:
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise BrowserUnavailable(
-                            f"another process has been installing for over {LOCK_TIMEOUT_S} s"
-                        ) from None
-                    time.sleep(LOCK_POLL_S)  # timer-ok: harness waits for another process's install
-            try:
-                if not (CHROMIUM.exists() and _fonts_present()):
-                    t = time.monotonic()
-                    _apt_install()
-                    timings["apt_s"] = round(time.monotonic() - t, 2)
-                    if not CHROMIUM.exists():
-                        raise BrowserUnavailable(f"apt-get installed {APT_PACKAGES} but {CHROMIUM} is not there")
-                if not _playwright_version():
-                    t = time.monotonic()
-                    _run(
-                        [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-                         "--progress-bar", "off", PLAYWRIGHT_REQUIREMENT],
-                        PIP_TIMEOUT_S,
-                        f"pip install {PLAYWRIGHT_REQUIREMENT}",
-                    )  # fmt: skip
-                    importlib.invalidate_caches()
-                    timings["pip_playwright_s"] = round(time.monotonic() - t, 2)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with tierlock.held(_lock_path(), timeout=LOCK_TIMEOUT_S, poll=LOCK_POLL_S, fail=BrowserUnavailable):
+            if not (CHROMIUM.exists() and _fonts_present()):
+                t = time.monotonic()
+                _apt_install()
+                timings["apt_s"] = round(time.monotonic() - t, 2)
+                if not CHROMIUM.exists():
+                    raise BrowserUnavailable(f"apt-get installed {APT_PACKAGES} but {CHROMIUM} is not there")
+            if not _playwright_version():
+                t = time.monotonic()
+                _run(
+                    [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+                     "--progress-bar", "off", PLAYWRIGHT_REQUIREMENT],
+                    PIP_TIMEOUT_S,
+                    f"pip install {PLAYWRIGHT_REQUIREMENT}",
+                )  # fmt: skip
+                importlib.invalidate_caches()
+                timings["pip_playwright_s"] = round(time.monotonic() - t, 2)
     version = _run([str(CHROMIUM), "--version"], 60, "chromium --version").stdout.strip()
     playwright = _playwright_version()
     if not playwright:

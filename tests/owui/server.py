@@ -26,7 +26,6 @@ finder. Every subprocess has a bounded timeout; failures raise :class:`ServerUna
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import importlib
 import json
 import os
@@ -44,8 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tierlock
 from owui.venv import (
     CHANGELOG_STUB,
+    DROPPED_ENV_PREFIXES,
     OWUI_REQUIREMENT,
     OWUI_VERSION,
     PIP_OPTS,
@@ -250,23 +251,6 @@ def _build(venv: Path) -> dict[str, float]:
     return timings
 
 
-def _lock(path: Path, what: str) -> Any:
-    """Open ``path`` and take an exclusive ``flock`` on it, polling (``flock`` has no timeout) up to the bound."""
-    lock = open(path, "a")  # closed by the caller's ``with``
-    deadline = time.monotonic() + LOCK_TIMEOUT_S
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return lock
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                lock.close()
-                raise ServerUnavailable(
-                    f"another process has held {path} for over {LOCK_TIMEOUT_S} s ({what})"
-                ) from None
-            time.sleep(LOCK_POLL_S)  # timer-ok: harness waits for another process's venv build
-
-
 def ensure_server_venv() -> Path:
     """The server venv's directory, building it first unless a completed build for this spec is already there.
 
@@ -278,32 +262,31 @@ def ensure_server_venv() -> Path:
     if _marker_ok(venv):
         return venv
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with _lock(venv.parent / f"{venv.name}.lock", "building the server venv") as lock:
-        try:
-            _sweep(venv)
-            if _marker_ok(venv):  # built by whoever held the lock
-                return venv
-            t = time.monotonic()
-            _discard(venv)
-            timings = _build(venv)
-            timings["total_s"] = round(time.monotonic() - t, 2)
-            if _dist_version(venv) != OWUI_VERSION:
-                raise ServerUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
-            tmp = venv / f"{MARKER}.tmp"
-            tmp.write_text(
-                json.dumps(
-                    {
-                        "spec": _spec(),
-                        "timings": timings,
-                        "built_from": str(REPO_ROOT),
-                        "installed_at": int(time.time()),
-                    },
-                    indent=2,
-                )
+    with tierlock.held(
+        venv.parent / f"{venv.name}.lock", timeout=LOCK_TIMEOUT_S, poll=LOCK_POLL_S, fail=ServerUnavailable
+    ):
+        _sweep(venv)
+        if _marker_ok(venv):  # built by whoever held the lock
+            return venv
+        t = time.monotonic()
+        _discard(venv)
+        timings = _build(venv)
+        timings["total_s"] = round(time.monotonic() - t, 2)
+        if _dist_version(venv) != OWUI_VERSION:
+            raise ServerUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
+        tmp = venv / f"{MARKER}.tmp"
+        tmp.write_text(
+            json.dumps(
+                {
+                    "spec": _spec(),
+                    "timings": timings,
+                    "built_from": str(REPO_ROOT),
+                    "installed_at": int(time.time()),
+                },
+                indent=2,
             )
-            tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        )
+        tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
     return venv
 
 
@@ -320,21 +303,7 @@ def server_install_info() -> dict[str, Any]:
 
 #: Inherited variables Open WebUI reads for its DB / Redis / auth / providers: dropped so a developer's shell
 #: cannot change what the tier talks to (as ``venv.owui_env`` does).
-_DROPPED_PREFIXES = (
-    "DATABASE_",
-    "REDIS_",
-    "WEBSOCKET_",
-    "WEBUI_",
-    "OPENAI_",
-    "OLLAMA_",
-    "ENABLE_",
-    "OTEL_",
-    "S3_",
-    "GCS_",
-    "AZURE_",
-    "UVICORN_",
-    "PYTHON",
-)
+_DROPPED_PREFIXES = (*DROPPED_ENV_PREFIXES, "UVICORN_", "PYTHON")
 _DROPPED = ("DATA_DIR", "STATIC_DIR", "FRONTEND_BUILD_DIR", "CUSTOM_NAME", "VECTOR_DB", "CORS_ALLOW_ORIGIN", "PORT")
 
 

@@ -23,7 +23,6 @@ subcommand that exited non-zero).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -34,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import tierlock
 
 OWUI_VERSION = "0.12.4"
 OWUI_REQUIREMENT = f"open-webui=={OWUI_VERSION}"
@@ -85,6 +86,11 @@ CHANGELOG_STUB = "# Changelog (stub written by owc's test tier to skip env.py's 
 PIP_OPTS = ["--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
 HERE = Path(__file__).resolve().parent
 SIDE = HERE / "owui_side.py"
+#: Inherited variables Open WebUI reads for its DB / Redis / auth / providers: dropped from the environment a tier
+#: runs it with, so a developer's shell cannot change what the tier talks to.
+DROPPED_ENV_PREFIXES = (
+    "DATABASE_", "REDIS_", "WEBSOCKET_", "WEBUI_", "OPENAI_", "OLLAMA_", "ENABLE_", "OTEL_", "S3_", "GCS_", "AZURE_",
+)  # fmt: skip
 #: A fixed test secret (Open WebUI refuses to start without one while WEBUI_AUTH is on).
 WEBUI_SECRET_KEY = "owc-owui-test-secret"
 
@@ -278,34 +284,21 @@ def ensure_owui_python() -> Path:
     if _marker_ok(venv):
         return _venv_python(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path(venv), "a") as lock:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OwuiUnavailable(
-                        f"another process has been building {venv} for over {LOCK_TIMEOUT_S} s"
-                    ) from None
-                _wait_for_lock(LOCK_POLL_S)
-        try:
-            _sweep(venv)
-            if _marker_ok(venv):  # built by whoever held the lock
-                return _venv_python(venv)
-            t = time.monotonic()
-            timings = _install(venv)  # discards the partial / stale venv first
-            timings["total_s"] = round(time.monotonic() - t, 2)
-            if _dist_version(venv) != OWUI_VERSION:
-                raise OwuiUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
-            tmp = venv / f"{MARKER}.tmp"
-            tmp.write_text(
-                json.dumps({"spec": _spec(), "timings": timings, "installed_at": int(time.time())}, indent=2)
-            )
-            tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with tierlock.held(
+        lock_path(venv), timeout=LOCK_TIMEOUT_S, poll=LOCK_POLL_S, fail=OwuiUnavailable,
+        wait=lambda seconds: _wait_for_lock(seconds),  # late-bound: the seam tests replace
+    ):  # fmt: skip
+        _sweep(venv)
+        if _marker_ok(venv):  # built by whoever held the lock
+            return _venv_python(venv)
+        t = time.monotonic()
+        timings = _install(venv)  # discards the partial / stale venv first
+        timings["total_s"] = round(time.monotonic() - t, 2)
+        if _dist_version(venv) != OWUI_VERSION:
+            raise OwuiUnavailable(f"the build left no open-webui {OWUI_VERSION} METADATA in {venv}")
+        tmp = venv / f"{MARKER}.tmp"
+        tmp.write_text(json.dumps({"spec": _spec(), "timings": timings, "installed_at": int(time.time())}, indent=2))
+        tmp.replace(venv / MARKER)  # last, atomically: only now does the venv count as complete
     return _venv_python(venv)
 
 
@@ -333,19 +326,7 @@ def owui_env(
     Inherited variables that Open WebUI reads for its DB / Redis / auth setup are dropped first so a developer's
     shell cannot change what the tier talks to.
     """
-    dropped = (
-        "DATABASE_",
-        "REDIS_",
-        "WEBSOCKET_",
-        "WEBUI_",
-        "OPENAI_",
-        "OLLAMA_",
-        "ENABLE_",
-        "OTEL_",
-        "S3_",
-        "GCS_",
-        "AZURE_",
-    )
+    dropped = DROPPED_ENV_PREFIXES
     env = {
         k: v
         for k, v in _clean_env().items()

