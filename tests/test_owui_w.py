@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import trio
 
 from owc import ids
 
@@ -61,11 +62,17 @@ def install_owc(base_url: str, sim_url: str) -> str:
 
 
 def wait_connected(sim: Any, token: Any, count: int = 1) -> None:
-    """Until ``count`` owc runtimes are connected to the simulator (owc started inside the server)."""
-    deadline = time.monotonic() + WAIT_S  # timer-ok: harness bound on another process starting owc
-    while call(token, lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing)) < count:
-        assert time.monotonic() < deadline, "owc did not connect to the Gateway from inside Open WebUI"
-        time.sleep(0.1)  # timer-ok: harness polls another process's state
+    """Until ``count`` owc runtimes are connected to the simulator (owc started inside the server): the
+    simulator's own wait, an event on its side, not a poll."""
+    trio.from_thread.run(
+        sim.wait_for,
+        lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing) >= count,
+        trio_token=token,
+    )
+
+
+def subscribed(sim: Any, token: Any) -> int:
+    return call(token, lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing))
 
 
 def wait_until(check: Callable[[], Any], what: str) -> Any:
@@ -252,17 +259,11 @@ def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_me
     from owui.server import running_server
 
     simulator, token = sim
-    before = call(token, lambda: len(simulator.conns))
+    before = subscribed(simulator, token)
     with running_server(tmp_path, env_extra=owc_env(simulator.url)) as server:
         install_owc(server.base_url, simulator.url)
         admin = server.admin()
-        wait_until(
-            lambda: (
-                call(token, lambda: sum(1 for c in simulator.conns.values() if not c.closing)) > 0
-                and "owui.host_started" in server.log_tail(200_000)
-            ),
-            "owc running in the server",
-        )
+        wait_connected(simulator, token, before + 1)
         chat_id, key = new_chat(admin)
         run = call(token, lambda: simulator.start_run(key, "w-sigterm").text("Half way"))
         message_id = ids.message_id(key, "w-sigterm")
@@ -276,11 +277,6 @@ def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_me
         admin = server.admin()
         message = wait_until(lambda: finished(admin, chat_id, message_id), "the message finished by the next process")
         assert message["content"] == "Half way and done while Open WebUI was down."
-    assert before >= 0
-
-
-def subscribed(sim: Any, token: Any) -> int:
-    return call(token, lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing))
 
 
 def test_two_server_processes_on_one_database_make_one_message_per_run(sim, server_venv, tmp_path) -> None:
@@ -295,7 +291,7 @@ def test_two_server_processes_on_one_database_make_one_message_per_run(sim, serv
         shared_db = f"sqlite:///{tmp_path / 'a' / 'owui-server' / 'data' / 'webui.db'}"
         with running_server(tmp_path / "b", database_url=shared_db, env_extra=owc_env(simulator.url)) as second:
             # The second process starts owc from the startup Event (the Functions are already in the database).
-            wait_until(lambda: subscribed(simulator, token) >= before + 2, "two owc runtimes on the Gateway")
+            wait_connected(simulator, token, before + 2)  # the second from its startup Event
             admin = first.admin()
             chat_id, key = new_chat(admin)
             runs = [f"w-two-procs-{n}" for n in range(3)]
@@ -318,9 +314,10 @@ def test_open_webui_on_postgresql_shows_an_agent_turn_written_by_owc(sim, server
     simulator, token = sim
     database = _postgres_database("owc_w_tier").replace("postgresql+psycopg://", "postgresql://")
     with running_server(tmp_path, database_url=database, env_extra=owc_env(simulator.url)) as server:
+        before = subscribed(simulator, token)
         install_owc(server.base_url, simulator.url)
         admin = server.admin()
-        wait_until(lambda: "owui.host_started" in server.log_tail(400_000), "owc running in the server")
+        wait_connected(simulator, token, before + 1)
         chat_id, key = new_chat(admin)
         call(token, lambda: simulator.start_run(key, "w-pg").text("On Postgres.").tool("exec", {}, "ok").end())
         message_id = ids.message_id(key, "w-pg")

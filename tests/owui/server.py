@@ -149,7 +149,8 @@ def _marker_ok(venv: Path) -> bool:
     return _dist_version(venv) == OWUI_VERSION
 
 
-def _run(cmd: list[str], timeout: float, what: str) -> subprocess.CompletedProcess[str]:
+def _run(cmd: list[str], timeout: float, what: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``cmd`` bounded, in a clean environment; a non-zero exit raises unless ``check`` is off."""
     try:
         out = subprocess.run(
             cmd,
@@ -163,7 +164,7 @@ def _run(cmd: list[str], timeout: float, what: str) -> subprocess.CompletedProce
         raise ServerUnavailable(f"{what} timed out after {timeout} s: {cmd}") from exc
     except OSError as exc:
         raise ServerUnavailable(f"{what} could not start: {exc}") from exc
-    if out.returncode != 0:
+    if check and out.returncode != 0:
         raise ServerUnavailable(f"{what} failed (exit {out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
     return out
 
@@ -185,17 +186,9 @@ def _pip_check(python: Path) -> None:
     """``pip check``, except for what the slim install leaves out on purpose: open-webui's METADATA lists its full
     dependency set (torch's consumers, chromadb, document loaders, ...), ~30 of which requirements-slim.txt omits.
     Any other complaint (a version conflict, something owc or the socket.io client needs) fails the build."""
-    try:
-        out = subprocess.run(
-            [str(python), "-m", "pip", "check", "--disable-pip-version-check"],
-            capture_output=True,
-            text=True,
-            timeout=CHECK_TIMEOUT_S,
-            env=_clean_env(),
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise ServerUnavailable(f"pip check timed out after {CHECK_TIMEOUT_S} s") from exc
+    out = _run(
+        [str(python), "-m", "pip", "check", "--disable-pip-version-check"], CHECK_TIMEOUT_S, "pip check", check=False
+    )
     problems = [
         line
         for line in out.stdout.splitlines()
