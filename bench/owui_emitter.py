@@ -65,7 +65,7 @@ async def _saves(emitter: Any, n: int) -> float:
 async def _tasks(emitter: Any, n: int) -> float:
     start = time.perf_counter()
     for i in range(n):
-        await emitter.open_task("chat", f"m{i}", lambda: None)
+        await emitter.open_task("chat", f"m{i}", "user", lambda: None)
         await emitter.close_task("chat", f"m{i}")
     return (time.perf_counter() - start) / n * 1e6
 
@@ -89,7 +89,7 @@ def guest_mode(n: int, loop_factory: Any) -> dict[str, float]:
             emitter = OwuiEmitter(host, NullOpenWebUI())
 
             async def measure() -> dict[str, float]:
-                await emitter.open_task("chat", "message", lambda: None)  # a live copy needs the writer's task
+                await emitter.open_task("chat", "message", "user", lambda: None)  # a live copy needs the writer's task
                 figures = {"emit": await _emits(emitter, n), "save_stream": await _saves(emitter, n)}
                 await emitter.close_task("chat", "message")
                 figures["task_open_close"] = await _tasks(emitter, max(1, n // 10))

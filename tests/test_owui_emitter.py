@@ -15,7 +15,7 @@ import trio
 from owc.owui import guest
 from owc.owui.emitter import OwuiEmitter
 
-from owui.fake_surface import FakeOpenWebUI
+from owui.fake_surface import FakeOpenWebUI, FakeTab
 
 
 def _run(body: Any) -> Any:
@@ -65,8 +65,8 @@ def test_a_writer_is_a_task_of_its_chat_with_a_live_copy_until_it_closes() -> No
             cancels: list[str] = []
 
             async def open_and_stream() -> str | None:
-                task_id = await emitter.open_task("c", "m", lambda: cancels.append("m"))
-                again = await emitter.open_task("c", "m", lambda: cancels.append("again"))
+                task_id = await emitter.open_task("c", "m", "u", lambda: cancels.append("m"))
+                again = await emitter.open_task("c", "m", "u", lambda: cancels.append("again"))
                 assert again == task_id  # asked again (a carried run's next writer): the same task
                 await emitter.save_stream("c", "m", [{"type": "message", "content": "so far"}])
                 return task_id
@@ -89,29 +89,242 @@ def test_a_writer_is_a_task_of_its_chat_with_a_live_copy_until_it_closes() -> No
     _run(body)
 
 
-def test_stop_in_open_webui_reaches_the_writer_on_the_trio_side() -> None:
+class _Writers:
+    """Writers of chat ``c`` on the Trio side: each records a Stop it hears (in Trio's context)."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+        self.changed = trio.Event()
+
+    def on_cancel(self, message_id: str) -> Any:
+        def heard() -> None:
+            trio.lowlevel.current_task()  # raises outside Trio: the writer hears of it in Trio's context
+            self.heard.append(message_id)
+            self.changed.set()
+            self.changed = trio.Event()
+
+        return heard
+
+    async def wait_heard(self, count: int) -> None:
+        while len(self.heard) < count:
+            await self.changed.wait()
+
+
+async def _settled(emitter: OwuiEmitter) -> None:
+    """Until every question the cancels raised has been decided (or has ended)."""
+    while pending := [a for asks in emitter._asks.values() for a in asks if not a.done()]:
+        await asyncio.wait(pending)
+
+
+async def _writing(host: Any, emitter: OwuiEmitter, writers: _Writers, *messages: str) -> None:
+    """Open each message's task and introduce it to the tabs, as a writer does at its claim."""
+
+    async def open_all() -> None:
+        for m in messages:
+            await emitter.open_task("c", m, "u", writers.on_cancel(m))
+            await emitter.emit("c", m, "u", {"type": "chat:messages", "data": {"messages": {m: {"done": False}}}})
+
+    await host.run_in_trio(open_all)
+
+
+def _reannounced(owui: FakeOpenWebUI, message_id: str) -> list[dict[str, Any]]:
+    return [
+        e
+        for _, _, m, e in owui.emitted
+        if m == message_id and e["type"] == "chat:messages" and e["data"]["messages"][m] == {"id": m, "done": False}
+    ]
+
+
+def test_a_stop_the_page_recorded_stops_every_writer_of_the_chat() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
         host = await guest.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
-            stopped = trio.Event()
-            heard: list[str] = []
+            writers = _Writers()
+            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["stop"]}])
+            await _writing(host, emitter, writers, "m", "m2")
+            assert await owui.stop_chat("c") == 2  # the page's Stop cancels every task of the chat
+            await host.run_in_trio(writers.wait_heard, 2)
+            await _settled(emitter)
+            assert sorted(writers.heard) == ["m", "m2"]  # each writer hears it once, though two cancels asked
+            assert tab.calls and all(c["type"] == "execute" for c in tab.calls)
+            assert _reannounced(owui, "m") == [] and _reannounced(owui, "m2") == []
+            for m in ("m", "m2"):  # the writers' own end after the Stop
+                await host.run_in_trio(emitter.close_task, "c", m)
+            await asyncio.sleep(0)
+            assert owui.item_tasks["c"] == []
+        finally:
+            await host.aclose()
 
-            def on_cancel() -> None:
-                trio.lowlevel.current_task()  # raises outside Trio: the writer hears of it in Trio's context
-                heard.append("stop")
-                stopped.set()
+    _run(body)
 
-            async def open_then_wait() -> None:
-                await emitter.open_task("c", "m", on_cancel)
-                await emitter.open_task("c", "m2", on_cancel)
 
-            await host.run_in_trio(open_then_wait)
-            assert await owui.stop_chat("c") == 2  # one Stop cancels every task of the chat
-            await host.run_in_trio(stopped.wait)
-            assert heard == ["stop", "stop"] and owui.item_tasks["c"] == []
-            await host.run_in_trio(emitter.close_task, "c", "m")  # the writer's own end after a Stop: harmless
+def test_send_now_keeps_the_writer_writing_under_a_new_task() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now"]}])
+            await _writing(host, emitter, writers, "m")
+            [before] = owui.item_tasks["c"]
+            so_far = [{"type": "message", "content": "so far"}]
+            await host.run_in_trio(emitter.save_stream, "c", "m", so_far)
+            assert await owui.stop_chat("c") == 1
+            await _settled(emitter)
+            assert writers.heard == []  # not stopped
+            [after] = owui.item_tasks["c"]
+            assert after != before  # registered again: the chat keeps a task, its overlay and Stop button
+            assert before not in owui.response_streams  # Open WebUI dropped it with the task...
+            assert owui.response_streams[after]["output"] == so_far  # ...and it is there again, before any flush
+            await host.run_in_trio(emitter.save_stream, "c", "m", [{"type": "message"}])
+            assert owui.response_streams[after]["output"] == [{"type": "message"}]
+            assert _reannounced(owui, "m") == []  # the page's own next turn is the generating state
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() -> None:
+    """No tab on the chat (a stop through the API), or a tab without the hook: never stopped on a guess."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            await _writing(host, emitter, writers, "m")
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            assert writers.heard == [] and len(owui.item_tasks["c"]) == 1
+            assert len(_reannounced(owui, "m")) == 1  # back to the generating state in every tab
+            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": False, "kinds": []}])
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            assert writers.heard == [] and len(tab.calls) == 1 and len(_reannounced(owui, "m")) == 2
+            # Final: nothing puts it back to done: false any more.
+            final = {"type": "chat:messages", "data": {"messages": {"m": {"done": True}}}}
+            await host.run_in_trio(emitter.emit, "c", "m", "u", final)
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            assert len(_reannounced(owui, "m")) == 2
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_bad_answers_count_for_nothing_and_other_users_tabs_are_not_asked() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.open_tab("s1", "u", "c", answers=[{"error": "Client session disconnected."}])
+            owui.open_tab("s2", "u", "c", answers=["not an answer"])
+            owui.open_tab("s3", "u", "c", answers=[{"hook": True, "kinds": ["explode", "stop"]}])
+            owui.open_tab("s4", "u", "c", answers=[RuntimeError("socket closed")])
+            other = owui.open_tab("other", "someone-else", "c", answers=[{"hook": True, "kinds": ["stop"]}])
+            await _writing(host, emitter, writers, "m")
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            assert writers.heard == [] and other.calls == []
+            assert len(_reannounced(owui, "m")) == 1  # as good as no answer at all
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_one_stop_decides_though_another_tab_never_answers() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            silent = owui.open_tab("s0", "u", "c", answers=[FakeTab.HANG])
+            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now", "stop"]}])
+            await _writing(host, emitter, writers, "m")
+            await owui.stop_chat("c")
+            await host.run_in_trio(writers.wait_heard, 1)
+            await _settled(emitter)  # the Stop decided: the question to the silent tab ended with it
+            assert writers.heard == ["m"] and silent.hung and silent.hung[0].cancelled()
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_question_still_open_ends_with_the_chats_last_writer() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            silent = owui.open_tab("s0", "u", "c", answers=[FakeTab.HANG])
+            await _writing(host, emitter, writers, "m")
+            await owui.stop_chat("c")
+            await silent.hanging.wait()
+            [asked] = emitter._asks["c"]
+            await host.run_in_trio(emitter.close_task, "c", "m")  # the run ended: the question goes with it
+            await asyncio.wait([asked])
+            assert asked.cancelled() and silent.hung[0].cancelled() and writers.heard == []
+            await asyncio.sleep(0)
+            assert owui.item_tasks["c"] == []  # the task registered again after the cancel ended too
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_tabs_that_join_later() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.open_tab("s1", "u", "c")
+            await host.run_in_trio(emitter.open_task, "c", "m", "u", writers.on_cancel("m"))
+            assert owui.executed() == []  # no tab holds the message yet: an execute would be dropped
+            await _writing(host, emitter, writers, "m")
+            assert owui.executed() == [("u", "c", "m")]
+            [(_, _, _, install)] = [x for x in owui.emitted if x[3]["type"] == "execute"]
+            assert emitter.asker in install["data"]["code"] and "const FRESH = true" in install["data"]["code"]
+            output = [{"type": "message"}]
+            await host.run_in_trio(emitter.save_stream, "c", "m", output)
+            assert len(owui.executed()) == 1  # the same room: nothing to send
+            owui.room_only["c"] = {"s-reloaded"}  # a reload: a new session joined the chat's room
+            await host.run_in_trio(emitter.save_stream, "c", "m", output)
+            await host.run_in_trio(emitter.save_stream, "c", "m", output)
+            assert len(owui.executed()) == 2
+            later = [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]
+            assert "const FRESH = false" in later["data"]["code"]  # a Stop recorded before must still count
+            # A second writer of the chat is introduced: the chat had the hook, so not fresh.
+            await _writing(host, emitter, writers, "m2")
+            assert (
+                "const FRESH = false" in [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]["data"]["code"]
+            )
+            # The final message introduces nothing.
+            final = {"type": "chat:messages", "data": {"messages": {"m": {"done": True}}}}
+            await host.run_in_trio(emitter.emit, "c", "m", "u", final)
+            assert len(owui.executed()) == 3
+            for m in ("m", "m2"):
+                await host.run_in_trio(emitter.close_task, "c", m)
+            await _writing(host, emitter, writers, "m3")  # the chat had no writer left: fresh again
+            assert "const FRESH = true" in [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]["data"]["code"]
+            await host.run_in_trio(emitter.close_task, "c", "m3")
         finally:
             await host.aclose()
 

@@ -251,6 +251,61 @@ def test_the_stop_button_aborts_the_agent_turn_and_keeps_what_it_had(deployment,
     page.screenshot("w6-stopped")
 
 
+def test_send_now_during_an_agent_turn_keeps_it_streaming_to_its_end(deployment, browser) -> None:
+    """Scenario 6 (Send now): a message typed during an agent turn is queued by the page; its "Send now" cancels
+    the chat's tasks exactly as Stop does, but the page hook tells owc which control it was: the agent turn is
+    not aborted and its one message streams on to the run's own end."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    aborts = call(token, lambda: sim.requests["chat.abort"])
+    run = call(token, lambda: sim.start_run(key, "w-send-now").text("Collecting the numbers"))
+    page.wait_for_assistant_text("Collecting the numbers", timeout_ms=WAIT_S * 1000)
+    page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+    page.queue_message("And the totals, please.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w6-queued")
+    [before] = wait_until(lambda: admin.chat_tasks(chat_id), "owc's writer registered as a task of the chat")
+    page.click_send_now(timeout_ms=WAIT_S * 1000)
+    # The cancel reached owc, which asked the page and kept writing under a new task.
+    wait_until(lambda: [t for t in admin.chat_tasks(chat_id) if t != before], "the writer registered again")
+    call(token, lambda: run.tool("exec", {"cmd": "sum"}, "42").text(" Total: 42.").end())
+    message_id = ids.message_id(key, "w-send-now")
+    message = wait_until(lambda: finished(admin, chat_id, message_id), "the finished message")
+    assert message["content"].startswith("Collecting the numbers") and "Total: 42." in message["content"]
+    assert call(token, lambda: sim.requests["chat.abort"]) == aborts  # never aborted
+    assert call(token, lambda: sim.sessions[key].status) != "killed"
+    runs_messages = [m for m, v in assistant_messages(admin, chat_id).items() if "Collecting" in v.get("content", "")]
+    assert runs_messages == [message_id]  # one message for the run (the queued prompt got its own reply)
+    page.wait_for_assistant_text("Total: 42.", timeout_ms=WAIT_S * 1000)
+    page.screenshot("w6-send-now-finished")
+
+
+def test_a_stop_nobody_explains_keeps_the_agent_turn_and_a_reloaded_tab_can_still_stop_it(deployment, browser) -> None:
+    """Scenario 6 (no answer, then a reload): a stop through the API with no tab open is explained by nobody, so
+    the agent turn goes on (under a new task); a tab that then loads the chat gets the page hook at the run's next
+    event, and its Stop button stops the run."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    run = call(token, lambda: sim.start_run(key, "w-no-answer").text("Step one."))
+    message_id = ids.message_id(key, "w-no-answer")
+    [before] = wait_until(lambda: admin.chat_tasks(chat_id), "owc's writer registered as a task of the chat")
+    aborts = call(token, lambda: sim.requests["chat.abort"])
+    admin.stop_chat(chat_id)
+    wait_until(lambda: [t for t in admin.chat_tasks(chat_id) if t != before], "the writer registered again")
+    assert call(token, lambda: sim.requests["chat.abort"]) == aborts
+    page = open_page(browser, deployment, chat_id)
+    page.wait_for_assistant_text("Step one.", timeout_ms=WAIT_S * 1000)
+    call(token, lambda: run.text(" Step two."))
+    page.wait_for_assistant_text("Step two.", timeout_ms=WAIT_S * 1000)
+    page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)  # sent at the flush after the tab joined the room
+    page.click_stop(timeout_ms=WAIT_S * 1000)
+    message = wait_until(lambda: finished(admin, chat_id, message_id), "the stopped message")
+    assert "Step two." in message["content"]
+    assert call(token, lambda: sim.requests["chat.abort"]) > aborts
+    assert call(token, lambda: sim.sessions[key].status) == "killed"
+    page.screenshot("w6-stopped-after-reload")
+
+
 def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_message(
     sim, server_venv, browser_install, tmp_path
 ) -> None:

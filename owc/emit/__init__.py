@@ -29,10 +29,13 @@ class Emitter(Protocol):
     async def clear_stream(self, chat_id: str, message_id: str) -> None:
         """The message is final in the database: drop its live copy."""
 
-    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
-        """The writer of ``message_id`` is at work: register it as a task of its chat (the tabs' generating state
-        and Stop button); ``on_cancel`` is called if the tabs cancel it. Returns the task id (the message's
-        ``meta.task_id``), or None where there are no tasks. Asked again for the same message, the same task."""
+    async def open_task(
+        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+    ) -> str | None:
+        """The writer of ``message_id`` (owned by ``user_id``) is at work: register it as a task of its chat (the
+        tabs' generating state and Stop button); ``on_cancel`` is called if the tabs stop it (a Stop, not "Send
+        now": ``owc.rules.intent``). Returns the task id (the message's ``meta.task_id``), or None where there are
+        no tasks. Asked again for the same message, the same task."""
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         """The writer is done with ``message_id`` (final, or held by another writer): its task ends."""
@@ -41,7 +44,9 @@ class Emitter(Protocol):
 class NoTasks:
     """For emitters with no tabs to show a generating state: tasks are not kept."""
 
-    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
+    async def open_task(
+        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+    ) -> str | None:
         return None
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
@@ -72,7 +77,9 @@ class RecordingEmitter:
         self.tasks: dict[tuple[str, str], tuple[str, Callable[[], object]]] = {}
         self.tasks_opened = 0
 
-    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
+    async def open_task(
+        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+    ) -> str | None:
         key = (chat_id, message_id)
         if key not in self.tasks:
             self.tasks_opened += 1
@@ -83,7 +90,8 @@ class RecordingEmitter:
         self.tasks.pop((chat_id, message_id), None)
 
     def cancel_task(self, chat_id: str, message_id: str) -> bool:
-        """What Open WebUI does on Stop: the task ends, and its writer hears of it. False if there was none."""
+        """A Stop (the page said so, ``owc.rules.intent``): the task ends, and its writer hears of it. False if
+        there was none."""
         task = self.tasks.pop((chat_id, message_id), None)
         if task is None:
             return False

@@ -9,24 +9,34 @@ one, ``OpenWebUISurface``, imports ``open_webui`` lazily; tests give a stand-in 
   message is in flight, because Open WebUI's emitter keeps the shared room's throttle state in its closure;
 * a writer is an Open WebUI **task** of its chat while it writes (``create_task(redis, hold, id=chat_id)``, section
   7): tabs show the generating state, the message's ``meta.task_id`` names it, and the native Stop cancels it. The
-  held coroutine only waits; its cancel is passed to the writer (``on_cancel``, on the Trio side), which decides;
+  held coroutine only waits;
+* a cancel of that task is asked about before it means anything: Open WebUI's page calls one endpoint for its
+  Stop button, Escape and "Send now", so the page hook (``owc.owui.intent_hook``, sent to the tabs when the
+  message is introduced and to tabs that join the chat later) records which control made each stop call, and
+  the tabs are asked (``owc.rules.intent``): a Stop passes ``on_cancel`` to the writer; "Send now" or no answer
+  leaves the writer writing, under a new task;
 * the live copy of the message (``save_response_stream`` keyed by that task id, section 8) lets a tab that loads
   the chat mid-run see it (``done: false`` overlay). Open WebUI looks only at tasks registered for the chat, so a
   message with no task has no overlay, and ending the task drops the copy with it.
 
-Nothing here waits on a clock; each call ends when Open WebUI's coroutine does.
+Nothing here waits on a clock; each call ends when Open WebUI's coroutine does, and a question no tab answers
+decides nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import attrs
 
 from owc.owui.guest import HostError, TrioHost
+from owc.owui.intent_hook import ask_code, install_code
+from owc.rules.intent import BadAnswer, Intent, PageAnswer, decide, read_answer, stops
 
 log = logging.getLogger("owc.owui")
 
@@ -40,8 +50,9 @@ class Surface(Protocol):
     async def event_emitter(self, user_id: str, chat_id: str, message_id: str) -> EventEmitter | None:
         """Open WebUI's ``get_event_emitter`` for the message, without its database writes."""
 
-    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> str:
-        """Register ``coroutine`` as a task of ``chat_id`` (``open_webui.tasks.create_task``); its task id."""
+    async def create_task(self, coroutine: Coroutine[Any, Any, Any], chat_id: str) -> tuple[str, asyncio.Task[Any]]:
+        """Register ``coroutine`` as a task of ``chat_id`` (``open_webui.tasks.create_task``): its task id and the
+        asyncio task."""
 
     async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
         """Keep the message's live output where ``GET /api/v1/chats/{id}`` overlays it."""
@@ -49,13 +60,39 @@ class Surface(Protocol):
     async def clear_response_stream(self, task_id: str) -> None:
         """Drop the live output (the message is final in the database)."""
 
+    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
+        """The user's live Socket.IO sessions (tabs) that have the chat open, on every worker."""
 
-@attrs.frozen
+    async def event_call(
+        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
+    ) -> Any:
+        """Open WebUI's ``get_event_call`` to one tab: the tab's answer (``{"error": ...}`` if it went away)."""
+
+    def room_sessions(self, chat_id: str) -> frozenset[str]:
+        """The sessions in the chat's Socket.IO room on this worker (cheap: read on every flush)."""
+
+
+@attrs.define(eq=False)
 class _Task:
-    """A writer's Open WebUI task: its id and the event that lets the held coroutine end."""
+    """A writer's Open WebUI task: the message it writes, the id it is registered under (a new one after a cancel
+    that did not stop it) and the event that lets the held coroutine end."""
 
-    task_id: str
+    chat_id: str
+    message_id: str
+    user_id: str
+    on_cancel: Callable[[], object]
     release: asyncio.Event
+    task_id: str = ""
+    #: A Stop was decided: ``on_cancel`` has been passed to the writer, which finalizes and closes the task.
+    stopping: bool = False
+    #: The writer's final ``chat:messages`` went out: nothing may put the message back to ``done: false``.
+    final_sent: bool = False
+    #: The live copy last saved (kept to save it again under a new task id: Open WebUI drops it with a task).
+    output: list[dict[str, Any]] | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.chat_id, self.message_id)
 
 
 class OwuiEmitter:
@@ -64,64 +101,186 @@ class OwuiEmitter:
     def __init__(self, host: TrioHost, surface: Surface) -> None:
         self._host = host
         self._surface = surface
+        #: This process's mark in the pages' hooks (each process reads every Stop once).
+        self.asker = uuid.uuid4().hex
         self._emitters: dict[tuple[str, str], EventEmitter] = {}
         self._tasks: dict[tuple[str, str], _Task] = {}
+        #: Per chat, the room's sessions that were sent the page hook (dropped with the chat's last task).
+        self._hooked: dict[str, frozenset[str]] = {}
+        #: Per chat, the questions in flight after cancels (ended with the chat's last task).
+        self._asks: dict[str, set[asyncio.Task[None]]] = {}
 
     # ------------------------------------------------------------------ events
 
     async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
         await self._host.run_in_asyncio(self._emit, chat_id, message_id, user_id, event)
 
-    async def _emit(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
+    async def _emitter(self, chat_id: str, message_id: str, user_id: str) -> EventEmitter | None:
         key = (chat_id, message_id)
         em = self._emitters.get(key)
         if em is None:
             em = await self._surface.event_emitter(user_id, chat_id, message_id)
             if em is None:
                 log.warning("owui.no_emitter chat=%s message=%s (Open WebUI gave none)", chat_id, message_id)
-                return
+                return None
             self._emitters[key] = em
+        return em
+
+    async def _emit(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
+        em = await self._emitter(chat_id, message_id, user_id)
+        if em is None:
+            return
+        task = self._tasks.get((chat_id, message_id))
+        introduced = _introduces(event, message_id)
+        if task is not None and introduced is True:
+            task.final_sent = True  # from here on the message is final in every tab
         await em(event)
+        if task is not None and introduced is False and self._tasks.get(task.key) is task:
+            # The tabs have the message now: give them the page hook (an ``execute`` runs only for a message the
+            # tab holds), so a later cancel can be asked about.
+            await self._install(task, em, fresh=chat_id not in self._hooked)
 
     # ------------------------------------------------------------------ the writer as an Open WebUI task
 
-    async def open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> str | None:
-        """Register the message's writer as a task of its chat; ``on_cancel`` is called (on the Trio side) if Open
-        WebUI cancels it (the Stop button, Escape, or "Send now": the page calls one endpoint for all three).
-        Returns the task id (None if Open WebUI refused: the writer goes on without a Stop button)."""
+    async def open_task(
+        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+    ) -> str | None:
+        """Register the message's writer as a task of its chat. A cancel of it (the page's Stop button, Escape, or
+        "Send now": one endpoint for all three) is asked about (``owc.rules.intent``): ``on_cancel`` is called (on
+        the Trio side) only for a Stop. Returns the task id (None if Open WebUI refused: no Stop button then)."""
         key = (chat_id, message_id)
         if key in self._tasks:
             return self._tasks[key].task_id
         try:
-            task = await self._host.run_in_asyncio(self._open_task, chat_id, message_id, on_cancel)
+            task = await self._host.run_in_asyncio(self._open_task, chat_id, message_id, user_id, on_cancel)
         except Exception:
             log.exception("owui.task_failed chat=%s message=%s", chat_id, message_id)
             return None
-        self._tasks[key] = task
         return task.task_id
 
-    async def _open_task(self, chat_id: str, message_id: str, on_cancel: Callable[[], object]) -> _Task:
+    async def _open_task(self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]) -> _Task:
+        task = _Task(chat_id, message_id, user_id, on_cancel, asyncio.Event())
+        await self._register(task)
+        self._tasks[task.key] = task
+        log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task.task_id)
+        return task
+
+    async def _register(self, task: _Task) -> None:
+        """(Re-)register ``task``'s writer with Open WebUI under a new task id: a coroutine that only waits."""
         release = asyncio.Event()
-
-        async def hold() -> None:
-            try:
-                await release.wait()
-            except asyncio.CancelledError:
-                try:
-                    self._host.run_sync_soon(on_cancel)  # the writer decides; this task is over either way
-                except HostError:
-                    log.info("owui.task_cancelled_after_close chat=%s message=%s", chat_id, message_id)
-                raise
-
-        coroutine = hold()
+        task.release = release  # set from here on by close_task, even while create_task is still running
+        coroutine = release.wait()
         try:
-            task_id = await self._surface.create_task(coroutine, chat_id)
+            task.task_id, held = await self._surface.create_task(coroutine, task.chat_id)
         except BaseException:
             coroutine.close()  # never started: no "was never awaited" warning
             raise
-        task = _Task(task_id=task_id, release=release)
-        log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task_id)
-        return task
+
+        def ended(held: asyncio.Task[Any]) -> None:
+            # A done callback, not an ``except`` in the coroutine: a task cancelled before its first step never
+            # runs its body, and that cancel must be heard too.
+            if held.cancelled() and not release.is_set():
+                self._cancelled(task)
+
+        held.add_done_callback(ended)
+
+    def _cancelled(self, task: _Task) -> None:
+        """Open WebUI cancelled the writer's task (loop thread). Which control did it is the page's to say; the
+        writer goes on meanwhile, and a new task keeps the chat's generating state and live copy."""
+        if self._tasks.get(task.key) is not task or task.stopping:
+            return
+        log.info("owui.task_cancelled chat=%s message=%s task=%s", task.chat_id, task.message_id, task.task_id)
+        ask = asyncio.get_running_loop().create_task(self._after_cancel(task))
+        asks = self._asks.setdefault(task.chat_id, set())
+        asks.add(ask)
+        ask.add_done_callback(asks.discard)
+
+    async def _after_cancel(self, task: _Task) -> None:
+        try:
+            await self._register(task)
+            if task.output is not None and self._tasks.get(task.key) is task:
+                # Open WebUI dropped the live copy with the cancelled task: a tab loading the chat now must see it.
+                await self._surface.save_response_stream(task.task_id, task.chat_id, task.message_id, task.output)
+        except Exception:
+            log.exception("owui.task_reregister_failed chat=%s message=%s", task.chat_id, task.message_id)
+        intent = await self._ask(task)
+        log.info("owui.intent chat=%s message=%s intent=%s", task.chat_id, task.message_id, intent.value)
+        if intent is Intent.STOP:
+            self._stop_chat(task.chat_id)
+        elif intent is Intent.UNKNOWN:
+            await self._reannounce(task)
+
+    async def _ask(self, task: _Task) -> Intent:
+        """Ask every tab of the message's user on the chat which control made its stop calls; the first Stop
+        decides at once. A tab that never answers decides nothing: the writer keeps writing meanwhile, and the
+        question ends with the chat's last task or Open WebUI's own event-call bound."""
+        try:
+            sessions = await self._surface.chat_sessions(task.user_id, task.chat_id)
+        except Exception:
+            log.exception("owui.sessions_failed chat=%s", task.chat_id)
+            return Intent.UNKNOWN
+        if not sessions:
+            return Intent.UNKNOWN
+        event = {"type": "execute", "data": {"code": ask_code(self.asker, task.chat_id)}}
+        loop = asyncio.get_running_loop()
+        pending = [loop.create_task(self._ask_one(task, session, event)) for session in sessions]
+        answers: list[PageAnswer] = []
+        try:
+            for next_answer in asyncio.as_completed(pending):
+                answer = await next_answer
+                if answer is None:
+                    continue
+                answers.append(answer)
+                if stops(answer):
+                    return Intent.STOP
+            return decide(answers)
+        finally:
+            for p in pending:
+                p.cancel()
+
+    async def _ask_one(self, task: _Task, session_id: str, event: dict[str, Any]) -> PageAnswer | None:
+        try:
+            raw = await self._surface.event_call(session_id, task.user_id, task.chat_id, task.message_id, event)
+            return read_answer(raw)
+        except BadAnswer as exc:
+            log.warning("owui.intent_no_answer chat=%s session=%s: %s", task.chat_id, session_id, exc)
+        except Exception:
+            log.exception("owui.intent_call_failed chat=%s session=%s", task.chat_id, session_id)
+        return None
+
+    def _stop_chat(self, chat_id: str) -> None:
+        """A Stop: the page's stop cancelled every task of the chat, so every writer of the chat stops."""
+        for task in [t for t in self._tasks.values() if t.chat_id == chat_id and not t.stopping]:
+            task.stopping = True
+            try:
+                self._host.run_sync_soon(task.on_cancel)
+            except HostError:
+                log.info("owui.stop_after_close chat=%s message=%s", chat_id, task.message_id)
+
+    async def _reannounce(self, task: _Task) -> None:
+        """Nobody said which control: the message goes on, and the tabs (a tab that pressed something marked it
+        done) are told it is still being written, so they show the generating state and a Stop button again."""
+        if self._tasks.get(task.key) is not task or task.stopping or task.final_sent:
+            return
+        em = self._emitters.get(task.key)
+        if em is None:
+            return
+        message = {"id": task.message_id, "done": False}
+        try:
+            await em({"type": "chat:messages", "data": {"messages": {task.message_id: message}}})
+        except Exception:
+            log.exception("owui.reannounce_failed chat=%s message=%s", task.chat_id, task.message_id)
+
+    async def _install(self, task: _Task, em: EventEmitter, *, fresh: bool) -> None:
+        """Send the page hook to the user's tabs on the chat (a no-op in a tab that has it)."""
+        try:
+            self._hooked[task.chat_id] = self._hooked.get(task.chat_id, frozenset()) | self._surface.room_sessions(
+                task.chat_id
+            )
+            code = install_code(self.asker, task.chat_id, fresh=fresh)
+            await em({"type": "execute", "data": {"code": code}})
+        except Exception:
+            log.exception("owui.hook_install_failed chat=%s", task.chat_id)
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         """The writer is done with the message: its task ends (tabs leave the generating state once the chat has
@@ -131,25 +290,61 @@ class OwuiEmitter:
         task = self._tasks.pop(key, None)
         if task is not None:
             task.release.set()  # the loop thread is this thread: the held coroutine returns at its next step
+        if not any(t.chat_id == chat_id for t in self._tasks.values()):
+            self._hooked.pop(chat_id, None)
+            for ask in self._asks.pop(chat_id, set()):
+                ask.cancel()
 
     def release_all(self) -> None:
         """owc is shutting down: every writer's task ends (a later process finishes their messages)."""
         for key in list(self._tasks):
             self._emitters.pop(key, None)
             self._tasks.pop(key).release.set()
+        self._hooked.clear()
+        for asks in self._asks.values():
+            for ask in asks:
+                ask.cancel()
+        self._asks.clear()
 
     # ------------------------------------------------------------------ the live copy
 
     async def save_stream(self, chat_id: str, message_id: str, output: list[dict[str, Any]]) -> None:
+        if (chat_id, message_id) not in self._tasks:
+            return  # Open WebUI overlays only streams of tasks registered for the chat
+        await self._host.run_in_asyncio(self._save_stream, chat_id, message_id, output)
+
+    async def _save_stream(self, chat_id: str, message_id: str, output: list[dict[str, Any]]) -> None:
         task = self._tasks.get((chat_id, message_id))
         if task is None:
-            return  # Open WebUI overlays only streams of tasks registered for the chat
-        await self._host.run_in_asyncio(self._surface.save_response_stream, task.task_id, chat_id, message_id, output)
+            return
+        task.output = output
+        await self._surface.save_response_stream(task.task_id, chat_id, message_id, output)
+        # A tab that joined the chat since the hook went out (a reload, a chat opened mid-run) gets it now.
+        em = self._emitters.get(task.key)
+        if em is not None and chat_id in self._hooked:
+            if self._surface.room_sessions(chat_id) - self._hooked[chat_id]:
+                await self._install(task, em, fresh=False)
 
     async def clear_stream(self, chat_id: str, message_id: str) -> None:
         task = self._tasks.get((chat_id, message_id))
         if task is not None:
-            await self._host.run_in_asyncio(self._surface.clear_response_stream, task.task_id)
+            await self._host.run_in_asyncio(self._clear_stream, task)
+
+    async def _clear_stream(self, task: _Task) -> None:
+        task.output = None
+        await self._surface.clear_response_stream(task.task_id)
+
+
+def _introduces(event: dict[str, Any], message_id: str) -> bool | None:
+    """For a ``chat:messages`` event carrying the message: True when it carries it final, False while not; None
+    for any other event."""
+    if event.get("type") != "chat:messages":
+        return None
+    messages = (event.get("data") or {}).get("messages") or {}
+    message = messages.get(message_id) if isinstance(messages, dict) else None
+    if not isinstance(message, dict):
+        return None
+    return message.get("done") is True
 
 
 class OpenWebUISurface:
@@ -171,11 +366,11 @@ class OpenWebUISurface:
         emitter: EventEmitter | None = await get_event_emitter(info, update_db=False)
         return emitter
 
-    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> str:
+    async def create_task(self, coroutine: Coroutine[Any, Any, Any], chat_id: str) -> tuple[str, asyncio.Task[Any]]:
         from open_webui.tasks import create_task
 
-        task_id, _ = await create_task(self._redis, coroutine, id=chat_id)
-        return str(task_id)
+        task_id, task = await create_task(self._redis, coroutine, id=chat_id)
+        return str(task_id), task
 
     async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
         from open_webui.tasks import save_response_stream
@@ -186,3 +381,41 @@ class OpenWebUISurface:
         from open_webui.tasks import clear_response_stream
 
         await clear_response_stream(self._redis, task_id)
+
+    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
+        from open_webui.socket import main as socket_main
+
+        def scan() -> list[str]:
+            # Open WebUI's own filter (``get_user_chat_session_id``), every match instead of the first.
+            now = time.time()  # timer-ok: Open WebUI's session liveness, read as it reads it; decides no run
+            found = []
+            for batch in socket_main.get_session_pool_batches():
+                for session_id, session in batch:
+                    if (
+                        session
+                        and session.get("id") == user_id
+                        and chat_id in (session.get("chat_ids") or [])
+                        and now - session.get("last_seen_at", 0) <= socket_main.SESSION_POOL_TIMEOUT
+                    ):
+                        found.append(session_id)
+            return found
+
+        if socket_main.WEBSOCKET_MANAGER == "redis":
+            return await asyncio.to_thread(scan)  # Redis scans are synchronous: off the loop, as Open WebUI does
+        return scan()
+
+    async def event_call(
+        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
+    ) -> Any:
+        from open_webui.socket.main import get_event_call
+
+        info = {"session_id": session_id, "user_id": user_id, "chat_id": chat_id, "message_id": message_id}
+        caller = await get_event_call(info)
+        if caller is None:
+            return {"error": "no event caller"}
+        return await caller(event)
+
+    def room_sessions(self, chat_id: str) -> frozenset[str]:
+        from open_webui.socket.main import sio
+
+        return frozenset(session_id for session_id, _ in sio.manager.get_participants("/", f"chat:{chat_id}"))

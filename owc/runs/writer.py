@@ -244,7 +244,7 @@ class _Writer:
         its ``meta.task_id`` (as Open WebUI's own requests do) and the tabs' Stop reaches the run."""
         r, ctx = self.run_, self.ctx
         try:
-            return await ctx.emitter.open_task(r.ref.chat_id, r.message_id, lambda: ctx.stop(r))
+            return await ctx.emitter.open_task(r.ref.chat_id, r.message_id, r.ref.user_id, lambda: ctx.stop(r))
         except Exception:  # no Stop button is better than no message
             log.exception("runs.open_task_failed run=%s", r.run_id)
             return None

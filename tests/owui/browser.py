@@ -69,6 +69,7 @@ SEL_WHATS_NEW_OK = "text=Okay, Let's Go!"  # the "What's New" modal after a logi
 WHATS_NEW_WAIT_MS = 3_000
 SEL_COMPOSER = "#chat-input"
 SEL_STOP = 'button[aria-label="Stop"]'  # MessageInput.svelte: shown while the tab's tail reply is not done
+SEL_SEND_NOW = 'button[aria-label="Send now"]'  # QueuedMessageItem.svelte: a queued message's "send now"
 #: One assistant reply (ResponseMessage.svelte): ``#message-<id>`` > ``.chat-assistant`` >
 #: ``#response-content-container``.
 SEL_ASSISTANT = ".chat-assistant"
@@ -258,6 +259,27 @@ class OwuiPage:
         stop.wait_for(state="visible", timeout=timeout_ms)
         stop.click()
 
+    def queue_message(self, text: str, timeout_ms: float | None = None) -> None:
+        """Type ``text`` into the composer and press Enter while the tab is generating: the page queues it (its
+        default) and shows it above the composer with a "Send now" button."""
+        composer = self.page.locator(SEL_COMPOSER)
+        composer.click()
+        composer.type(text)
+        composer.press("Enter")
+        self.page.locator(SEL_SEND_NOW).first.wait_for(state="visible", timeout=timeout_ms)
+
+    def click_send_now(self, timeout_ms: float | None = None) -> None:
+        """Click "Send now" on the first queued message."""
+        button = self.page.locator(SEL_SEND_NOW).first
+        button.wait_for(state="visible", timeout=timeout_ms)
+        button.click()
+
+    def wait_for_intent_hook(self, timeout_ms: float | None = None) -> None:
+        """Until owc's page intent hook is installed in this tab (``owc/owui/intent_hook.py``)."""
+        from owc.owui.intent_hook import GLOBAL
+
+        self.page.wait_for_function(f"() => !!window[{GLOBAL!r}]", timeout=timeout_ms)
+
     def screenshot(self, name: str) -> Path:
         """Save a full-page PNG as ``<shots>/<name>.png`` (the name sanitised) and return its path."""
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "shot"
@@ -302,6 +324,14 @@ class Browser:
         context.set_default_timeout(timeout_ms)
         self._contexts.append(context)
         return OwuiPage(context.new_page(), base_url, self.shots)
+
+    def blank_page(self, *, timeout_ms: float = DEFAULT_TIMEOUT_MS) -> Page:
+        """A bare Playwright page in its own context (no Open WebUI): for a test that serves its own page."""
+        assert self._browser is not None, "launch() first"
+        context = self._browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+        context.set_default_timeout(timeout_ms)
+        self._contexts.append(context)
+        return context.new_page()
 
     def close(self) -> None:
         for context in self._contexts:

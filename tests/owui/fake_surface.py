@@ -2,13 +2,44 @@
 ``open_webui.socket.main.get_event_emitter``; reference ``pipe-runtime-0.12.4.md`` sections 6 to 8): ``create_task``
 registers an asyncio task under the chat and drops the task's response stream when the task ends; ``stop_chat``
 cancels every task of the chat and awaits each, as ``POST /api/tasks/chat/{id}/stop`` does without Redis;
-``event_emitter`` returns one closure per message. The real server is the W tier's."""
+``event_emitter`` returns one closure per message. Tabs are ``FakeTab``s: in the chat's room and Open WebUI's session
+pool while open, answering an event call with what the test scripted (the page hook itself runs in Chromium, in
+``tests/test_owui_intent_hook.py``). The real server is the W tier's."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
 from typing import Any
+
+
+class FakeTab:
+    """One browser tab's Socket.IO session: its answers to event calls, in order (a dict is returned, an exception
+    raised, ``HANG`` never answers, as a tab that left the chat between its join and the call)."""
+
+    HANG = object()
+
+    def __init__(self, session_id: str, user_id: str, chat_id: str, answers: list[Any] | None = None) -> None:
+        self.session_id = session_id
+        self.user_id = user_id
+        self.chat_id = chat_id
+        self.answers = list(answers or [])
+        self.calls: list[dict[str, Any]] = []
+        self.hung: list[asyncio.Future[Any]] = []
+        #: Set when a call hangs here (a test waits on it, not on a loop of sleeps).
+        self.hanging = asyncio.Event()
+
+    async def answer(self, event: dict[str, Any]) -> Any:
+        self.calls.append(event)
+        reply = self.answers.pop(0) if self.answers else {"hook": True, "kinds": []}
+        if reply is FakeTab.HANG:
+            waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self.hung.append(waiter)
+            self.hanging.set()
+            return await waiter  # cancelled by the caller, never answered
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
 
 
 class FakeOpenWebUI:
@@ -21,6 +52,37 @@ class FakeOpenWebUI:
         self.emitted: list[tuple[str, str, str, dict[str, Any]]] = []
         self.emitters_made = 0
         self._next = 0
+        self.tabs: list[FakeTab] = []
+        #: Sessions in a chat's room on this worker but not (yet) in the session pool's chat list, or the reverse.
+        self.room_only: dict[str, set[str]] = {}
+
+    def open_tab(self, session_id: str, user_id: str, chat_id: str, answers: list[Any] | None = None) -> FakeTab:
+        tab = FakeTab(session_id, user_id, chat_id, answers)
+        self.tabs.append(tab)
+        return tab
+
+    def close_tab(self, tab: FakeTab) -> None:
+        self.tabs.remove(tab)
+
+    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
+        return [t.session_id for t in self.tabs if t.user_id == user_id and t.chat_id == chat_id]
+
+    async def event_call(
+        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
+    ) -> Any:
+        for tab in self.tabs:
+            if tab.session_id == session_id and tab.user_id == user_id:
+                return await tab.answer(event)
+        return {"error": "Client session disconnected."}  # what Open WebUI's caller answers for a gone session
+
+    def room_sessions(self, chat_id: str) -> frozenset[str]:
+        return frozenset(t.session_id for t in self.tabs if t.chat_id == chat_id) | frozenset(
+            self.room_only.get(chat_id, set())
+        )
+
+    def executed(self, chat_id: str | None = None) -> list[tuple[str, str, str]]:
+        """The ``execute`` events emitted (user, chat, message): the page hook's installs."""
+        return [(u, c, m) for u, c, m, e in self.emitted if e.get("type") == "execute" and chat_id in (None, c)]
 
     async def event_emitter(self, user_id: str, chat_id: str, message_id: str) -> Any:
         self.emitters_made += 1
@@ -30,7 +92,7 @@ class FakeOpenWebUI:
 
         return emit
 
-    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> str:
+    async def create_task(self, coroutine: Coroutine[Any, Any, Any], chat_id: str) -> tuple[str, asyncio.Task[Any]]:
         self._next += 1
         task_id = f"t{self._next}"
         task = asyncio.create_task(coroutine)
@@ -44,7 +106,7 @@ class FakeOpenWebUI:
                 self.item_tasks[chat_id].remove(task_id)
 
         task.add_done_callback(cleanup)
-        return task_id
+        return task_id, task
 
     async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
         self.response_streams[task_id] = {"chat_id": chat_id, "message_id": message_id, "output": output}
