@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,18 @@ def _tier_unavailable(what: str, exc: Exception) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"{what} could not be installed in CI: {exc}")
     pytest.skip(f"{what} unavailable: {exc}")
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A throwaway Redis server (``tests/redisserver.py``) for Open WebUI's ``WEBSOCKET_MANAGER=redis``."""
+    from redisserver import RedisUnavailable, running_redis
+
+    try:
+        with running_redis(tmp_path / "redis") as server:
+            yield server.url
+    except RedisUnavailable as exc:
+        _tier_unavailable("a Redis server", exc)
 
 
 @pytest.fixture(scope="session")

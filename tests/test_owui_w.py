@@ -360,6 +360,44 @@ def test_two_server_processes_on_one_database_make_one_message_per_run(sim, serv
             assert "owui.host_started" in second.log_tail(400_000)
 
 
+def test_two_workers_on_redis_stream_an_agent_turn_and_a_stop_reaches_the_worker_that_writes(
+    sim, server_venv, browser_install, redis_url, tmp_path
+) -> None:
+    """Open WebUI as deployed with several uvicorn workers: ``WEBSOCKET_MANAGER=redis`` (rooms, the session pool
+    and the task registry shared through Redis), one owc runtime per worker. An agent turn streams into a tab
+    whichever worker writes it; the tab's Stop reaches the worker holding the writer's task, which asks the tab
+    (an event call across workers) and stops the run; one message."""
+    from owui.browser import running_browser
+    from owui.server import running_server
+
+    simulator, token = sim
+    before = subscribed(simulator, token)
+    env = {**owc_env(simulator.url), "WEBSOCKET_MANAGER": "redis", "REDIS_URL": redis_url}
+    with running_server(tmp_path, workers=2, env_extra=env) as server:
+        install_owc(server.base_url, simulator.url)  # reaches one worker; the restart starts owc in both
+        server.restart()
+        wait_connected(simulator, token, before + 2)
+        admin = server.admin()
+        deployment = {"server": server}
+        with running_browser(tmp_path) as browser:
+            chat_id, key = new_chat(admin)
+            page = open_page(browser, deployment, chat_id)
+            run = call(token, lambda: simulator.start_run(key, "w-redis").text("Across workers"))
+            page.wait_for_assistant_text("Across workers", timeout_ms=WAIT_S * 1000)
+            call(token, lambda: run.tool("exec", {"cmd": "hostname"}, "worker").text(" and still live."))
+            page.wait_for_assistant_text("and still live.", timeout_ms=WAIT_S * 1000)
+            page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+            page.screenshot("w-redis-live")
+            aborts = call(token, lambda: simulator.requests["chat.abort"])
+            page.click_stop(timeout_ms=WAIT_S * 1000)
+            message_id = ids.message_id(key, "w-redis")
+            message = wait_until(lambda: finished(admin, chat_id, message_id), "the stopped message")
+            assert message["content"].startswith("Across workers") and "and still live." in message["content"]
+            assert call(token, lambda: simulator.requests["chat.abort"]) > aborts
+            assert list(assistant_messages(admin, chat_id)) == [message_id]
+            page.screenshot("w-redis-stopped")
+
+
 def test_open_webui_on_postgresql_shows_an_agent_turn_written_by_owc(sim, server_venv, tmp_path) -> None:
     """Open WebUI on PostgreSQL (its ``DATABASE_URL``): owc writes through the same database, under Postgres's
     row lock; the agent turn is in the chat, finished, with its tool card."""
