@@ -44,6 +44,53 @@ HEARTBEAT_NO_ROUTE = (
 )
 
 
+def _thinking(*levels: str) -> list[dict[str, str]]:
+    return [{"id": level, "label": level} for level in levels]
+
+
+#: The simulator's model catalog, as ``models.list`` answers it (2026.9.6, measured: ``ModelChoice`` rows, the
+#: agent's default tagged ``"default"``; see ``owc.owui.models.GatewayModel``). Ids with a slash and a colon, as
+#: OpenRouter and Ollama models have. It is also the agent's allowlist (``agents.defaults.models``), so each is
+#: tagged ``"configured"`` as measured then, and ``sessions.patch`` refuses any other model with
+#: ``model not allowed: <key>`` as the real Gateway does.
+MODEL_CATALOG: tuple[dict[str, Any], ...] = (
+    {
+        "id": MODEL,
+        "name": "Sim Model",
+        "provider": PROVIDER,
+        "contextWindow": 128000,
+        "reasoning": False,
+        "tags": ["default", "configured"],
+        "thinkingLevels": _thinking("off"),
+        "thinkingDefault": "off",
+        "available": True,
+    },
+    {
+        "id": "qwen3:8b",
+        "name": "Qwen3 8B",
+        "provider": "ollama",
+        "contextWindow": 32768,
+        "reasoning": False,
+        "tags": ["configured"],
+        "thinkingLevels": _thinking("off"),
+        "thinkingDefault": "off",
+        "available": True,
+    },
+    {
+        "id": "z-ai/glm-5.2",
+        "name": "GLM 5.2",
+        "provider": "openrouter",
+        "alias": "glm",
+        "contextWindow": 200000,
+        "reasoning": True,
+        "tags": ["configured"],
+        "thinkingLevels": _thinking("off", "minimal", "low", "medium", "high"),
+        "thinkingDefault": "medium",
+        "available": True,
+    },
+)
+
+
 def agent_id_of(key: str) -> str:
     parts = key.split(":")
     return parts[1] if len(parts) > 2 and parts[0] == "agent" and parts[1] else AGENT_ID
@@ -93,6 +140,8 @@ class AgentSession:
     ended_at: int | None = None
     transcript: list[dict[str, Any]] = attrs.field(factory=list)
     transcript_seq: int = 0
+    #: The model ``sessions.patch`` pinned the session to (provider, model id); None: the agent's default.
+    model_override: tuple[str, str] | None = None
 
     @property
     def agent_id(self) -> str:
@@ -115,8 +164,8 @@ class AgentSession:
             "lastRunId": self.last_run_id,
             "hasActiveRun": active is not None,
             "activeRunIds": [] if active is None else (None if active.hide_ids else [active.run_id]),
-            "model": MODEL,
-            "modelProvider": PROVIDER,
+            "model": self.model_override[1] if self.model_override else MODEL,
+            "modelProvider": self.model_override[0] if self.model_override else PROVIDER,
         }
         if self.status is None and active is None:
             del row["status"]

@@ -9,6 +9,7 @@ while ``chat.abort``'s aborted terminal reaches clients before its reply, as mea
 from __future__ import annotations
 
 import collections
+import copy
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,7 +34,88 @@ METHOD_SCOPES = {
     "chat.send": WRITE,
     "chat.abort": WRITE,
     "wake": WRITE,
+    "models.list": READ,
+    "sessions.patch": WRITE,  # or admin, by its params: ``required_scope``
 }
+ADMIN = "operator.admin"
+
+#: The ``sessions.patch`` params ``operator.write`` may send; any other needs ``operator.admin`` (2026.9.6,
+#: ``SESSIONS_PATCH_WRITE_SCOPE_ENVELOPE_FIELDS`` / ``_MUTATIONS``, ``dist/method-scopes-C7g7eSZh.mjs:59-95``).
+PATCH_WRITE_FIELDS = frozenset(
+    {
+        "key", "agentId", "expectedSessionId", "expectedLifecycleRevision", "expectedPermissionMode",
+        "expectedMarkedUnreadAt", "label", "autoLabel", "icon", "color", "category", "boardFace",
+        "boardPresentation", "pinned", "archived", "unread", "model", "agentRuntime", "thinkingLevel", "fastMode",
+        "permissionMode",
+    }
+)  # fmt: skip
+#: Every property ``SessionsPatchParamsSchema`` (a closed object) has (``dist/src-BRUl7oDv.mjs:2069-2152``).
+PATCH_FIELDS = PATCH_WRITE_FIELDS | frozenset(
+    {
+        "expectedSandboxMode", "expectedNativeRuntimeConsent", "expectedToolOverrides", "statusNote", "attention",
+        "ttlMinutes", "contextWindow", "toolOverrides", "verboseLevel", "traceLevel", "reasoningLevel",
+        "responseUsage", "elevatedLevel", "execHost", "execSecurity", "execAsk", "execNode", "sandboxMode",
+        "nativeRuntimeConsent", "completionOwnerSessionKey", "inheritedToolPolicyVersion", "inheritedToolAllow",
+        "inheritedToolDeny", "sendPolicy", "groupActivation",
+    }
+)  # fmt: skip
+#: ``ModelsListParamsSchema``'s properties (a closed object, ``dist/src-BRUl7oDv.mjs:235-263``).
+MODELS_LIST_FIELDS = frozenset(
+    {
+        "agentId", "sessionKey", "authProfileId", "provider", "includeDetails", "includeProviderCapabilities",
+        "includeDefaultModels", "preparedOnly", "refresh", "view",
+    }
+)  # fmt: skip
+MODELS_LIST_VIEWS = ("default", "configured", "provider-config", "all")
+#: Measured (2026.9.6): what ``sessions.patch`` says of a ``model`` that is not a non-empty string or null.
+_MODEL_NOT_STRING = "at /model: must be string; at /model: must be null; at /model: must match a schema in anyOf"
+_MODEL_EMPTY = (
+    "at /model: must not have fewer than 1 characters; at /model: must be null; at /model: must match a schema in anyOf"
+)
+
+
+def required_scope(method: str, params: Any) -> str | None:
+    """The scope a request needs, None for a method the simulator does not know. ``sessions.patch`` needs
+    ``operator.write`` for the write-scope fields only, else ``operator.admin`` (``permissionMode: "full"`` and
+    ``sandboxMode`` always: ``resolveSessionsPatchRequiredScope``)."""
+    if method == "sessions.patch" and isinstance(params, dict):
+        if params.get("permissionMode") == "full" or "sandboxMode" in params:
+            return ADMIN
+        return WRITE if set(params) <= PATCH_WRITE_FIELDS else ADMIN
+    return METHOD_SCOPES.get(method)
+
+
+def model_key(provider: str, model_id: str) -> str:
+    """The Gateway's ``provider/model`` key (``modelKey``; ``owc.owui.models.model_key`` is owc's copy)."""
+    if model_id.lower().startswith(provider.lower() + "/"):
+        return model_id
+    return f"{provider}/{model_id}"
+
+
+def resolve_model(raw: str, catalog: list[dict[str, Any]]) -> dict[str, Any] | str:
+    """The catalog entry a ``sessions.patch`` ``model`` names, or the real refusal's message.
+
+    As the real Gateway resolves it with an allowlist (``resolveAllowedModelRefFromAliasIndex``,
+    ``dist/model-selection-shared-DG5Z5BnB.mjs:747-768``; measured): an alias; ``provider/model`` split at the
+    first slash; a bare id under the one provider that has it, else the default provider; then
+    ``model not allowed: <key>`` for anything outside the catalog. (Without an allowlist the real one accepts
+    any id under a known provider and refuses an unknown provider with ``Unknown provider "x". Use /models to
+    list providers.``: not modelled.)"""
+    folded = raw.casefold()
+    for entry in catalog:
+        if isinstance(entry.get("alias"), str) and entry["alias"].casefold() == folded:
+            return entry
+    if "/" in raw:
+        provider, _, model_id = raw.partition("/")
+    else:
+        providers = {e["provider"] for e in catalog if e.get("id") == raw}
+        provider, model_id = (providers.pop() if len(providers) == 1 else m.PROVIDER), raw
+    key = model_key(provider.strip().lower(), model_id.strip())
+    for entry in catalog:
+        if model_key(str(entry.get("provider", "")).lower(), str(entry.get("id", ""))) == key:
+            return entry
+    return f"model not allowed: {key}"
+
 
 #: ``chat.history``'s budget on the real Gateway 2026.9.6: at most this many messages a page
 #: (``CHAT_HISTORY_MAX_ENTRIES``), 200 when ``limit`` is absent ...
@@ -57,6 +139,14 @@ D = TypeVar("D")
 
 class InvalidParams(Exception):
     pass
+
+
+class Refused(Exception):
+    """A request the handler refuses with its own error (no ``invalid <method> params:`` prefix)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 def param(params: dict[str, Any], key: str, kind: type[T], default: D) -> T | D:
@@ -233,6 +323,9 @@ class Rpc:
         self._deferred: list[Callable[[], object]] = []
         #: Set by the simulator: holds a stalled request until it is released (``Faults.stall_requests``).
         self.hold: Callable[[SimConn, Request], None] = self.answer
+        #: What ``models.list`` lists and ``sessions.patch`` accepts, in the real ``ModelChoice`` shape; tests
+        #: may replace it (``sim.rpc.models = [...]``).
+        self.models: list[dict[str, Any]] = copy.deepcopy(list(m.MODEL_CATALOG))
         self._handlers: dict[str, Handler] = {
             "sessions.subscribe": self._sessions_subscribe,
             "sessions.list": self._sessions_list,
@@ -243,6 +336,8 @@ class Rpc:
             "chat.send": self._chat_send,
             "chat.abort": self._chat_abort,
             "wake": self._wake,
+            "models.list": self._models_list,
+            "sessions.patch": self._sessions_patch,
         }
 
     def on_request(self, conn: SimConn, message: str | bytes) -> None:
@@ -269,7 +364,7 @@ class Rpc:
         if frame.method in conn.failing:
             self._reply_error(conn, frame.id, "UNAVAILABLE", f"{frame.method} failed: the agent's store did not answer")
             return
-        scope = METHOD_SCOPES.get(frame.method)
+        scope = required_scope(frame.method, frame.params)
         if scope is None:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"unknown method: {frame.method[:80]}")
             return
@@ -282,6 +377,9 @@ class Rpc:
             payload = self._handlers[frame.method](conn, params)
         except InvalidParams as exc:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"invalid {frame.method} params: {exc}")
+            return
+        except Refused as exc:
+            self._reply_error(conn, frame.id, exc.code, exc.message)
             return
         if not conn.closing:
             self._fanout.enqueue(conn, {"type": "res", "id": frame.id, "ok": True, "payload": payload})
@@ -401,6 +499,78 @@ class Rpc:
             # The reply goes out before the run's first event, as for chat.send.
             self._deferred.append(lambda: self._driver.start_run(key, origin="heartbeat", heartbeat=True, steps=steps))
         return {"ok": True}
+
+    def _models_list(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``models.list`` as 2026.9.6 answers it (measured): ``{"models": [ModelChoice, ...]}``, plus
+        ``defaultModels`` for ``view: "configured"`` (or ``includeDefaultModels``); unknown params refused.
+        ``provider`` filters; the real one's per-agent, per-session and auth projections are not modelled."""
+        unknown = sorted(set(params) - MODELS_LIST_FIELDS)
+        if unknown:
+            raise InvalidParams(f"at root: unexpected property '{unknown[0]}'")
+        view = params.get("view")
+        if view is not None and view not in MODELS_LIST_VIEWS:
+            raise InvalidParams("at /view: must be equal to one of the allowed values")
+        provider = param(params, "provider", str, None)
+        models = [copy.deepcopy(e) for e in self.models if provider is None or e.get("provider") == provider]
+        out: dict[str, Any] = {"models": models}
+        default_models = params.get("includeDefaultModels")
+        if default_models is None:
+            default_models = view == "configured" and not params.get("sessionKey") and not params.get("authProfileId")
+        if default_models:
+            out["defaultModels"] = {"automaticUtilityModel": None}
+        return out
+
+    def _sessions_patch(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``sessions.patch`` as 2026.9.6 answers a model change (measured, ``projectSessionPatchResult``): the
+        session is created if the key has none, ``model`` pins it (``null``: back to the agent's default), the
+        reply is ``{ok, path, key, entry, resolved}``, and a ``sessions.changed {reason: "patch"}`` follows (the
+        real one debounces it 100-500 ms). Other fields are accepted and not applied. Not modelled: the runs'
+        own events still name the default model."""
+        unknown = sorted(set(params) - PATCH_FIELDS)
+        if unknown:
+            raise InvalidParams(f"at root: unexpected property '{unknown[0]}'")
+        key = require_str(params, "key")
+        raw = params.get("model")
+        chosen: dict[str, Any] | None = None
+        if "model" in params and raw is not None:
+            if not isinstance(raw, str):
+                raise InvalidParams(_MODEL_NOT_STRING)
+            if not raw:
+                raise InvalidParams(_MODEL_EMPTY)
+            if not raw.strip():
+                raise Refused("INVALID_REQUEST", "invalid model: empty")
+            found = resolve_model(raw.strip(), self.models)
+            if isinstance(found, str):
+                raise Refused("INVALID_REQUEST", found)
+            chosen = found
+        session = self._driver.session(key)
+        now = self._now_ms()
+        if "model" in params:
+            session.model_override = None if chosen is None else (str(chosen["provider"]), str(chosen["id"]))
+        session.updated_at = now
+        entry: dict[str, Any] = {
+            "sessionId": session.session_id,
+            "updatedAt": now,
+            "createdVia": "operator",
+            "createdAt": session.created_at,
+        }
+        if session.model_override is not None:
+            entry["providerOverride"], entry["modelOverride"] = session.model_override
+            entry["modelOverrideSource"] = "user"
+        elif "model" in params:
+            entry["modelOverrideSource"] = "default"
+        provider, model = session.model_override or (m.PROVIDER, m.MODEL)
+        resolved: dict[str, Any] = {
+            "modelProvider": provider,
+            "model": model,
+            "agentRuntime": {"id": "openclaw", "source": "implicit"},
+            "runtimeSelectionLocked": False,
+        }
+        if chosen is not None:  # measured: only a model choice loads the catalog's thinking levels
+            resolved["thinkingLevel"] = chosen.get("thinkingDefault", "off")
+            resolved["thinkingLevels"] = copy.deepcopy(chosen.get("thinkingLevels", []))
+        self._deferred.append(lambda: self._fanout.sessions_changed(session, reason="patch"))
+        return {"ok": True, "path": "(owc-sim)", "key": key, "entry": entry, "resolved": resolved}
 
     def _chat_history(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         key = require_str(params, "sessionKey")
