@@ -13,8 +13,9 @@ it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import trio
@@ -24,6 +25,7 @@ from owc.gateway import GatewayClient, GatewayConfig, GatewayError
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.runs import Bridge, Ledger
+from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
 from owc.runs.table import RECONCILE_LIMIT
 from owc.store import TrioChatStore
 
@@ -53,6 +55,27 @@ class Runtime:
     async def connected(self) -> None:
         """Until a connection has said hello-ok (an event, not a clock)."""
         await self.client.wait_connection()
+
+    async def user_turn(self, session_key: str, run_id: str, message: str, **send: Any) -> InlineTurn:
+        """Send a user's message as run ``run_id`` and stream it inline (``owc/runs/inline.py``). Waits for the
+        connection's hello while the client is connecting; while it backs off after a failure, the Gateway is
+        unreachable now and the turn is refused (``UserTurnError``) rather than held on a clock."""
+        while True:
+            table = self.bridge.table
+            if table is not None and table.hello is not None and not table.conn.closed:
+                return await start_user_turn(self.bridge, table, session_key, run_id, message, **send)
+            if self.client.backoff_until is not None:
+                raise UserTurnError(
+                    f"The OpenClaw Gateway ({self.client.url}) is not reachable right now: your message was not sent."
+                )
+            async with trio.open_nursery() as nursery:  # the first of: a connection moved, the client backs off
+
+                async def first(wait: Callable[[], Awaitable[object]]) -> None:
+                    await wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(first, self.bridge.changed)
+                nursery.start_soon(first, self.client.wait_backing_off)
 
     def stop_chat(self, chat_id: str) -> int:
         """The user's Stop for ``chat_id``: the runs this process streams there are aborted and finalized."""

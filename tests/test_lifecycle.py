@@ -14,6 +14,7 @@ from owc.rules.lifecycle import (
     Handover,
     Hello,
     IllegalTransition,
+    Inline,
     Lifecycle,
     Listed,
     Retry,
@@ -33,6 +34,7 @@ INPUTS = {
     "Terminal": Terminal("t"),
     "Stop": Stop(),
     "Handover": Handover(),
+    "Inline": Inline(),
     "Listed": Listed(),
     **{f"Claim.{o.name}": ClaimResult(o) for o in ClaimOutcome},
     "Checked.yes": TranscriptChecked(True),
@@ -49,74 +51,74 @@ INPUTS = {
 #: seed 000 sections 2.2-2.7 and NOTES.md's diagram.
 TABLE = """
 OPEN:
-    Showable:CLAIMING+START_WRITER  Terminal:ABANDONED+RETIRE  Stop:OPEN+ABORT_RUN  Handover:-
+    Showable:CLAIMING+START_WRITER  Terminal:ABANDONED+RETIRE  Stop:OPEN+ABORT_RUN  Handover:-  Inline:INLINE
     Listed:CLAIMING+START_WRITER  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:OPEN  Hello:OPEN  Retry:-  Failed:-
 CLAIMING:
-    Showable:CLAIMING  Terminal:CLAIMING  Stop:CLAIMING  Handover:-
+    Showable:CLAIMING  Terminal:CLAIMING  Stop:CLAIMING  Handover:-  Inline:-
     Listed:CLAIMING  Claim.WON:STREAMING  Claim.HELD:STANDBY  Claim.HELD_ELSEWHERE:STANDBY
     Claim.FINISHED:DONE+RETIRE  Claim.ABSENT:OPEN  Claim.LOCKED:CLAIMING  Claim.UNAVAILABLE:CLAIMING
     Claim.FAILED:ABANDONED+RETIRE
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 STREAMING:
-    Showable:STREAMING  Terminal:FINALIZING+END_STREAM  Stop:FINALIZING+END_STREAM  Handover:-
+    Showable:STREAMING  Terminal:FINALIZING+END_STREAM  Stop:FINALIZING+END_STREAM  Handover:-  Inline:-
     Listed:STREAMING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 STANDBY:
-    Showable:STANDBY  Terminal:CLAIMING+START_WRITER  Stop:STANDBY  Handover:-
+    Showable:STANDBY  Terminal:CLAIMING+START_WRITER  Stop:STANDBY  Handover:-  Inline:-
     Listed:STANDBY  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:-
 DETACHED:
-    Showable:DETACHED  Terminal:CLAIMING+START_WRITER  Stop:DETACHED  Handover:-
+    Showable:DETACHED  Terminal:CLAIMING+START_WRITER  Stop:DETACHED  Handover:-  Inline:-
     Listed:CLAIMING+START_WRITER  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:DETACHED  Hello:DETACHED  Retry:-  Failed:-
 CHECKING:
-    Showable:CHECKING  Terminal:CHECKING  Stop:CHECKING  Handover:-
+    Showable:CHECKING  Terminal:CHECKING  Stop:CHECKING  Handover:-  Inline:-
     Listed:CHECKING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:CLAIMING  Checked.no:CLAIMING  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 FINISHING:
-    Showable:FINISHING  Terminal:FINISHING  Stop:FINISHING  Handover:-
+    Showable:FINISHING  Terminal:FINISHING  Stop:FINISHING  Handover:-  Inline:-
     Listed:FINISHING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
     Write.NOT_WRITTEN:UNSAVED  Closed:OPEN  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 FINALIZING:
-    Showable:FINALIZING  Terminal:FINALIZING  Stop:FINALIZING  Handover:-
+    Showable:FINALIZING  Terminal:FINALIZING  Stop:FINALIZING  Handover:-  Inline:-
     Listed:FINALIZING  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
     Write.NOT_WRITTEN:UNSAVED  Closed:DETACHED  Hello:-  Retry:-  Failed:ABANDONED+RETIRE
 INLINE:
-    Showable:INLINE  Terminal:INLINE  Stop:INLINE  Handover:CLAIMING+START_WRITER
+    Showable:INLINE  Terminal:INLINE  Stop:INLINE  Handover:CLAIMING+START_WRITER  Inline:-
     Listed:INLINE  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:DONE+RETIRE  Write.FINISHED_ELSEWHERE:DONE+RETIRE
     Write.NOT_WRITTEN:UNSAVED  Closed:INLINE  Hello:INLINE  Retry:-  Failed:-
 UNSAVED:
-    Showable:UNSAVED  Terminal:UNSAVED  Stop:UNSAVED  Handover:UNSAVED
+    Showable:UNSAVED  Terminal:UNSAVED  Stop:UNSAVED  Handover:UNSAVED  Inline:-
     Listed:UNSAVED  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:UNSAVED  Hello:UNSAVED  Retry:UNSAVED  Failed:-
 DONE:
-    Showable:DONE  Terminal:DONE  Stop:DONE  Handover:DONE
+    Showable:DONE  Terminal:DONE  Stop:DONE  Handover:DONE  Inline:-
     Listed:DONE  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-
     Write.NOT_WRITTEN:-  Closed:DONE  Hello:DONE  Retry:-  Failed:-
 ABANDONED:
-    Showable:ABANDONED  Terminal:ABANDONED  Stop:ABANDONED  Handover:ABANDONED
+    Showable:ABANDONED  Terminal:ABANDONED  Stop:ABANDONED  Handover:ABANDONED  Inline:-
     Listed:ABANDONED  Claim.WON:-  Claim.HELD:-  Claim.HELD_ELSEWHERE:-
     Claim.FINISHED:-  Claim.ABSENT:-  Claim.LOCKED:-  Claim.UNAVAILABLE:-  Claim.FAILED:-
     Checked.yes:-  Checked.no:-  Write.WRITTEN:-  Write.FINISHED_ELSEWHERE:-

@@ -329,3 +329,63 @@ def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_ta
             await host.aclose()
 
     _run(body)
+
+
+def test_a_writer_that_closes_while_its_cancel_is_handled_leaves_no_task_behind() -> None:
+    """Review finding: a cancel, then the writer's own close before the cancel's handling began, registered a
+    new task nobody would ever release (the chat stayed "generating")."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            await _writing(host, emitter, writers, "m", "m2")
+            [first, second] = owui.item_tasks["c"]
+            held = owui.tasks[first]
+
+            def writer_closes(_: Any) -> None:
+                # Runs right after owc's own done callback scheduled the cancel's handling, before its first step:
+                # the writer's close (it awaits nothing) comes in between.
+                closing = emitter.close_task("c", "m")
+                try:
+                    closing.send(None)
+                except StopIteration:
+                    pass
+
+            held.add_done_callback(writer_closes)
+            held.cancel()
+            await asyncio.wait([held])
+            await _settled(emitter)
+            assert owui.item_tasks["c"] == [second] and writers.heard == []
+            await host.run_in_trio(emitter.close_task, "c", "m2")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_cancel_before_the_message_is_introduced_is_asked_about_once_the_tabs_hold_it() -> None:
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["stop"]}])
+            await host.run_in_trio(emitter.open_task, "c", "m", "u", writers.on_cancel("m"))
+            await owui.stop_chat("c")  # before the claim: the tab does not hold the message yet
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert tab.calls == []  # an execute about a message the tab lacks would be dropped: not sent yet
+            intro = {"type": "chat:messages", "data": {"messages": {"m": {"done": False}}}}
+            await host.run_in_trio(emitter.emit, "c", "m", "u", intro)
+            await host.run_in_trio(writers.wait_heard, 1)
+            assert writers.heard == ["m"] and len(tab.calls) == 1
+            assert owui.executed() == []  # no install over the pending question (its mark would skip the stop)
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)

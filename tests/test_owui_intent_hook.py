@@ -137,9 +137,16 @@ def test_every_asker_reads_each_stop_once_and_a_fresh_one_reads_only_later_stops
     assert ask(page, "B") == {"hook": True, "kinds": ["send_now"]}  # another Open WebUI process asks too
     assert ask(page, "A") == {"hook": True, "kinds": ["send_now"]}
     run(page, install_code("C", CHAT, fresh=True))  # C's first writer on the chat: earlier stops are not its
-    run(page, install_code("D", CHAT, fresh=False))
+    run(page, install_code("D", CHAT, fresh=False))  # D's first sight of this tab: from now on too
     assert ask(page, "C") == {"hook": True, "kinds": []}
-    assert ask(page, "D") == {"hook": True, "kinds": ["send_now"]}
+    assert ask(page, "D") == {"hook": True, "kinds": []}
+    page.click("#stop")
+    page.click("#send-now")
+    stopped(page, 3)
+    # E never installed here (the tab reached it only through the question): only the newest stop can be its
+    # cancel's; older ones were other stops (before, they were all read, and a stale Stop won over Send now).
+    assert ask(page, "E") == {"hook": True, "kinds": ["send_now"]}
+    assert ask(page, "D") == {"hook": True, "kinds": ["stop", "send_now"]}
 
 
 def test_stops_are_kept_per_chat_and_bounded(page: Any) -> None:
@@ -153,6 +160,15 @@ def test_stops_are_kept_per_chat_and_bounded(page: Any) -> None:
         page.click("#stop")
     stopped(page, KEEP + 5)
     assert ask(page) == {"hook": True, "kinds": ["stop"] * KEEP}
+
+
+def test_prototype_names_are_plain_ids(page: Any) -> None:
+    for name in ("__proto__", "constructor", "toString", "hasOwnProperty"):
+        assert run(page, install_code(name, name, fresh=True)) == {"hook": True}
+        assert ask(page, name, name) == {"hook": True, "kinds": []}  # answered: a thrown error would hang the ask
+    page.evaluate("(id) => window.stopLater(id)", "__proto__")
+    stopped(page, 1)
+    assert ask(page, "__proto__", "__proto__") == {"hook": True, "kinds": ["stop"]}
 
 
 def test_the_code_is_safe_for_any_ids(page: Any) -> None:

@@ -26,6 +26,7 @@ decides nothing.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import uuid
@@ -89,6 +90,9 @@ class _Task:
     final_sent: bool = False
     #: The live copy last saved (kept to save it again under a new task id: Open WebUI drops it with a task).
     output: list[dict[str, Any]] | None = None
+    #: Set when the tabs hold the message (its first ``chat:messages``): a tab runs an ``execute`` only for a
+    #: message it holds, so a question waits for this.
+    introduced: asyncio.Event = attrs.field(factory=asyncio.Event)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,8 +141,12 @@ class OwuiEmitter:
         await em(event)
         if task is not None and introduced is False and self._tasks.get(task.key) is task:
             # The tabs have the message now: give them the page hook (an ``execute`` runs only for a message the
-            # tab holds), so a later cancel can be asked about.
-            await self._install(task, em, fresh=chat_id not in self._hooked)
+            # tab holds), so a later cancel can be asked about. Not while a question about a cancel is pending
+            # in the chat: a fresh hook's mark would pass over the stop that question is about (the question
+            # installs the hook itself).
+            task.introduced.set()
+            if not self._asks.get(chat_id):
+                await self._install(task, em, fresh=chat_id not in self._hooked)
 
     # ------------------------------------------------------------------ the writer as an Open WebUI task
 
@@ -173,7 +181,11 @@ class OwuiEmitter:
         try:
             task.task_id, held = await self._surface.create_task(coroutine, task.chat_id)
         except BaseException:
-            coroutine.close()  # never started: no "was never awaited" warning
+            # Open WebUI may have started it (with Redis, its create_task awaits after making the asyncio task):
+            # released, it ends; closed only if it never started (no "was never awaited" warning).
+            release.set()
+            if inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED:
+                coroutine.close()
             raise
 
         def ended(held: asyncio.Task[Any]) -> None:
@@ -197,10 +209,14 @@ class OwuiEmitter:
 
     async def _after_cancel(self, task: _Task) -> None:
         try:
+            if self._tasks.get(task.key) is not task:
+                raise _Closed  # the writer closed meanwhile: nothing to register again (a Stop still counts)
             await self._register(task)
             if task.output is not None and self._tasks.get(task.key) is task:
                 # Open WebUI dropped the live copy with the cancelled task: a tab loading the chat now must see it.
                 await self._surface.save_response_stream(task.task_id, task.chat_id, task.message_id, task.output)
+        except _Closed:
+            pass
         except Exception:
             log.exception("owui.task_reregister_failed chat=%s message=%s", task.chat_id, task.message_id)
         intent = await self._ask(task)
@@ -221,8 +237,11 @@ class OwuiEmitter:
             return Intent.UNKNOWN
         if not sessions:
             return Intent.UNKNOWN
+        await task.introduced.wait()  # a tab drops an ``execute`` about a message it does not hold
         event = {"type": "execute", "data": {"code": ask_code(self.asker, task.chat_id)}}
         loop = asyncio.get_running_loop()
+        # Every tab is asked, even one a question from an earlier cancel still waits on: dropping that older
+        # question could drop an answer the tab has already given (its mark moved on).
         pending = [loop.create_task(self._ask_one(task, session, event)) for session in sessions]
         answers: list[PageAnswer] = []
         try:
@@ -333,6 +352,10 @@ class OwuiEmitter:
     async def _clear_stream(self, task: _Task) -> None:
         task.output = None
         await self._surface.clear_response_stream(task.task_id)
+
+
+class _Closed(Exception):
+    """The writer closed its task while a cancel was being handled."""
 
 
 def _introduces(event: dict[str, Any], message_id: str) -> bool | None:

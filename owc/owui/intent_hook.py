@@ -36,7 +36,7 @@ _HOOK = """
 const owcHook = () => {
   const existing = window[GLOBAL];
   if (existing) return [existing, true];
-  const s = {n: 0, recs: {}, seen: {}};
+  const s = {n: 0, recs: Object.create(null), seen: Object.create(null)};
   const kindOf = (ev) => {
     const t = ev && ev.target;
     const b = t && t.closest ? t.closest('button') : null;
@@ -76,17 +76,17 @@ def _prelude() -> str:
 
 
 def install_code(asker: str, chat_id: str, *, fresh: bool) -> str:
-    """Install the hook (a no-op when the page has it). ``fresh``: this asker starts reading the chat's entries
-    from now (its first writer on the chat: stops made before it wrote are not about its runs)."""
+    """Install the hook (a no-op when the page has it). The asker's mark for the chat starts at "now" in a tab
+    where it has none (stops made before are not about its runs); ``fresh`` moves it to "now" in every tab (its
+    first writer on the chat)."""
     return (
         _prelude()
         + _HOOK
         + f"const ASKER = {json.dumps(asker)}; const CHAT = {json.dumps(chat_id)}; const FRESH = {json.dumps(fresh)};\n"
         + """
 const [s] = owcHook();
-const a = s.seen[ASKER] || (s.seen[ASKER] = {});
-if (FRESH) a[CHAT] = s.n;
-else if (!(CHAT in a)) a[CHAT] = 0;
+const a = s.seen[ASKER] || (s.seen[ASKER] = Object.create(null));
+if (FRESH || !(CHAT in a)) a[CHAT] = s.n;
 return {hook: true};
 """
     )
@@ -100,9 +100,11 @@ def ask_code(asker: str, chat_id: str) -> str:
         + f"const ASKER = {json.dumps(asker)}; const CHAT = {json.dumps(chat_id)};\n"
         + """
 const [s, had] = owcHook();
-const a = s.seen[ASKER] || (s.seen[ASKER] = {});
-const from = a[CHAT] || 0;
-const kinds = (s.recs[CHAT] || []).filter((r) => r.n > from).map((r) => r.kind);
+const a = s.seen[ASKER] || (s.seen[ASKER] = Object.create(null));
+const recs = s.recs[CHAT] || [];
+// Never asked by this asker here (a tab the hook reached only now): only its newest stop can be this cancel's.
+const from = CHAT in a ? a[CHAT] : (recs.length ? recs[recs.length - 1].n - 1 : s.n);
+const kinds = recs.filter((r) => r.n > from).map((r) => r.kind);
 a[CHAT] = s.n;
 return {hook: had, kinds: kinds};
 """

@@ -108,8 +108,15 @@ class Stop:
 
 
 @attrs.frozen
+class Inline:
+    """A Pipe request sent the run (``chat.send``) and streams it through its own response: Open WebUI's request
+    writes the message's stream, and this process holds the message (``claimed``) until the request ends."""
+
+
+@attrs.frozen
 class Handover:
-    """The inline request ended before its run: a writer continues the same message (the Pipe issue)."""
+    """The inline request ended (before its run, or at its end): a writer continues the same message, and on the
+    run's own terminal finalizes it from the transcript (seed 000 section 2.6)."""
 
 
 @attrs.frozen
@@ -162,6 +169,7 @@ Input = (
     Showable
     | Terminal
     | Stop
+    | Inline
     | Handover
     | Listed
     | ClaimResult
@@ -174,8 +182,8 @@ Input = (
 )
 #: Every input type, for the exhaustive transition-table test.
 INPUT_TYPES: tuple[type, ...] = (
-    Showable, Terminal, Stop, Handover, Listed, ClaimResult, TranscriptChecked, WriteResult, ConnectionClosed, Hello,
-    Retry, WriterFailed,
+    Showable, Terminal, Stop, Inline, Handover, Listed, ClaimResult, TranscriptChecked, WriteResult, ConnectionClosed,
+    Hello, Retry, WriterFailed,
 )  # fmt: skip
 
 
@@ -337,6 +345,14 @@ def _open_hello(life: Lifecycle, event: Input) -> tuple[Action, ...]:
 
 
 _on(State.OPEN, ConnectionClosed)(_stay)
+
+
+@_on(State.OPEN, Inline)
+def _open_inline(life: Lifecycle, event: Input) -> tuple[Action, ...]:
+    # The request holds the message (Open WebUI made it; owc recorded this process as its writer): no writer of
+    # this process streams it while the request does, and other processes back off from it.
+    life.claimed = True
+    return life._to(State.INLINE)
 
 
 @_on(State.CLAIMING, ClaimResult)

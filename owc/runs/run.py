@@ -70,6 +70,10 @@ class Run:
     check_waits: bool = False
     #: The tabs were told its message is not saved yet (once; they hear again when it is).
     told_unsaved: bool = False
+    #: A user turn whose request ended: its writer takes back the message the request's own save marked done.
+    handed_over: bool = False
+    #: Handed over while no connection was up: the next connection's hello starts its writer.
+    handover_pending: bool = False
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property

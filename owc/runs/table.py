@@ -324,6 +324,9 @@ class RunTable:
             if run.key not in self.carried:
                 continue
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
+            if run.handover_pending and run.life.state is State.INLINE:
+                run.handover_pending = False  # its request ended while no connection was up
+                self.apply(run, Handover())
             if run.life.settled or run.life.ended:
                 continue
             if info.boot_changed:
@@ -417,9 +420,10 @@ class RunTable:
         return sum(self.stop_run(run) for run in self.ledger.unsettled() if run.ref.chat_id == chat_id)
 
     def stop_run(self, run: Run) -> bool:
-        """The user pressed Stop on ``run``'s message (its writer's Open WebUI task was cancelled): abort it and
-        finalize its message with what it has, unless it has ended or is past streaming already."""
-        if run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING) and not run.life.ended:
+        """The user pressed Stop on ``run``'s message (its writer's Open WebUI task, or the request of a user turn,
+        was cancelled): abort it and finalize its message with what it has, unless it has ended or is past
+        streaming already. A user turn still inline notes it: its handover's writer aborts and finalizes."""
+        if run.life.state in (State.OPEN, State.CLAIMING, State.STREAMING, State.INLINE) and not run.life.ended:
             self.apply(run, Stop())
             return True
         return False

@@ -301,6 +301,7 @@ class _Writer:
                 task_id=task_id,
                 create=create,
                 adopt_writerless=True,
+                reopen=r.handed_over,
             )
         except StoreError as exc:
             log.error("runs.claim_failed run=%s chat=%s error=%s", r.run_id, r.ref.chat_id, exc)
@@ -310,7 +311,9 @@ class _Writer:
         if isinstance(result, (Claimed, TakenOver)):
             ctx.stats.claims += 1
             ctx.apply(r, ClaimResult(ClaimOutcome.WON))
-            if isinstance(result, Claimed):
+            if r.handed_over:
+                await self._reopen()
+            elif isinstance(result, Claimed):
                 parent = (
                     {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
                 )
@@ -333,8 +336,10 @@ class _Writer:
                 )
             return
         if isinstance(result, AlreadyThere):
-            if result.writer == ctx.writer_id and not result.done:
+            if result.writer == ctx.writer_id and (not result.done or r.handed_over):
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
+                if r.handed_over:
+                    await self._reopen()
                 return
             log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
             if result.done:
@@ -374,6 +379,29 @@ class _Writer:
             return
         ctx.apply(r, ClaimResult(ClaimOutcome.LOCKED))
         await r.wait_changed()  # try again on the run's next event
+
+    async def _reopen(self) -> None:
+        """A handover of a user turn whose run goes on: Open WebUI's request saved M ``done`` with the output it
+        had and its tabs marked it done. M is put back ``done: false`` with the full output (a crash from here on
+        leaves it for the next process to finish), the tabs are told it is still being written, and the first
+        flush sends the whole output (the tabs hold the request's)."""
+        r = self.run_
+        self.snapshot_first = True
+        if r.life.ended:
+            return  # finalized next, from the transcript
+        output = r.renderer.output()
+        try:
+            result = await self.ctx.store.write(
+                r.ref.chat_id, r.message_id, content=output_text(output), output=output, done=False
+            )
+        except StoreError as exc:  # the finalize writes it all the same (or reports why it cannot)
+            log.warning("runs.reopen_not_written run=%s error=%s", r.run_id, exc)
+        else:
+            if not isinstance(result, Written):
+                log.warning("runs.reopen_not_written run=%s result=%s", r.run_id, type(result).__name__)
+        await self._emit(
+            {"type": "chat:messages", "data": {"messages": {r.message_id: {"id": r.message_id, "done": False}}}}
+        )
 
     # ------------------------------------------------------------------ streaming
 

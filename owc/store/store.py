@@ -308,6 +308,7 @@ class ChatStore:
         task_id: str | None = None,
         create: bool = True,
         adopt_writerless: bool = False,
+        reopen: bool = False,
     ) -> ClaimResult:
         """Make M at the chat's true tail, or report who has it. One transaction.
 
@@ -316,6 +317,9 @@ class ChatStore:
 
         ``adopt_writerless``: an unfinished M with no recorded writer (Open WebUI's own placeholder, left by a
         request that died: seed P20) is taken over too.
+
+        ``reopen``: a handover (seed 000 section 2.6): the inline request's own end-of-stream save marked M
+        ``done`` with the output it had; its writer takes M back all the same (unless a live writer holds it).
 
         ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
         whether a recorded writer is still a live connection (the process-wide registry).
@@ -333,7 +337,7 @@ class ChatStore:
                     done = existing.get("done") is True
                     orphan = holder is None and adopt_writerless
                     if (
-                        done
+                        (done and not reopen)
                         or (holder is None and not orphan)
                         or holder == writer
                         or (holder is not None and alive(holder))

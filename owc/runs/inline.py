@@ -1,0 +1,132 @@
+"""A user turn streamed through the Pipe's own request, and its handover to a writer (seed 000 section 2.6).
+
+The Pipe's ``pipe()`` (``owc/owui/pipe.py``) sends the user's message with ``chat.send`` under a run id that carries
+Open WebUI's own reply stub M (``msg-<chat>-<M>-input-<t>``; the run id is the idempotency key, so a retried send
+never starts a second run). Before it sends, the run is opened here in ``INLINE``: no writer of this process streams
+it (the request does), and M is recorded as held by this process's writer id, so other processes back off from it.
+The request then pulls the run's rendering (``InlineTurn.next_output``) and relays it as Responses items.
+
+**Every way the request ends is the same handover**: the run's own end, a Stop, "Send now", a closed tab, Open
+WebUI's shutdown. When Open WebUI's task for the request has ended (its end-of-stream save has written M with the
+output it had), ``request_ended`` hands the run to a writer for the same M: it takes M back (``reopen``), streams
+on if the run is still going, and on the run's own terminal finalizes M from the transcript, as for any run. One
+finalize path for agent turns and user turns alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from owc.gateway import GatewayError
+from owc.rules.lifecycle import Handover, Inline, State, Terminal, WriteOutcome, WriteResult
+from owc.runs.run import Run
+from owc.store import AlreadyThere, Claimed, StoreError, TakenOver
+
+if TYPE_CHECKING:
+    from owc.runs.table import Bridge, RunTable
+
+log = logging.getLogger("owc.runs")
+
+
+class UserTurnError(Exception):
+    """The turn could not be sent; ``str()`` is the one line the user sees (never a traceback, never a token)."""
+
+
+@attrs.frozen
+class Step:
+    """What the request shows next: the run's output so far, and whether the request's part is over (the run
+    ended or was stopped, or its rendering needs a rewrite the request cannot stream: the writer takes it on)."""
+
+    output: list[dict[str, Any]]
+    over: bool
+
+
+class InlineTurn:
+    """One user turn's inline side: the request pulls from it, and tells it when Open WebUI's task has ended."""
+
+    def __init__(self, bridge: Bridge, run: Run) -> None:
+        self.bridge = bridge
+        self.run = run
+
+    async def next_output(self, shown: list[dict[str, Any]]) -> Step:
+        """Until the run's rendering differs from ``shown``, or the request's part is over."""
+        run = self.run
+        while True:
+            over = run.life.state is not State.INLINE or run.life.ended
+            output = run.renderer.output()
+            if over or output != shown:
+                return Step(output, over)
+            await run.wait_changed()
+
+    def request_ended(self) -> None:
+        """Open WebUI's task for the request has ended (whatever ended it): the run goes to a writer."""
+        run = self.run
+        if run.life.state is not State.INLINE:
+            return
+        run.handed_over = True
+        table = self.bridge.table
+        if table is None:
+            # No connection now: the next connection's hello hands it over (``RunTable.on_hello``).
+            run.handover_pending = True
+            log.info("runs.handover_waits run=%s (no Gateway connection now)", run.run_id)
+            return
+        log.info("runs.handover run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)
+        table.apply(run, Handover())
+
+
+async def start_user_turn(
+    bridge: Bridge, table: RunTable, session_key: str, run_id: str, message: str, **send: Any
+) -> InlineTurn:
+    """Open the run ``INLINE``, hold its message for this process, send it. Raises ``UserTurnError``."""
+    ledger = bridge.ledger
+    if ledger.get(session_key, run_id) is not None:
+        raise UserTurnError("This message is already being answered.")
+    run = ledger.open(session_key, run_id)
+    if run is None:
+        raise UserTurnError("This chat cannot be sent to the agent (its session key is not an Open WebUI chat's).")
+    table.apply(run, Inline())
+    await _hold(bridge, table, run)
+    params = {"sessionKey": session_key, "message": message, "idempotencyKey": run_id, **send}
+    try:
+        reply = await table.conn.request("chat.send", params)
+    except GatewayError as exc:
+        log.error("runs.send_failed run=%s error=%s", run_id, exc)
+        # Nothing was started: the request writes its error line into M, and the run is done here.
+        table.apply(run, WriteResult(WriteOutcome.WRITTEN))
+        raise UserTurnError(f"The agent did not take the message: {exc}") from exc
+    status = reply.get("status") if isinstance(reply, dict) else None
+    log.info("runs.sent run=%s status=%s", run_id, status)
+    if status not in ("started", "in_flight", None):
+        # The Gateway had already run it (a retried request): its end will not be streamed again; the
+        # handover's writer finalizes M from the transcript.
+        run.mark_missed(f"chat.send answered {status!r}: the run ran before")
+        table.apply(run, Terminal(f"chat.send {status}"))
+    return InlineTurn(bridge, run)
+
+
+async def _hold(bridge: Bridge, table: RunTable, run: Run) -> None:
+    """Record this process's writer as M's holder (Open WebUI made M with no writer): other processes then back
+    off, and if this one dies the next one's reconcile finishes M. A database that refuses is logged: the turn is
+    sent all the same (Open WebUI's request writes M; the handover tries the database again)."""
+    try:
+        result = await bridge.store.claim(
+            run.ref.chat_id,
+            run.message_id,
+            run_id=run.run_id,
+            writer=table.writer_id,
+            alive=bridge.registry.may_be_alive,
+            user_id=run.ref.user_id,
+            create=False,
+            adopt_writerless=True,
+        )
+    except StoreError as exc:
+        log.error("runs.inline_hold_failed run=%s chat=%s error=%s", run.run_id, run.ref.chat_id, exc)
+        return
+    if isinstance(result, (TakenOver, Claimed)) or (
+        isinstance(result, AlreadyThere) and result.writer == table.writer_id
+    ):
+        return
+    log.warning("runs.inline_hold run=%s chat=%s result=%s", run.run_id, run.ref.chat_id, type(result).__name__)

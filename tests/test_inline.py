@@ -1,0 +1,185 @@
+"""User turns streamed inline through the Pipe's request, and the handover (``owc/runs/inline.py``; seed 000
+section 2.6): the simulator on loopback, a real SQLite file with Open WebUI's schema, the run table as in
+production. Open WebUI's own part is played as Open WebUI does it: it makes the reply stub M before ``pipe()``
+runs, and when its task ends it saves M ``done: true`` with the output the request streamed (the middleware's
+end-of-stream save); ``request_ended`` is what owc's Pipe calls at that task's end.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import trio
+
+from owc import ids
+from owc.render import output_text
+from owc.rules.lifecycle import State
+from owc.runs.inline import InlineTurn, UserTurnError
+from owc.sim.script import End, Hold, Text, Tool
+
+from harness import USER, Env, open_env
+
+
+async def _user_turn_chat(env: Env) -> tuple[str, str, str]:
+    """A chat whose user just sent a message: Open WebUI's user message and its empty reply stub M."""
+    chat_id, m = str(uuid.uuid4()), str(uuid.uuid4())
+    user = {"id": "u1", "parentId": None, "childrenIds": [m], "role": "user", "content": "hi", "timestamp": 1}
+    stub = {
+        "id": m,
+        "parentId": "u1",
+        "childrenIds": [],
+        "role": "assistant",
+        "content": "",
+        "model": "openclaw.main",
+        "done": False,
+        "timestamp": 2,
+    }
+    body = {
+        "id": chat_id,
+        "title": "t",
+        "models": ["openclaw.main"],
+        "history": {"currentId": m, "messages": {"u1": user, m: stub}},
+        "messages": [],
+    }
+    await env.store.create_chat(chat_id, USER, chat=body)
+    return chat_id, ids.session_key("main", USER, chat_id), m
+
+
+async def _stream(turn: InlineTurn, until: str | None = None) -> list[dict[str, Any]]:
+    """What the Pipe's request relays: the rendering step by step, until ``until`` shows or its part is over."""
+    shown: list[dict[str, Any]] = []
+    while True:
+        step = await turn.next_output(shown)
+        shown = step.output
+        if step.over or (until is not None and until in output_text(shown)):
+            return shown
+
+
+async def _open_webui_ends_its_task(env: Env, turn: InlineTurn, output: list[dict[str, Any]]) -> None:
+    """Open WebUI's middleware saves M done with what the request streamed; then its task ends."""
+    run = turn.run
+    await env.store.write(run.ref.chat_id, run.message_id, content=output_text(output), output=output, done=True)
+    turn.request_ended()
+
+
+async def test_a_user_turn_streams_inline_and_its_message_is_finalized_from_the_transcript(tmp_path) -> None:
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("Checking."), Tool("exec", {"cmd": "ls"}, "a b"), Text("Done."), End()]
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "list the files")
+        assert turn.run.life.state is State.INLINE and turn.run.message_id == m  # the identity rule: Open WebUI's M
+        streamed = await _stream(turn)
+        assert output_text(streamed) == "Checking.\nDone." and len(streamed) == 4  # text, call, result, text
+        events_before = len(env.emitter.of(m))
+        await _open_webui_ends_its_task(env, turn, streamed)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert [i for i, v in messages.items() if v["role"] == "assistant"] == [m]  # one message: Open WebUI's M
+        assert messages[m]["done"] is True and messages[m]["content"] == "Checking.\nDone."
+        assert messages[m]["meta"]["openclaw_run"] == run_id
+        assert turn.run.life.state is State.DONE
+        # The writer never streamed text the request had shown: only the final message went to the tabs.
+        after = [e.type for e in env.emitter.of(m)[events_before:]]
+        assert "response:completion" not in after and after.count("chat:messages") == 1
+        assert env.sim.requests["chat.send"] == 1
+
+
+async def test_a_request_that_ends_mid_run_hands_the_same_message_to_a_writer(tmp_path) -> None:
+    """HandoverTests: the request is cut (a closed tab, Send now, Open WebUI's shutdown); the writer takes M back
+    (``done: false`` with the full output), streams the rest, finalizes at the run's own end: no duplicate text."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("First part,"), Hold()]
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "go")
+        cut = await _stream(turn, until="First part,")
+        writes: list[tuple[bool, str]] = []
+        write = env.store.write
+
+        async def spy(chat: str, message: str, **kwargs: Any) -> Any:
+            if message == m:
+                writes.append((kwargs["done"], output_text(kwargs["output"])))
+            return await write(chat, message, **kwargs)
+
+        env.store.write = spy  # type: ignore[method-assign]
+        await _open_webui_ends_its_task(env, turn, cut)
+        await env.until(lambda: turn.run.life.state is State.STREAMING)
+        env.sim.handle(run_id).text(" second part.").end()
+        await env.settled()
+        # Open WebUI's save (done, cut), the writer taking M back (not done, the full output so far), the final.
+        assert writes[:2] == [(True, "First part,"), (False, "First part,")] and writes[-1][0] is True
+        told = [e.event for e in env.emitter.of(m, "chat:messages")]
+        assert told[0]["data"]["messages"][m] == {"id": m, "done": False}  # the tabs: still being written
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and final["content"] == "First part, second part."
+        assert [i for i, v in (await env.messages(chat_id)).items() if v["role"] == "assistant"] == [m]
+        # The writer's first flush was the whole output (the tabs held the request's), then only what was new.
+        completions = [e.event for e in env.emitter.of(m) if e.type in ("chat:completion", "response:completion")]
+        assert completions and completions[0]["type"] == "chat:completion"
+
+
+async def test_a_stop_during_a_user_turn_aborts_it_and_keeps_what_it_had(tmp_path) -> None:
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("Working on it"), Hold()]
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "go")
+        cut = await _stream(turn, until="Working on it")
+        env.bridges["A"].stop_run(turn.run)  # the page said Stop (owc.rules.intent)
+        await _open_webui_ends_its_task(env, turn, cut)
+        await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and final["content"].startswith("Working on it")
+        assert env.sim.requests["chat.abort"] == 1
+
+
+async def test_a_retried_request_never_starts_a_second_run(tmp_path) -> None:
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "hello")
+        with pytest.raises(UserTurnError):
+            await env.runtimes["A"].user_turn(key, run_id, "hello")
+        streamed = await _stream(turn)
+        await _open_webui_ends_its_task(env, turn, streamed)
+        await env.settled()
+        assert env.sim.requests["chat.send"] == 1
+
+
+async def test_a_send_the_gateway_refuses_is_one_clear_line_and_leaves_nothing_running(tmp_path) -> None:
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.fail_requests("chat.send")
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        with pytest.raises(UserTurnError, match="did not take the message") as caught:
+            await env.runtimes["A"].user_turn(key, run_id, "hello")
+        assert "Traceback" not in str(caught.value) and "\n" not in str(caught.value)
+        run = env.bridges["A"].ledger.get(key, run_id)
+        assert run is None or run.life.state is State.DONE  # settled: nothing waits for a run that never began
+        await env.settled()
+
+
+async def test_an_unreachable_gateway_refuses_the_turn_with_one_clear_line(tmp_path) -> None:
+    from owc.gateway import GatewayConfig
+    from owc.runtime import RuntimeConfig, open_runtime
+
+    from conftest import TOKEN
+
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    async with open_env(tmp_path) as env:
+        chat_id, key, m = await _user_turn_chat(env)
+        config = RuntimeConfig(url=f"ws://127.0.0.1:{port}", token=TOKEN, gateway=GatewayConfig(backoff_jitter=0))
+        async with open_runtime(config, env.store, env.emitter) as runtime:
+            with pytest.raises(UserTurnError, match="not reachable right now: your message was not sent"):
+                await runtime.user_turn(key, ids.input_run_id(chat_id, m, "t1"), "hello")
+            assert TOKEN not in str(runtime.client)
