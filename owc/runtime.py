@@ -43,10 +43,18 @@ class RuntimeConfig:
     reconcile_limit: int = RECONCILE_LIMIT
 
 
+#: ``Runtime.user_turn(model=...)``: leave the session's model as it is.
+KEEP_MODEL = object()
+
+
 class Runtime:
     def __init__(self, client: GatewayClient, bridge: Bridge) -> None:
         self.client = client
         self.bridge = bridge
+        #: The model each session was pinned to by this process (``sessions.patch``), so it is sent once.
+        self._models: dict[str, object] = {}
+        #: The Gateway's models as last listed (``owc.owui.models.GatewayModel``), shown when it cannot answer.
+        self.gateway_models: list[Any] = []
 
     @property
     def ledger(self) -> Ledger:
@@ -56,13 +64,22 @@ class Runtime:
         """Until a connection has said hello-ok (an event, not a clock)."""
         await self.client.wait_connection()
 
-    async def user_turn(self, session_key: str, run_id: str, message: str, **send: Any) -> InlineTurn:
+    async def user_turn(
+        self, session_key: str, run_id: str, message: str, *, model: str | object | None = KEEP_MODEL, **send: Any
+    ) -> InlineTurn:
         """Send a user's message as run ``run_id`` and stream it inline (``owc/runs/inline.py``). Waits for the
         connection's hello while the client is connecting; while it backs off after a failure, the Gateway is
-        unreachable now and the turn is refused (``UserTurnError``) rather than held on a clock."""
+        unreachable now and the turn is refused (``UserTurnError``) rather than held on a clock.
+
+        A run still going on the session (an agent turn, the previous reply handed to a writer by "Send now") is
+        waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
+        Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so."""
+        await self.bridge.until(lambda: not self.bridge.ledger.running_on(session_key))
         while True:
             table = self.bridge.table
             if table is not None and table.hello is not None and not table.conn.closed:
+                if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
+                    await self._pin_model(table, session_key, model)
                 return await start_user_turn(self.bridge, table, session_key, run_id, message, **send)
             if self.client.backoff_until is not None:
                 raise UserTurnError(
@@ -76,6 +93,13 @@ class Runtime:
 
                 nursery.start_soon(first, self.bridge.changed)
                 nursery.start_soon(first, self.client.wait_backing_off)
+
+    async def _pin_model(self, table: Any, session_key: str, model: Any) -> None:
+        try:
+            await table.conn.request("sessions.patch", {"key": session_key, "model": model})
+        except GatewayError as exc:
+            raise UserTurnError(f"The agent could not switch to the model {model or 'default'}: {exc}") from exc
+        self._models[session_key] = model
 
     def stop_chat(self, chat_id: str) -> int:
         """The user's Stop for ``chat_id``: the runs this process streams there are aborted and finalized."""

@@ -306,6 +306,102 @@ def test_a_stop_nobody_explains_keeps_the_agent_turn_and_a_reloaded_tab_can_stil
     page.screenshot("w6-stopped-after-reload")
 
 
+def _reply_of(admin: Any, chat_id: str, after_text: str) -> tuple[str, dict[str, Any]] | None:
+    """The assistant reply (id, message) to the user message whose content is ``after_text``."""
+    messages = admin.get_chat(chat_id)["chat"]["history"]["messages"]
+    for mid, m in messages.items():
+        parent = messages.get(m.get("parentId") or "")
+        if m.get("role") == "assistant" and parent is not None and parent.get("content") == after_text:
+            return mid, m
+    return None
+
+
+def _finished_reply(admin: Any, chat_id: str, after_text: str) -> dict[str, Any] | None:
+    found = _reply_of(admin, chat_id, after_text)
+    return found[1] if found is not None and found[1].get("done") is True else None
+
+
+def test_a_typed_message_gets_the_agents_reply_live_with_tool_cards(deployment, browser) -> None:
+    """Scenario 9: a person types to their agent; the reply streams through the request, tool card included,
+    into Open WebUI's own reply message, finished once; Open WebUI's background tasks never reach the agent."""
+    from owc.sim.script import CANNED_ANSWER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    page = open_page(browser, deployment)
+    sends = call(token, lambda: sim.requests["chat.send"])
+    chat_id = page.new_chat_with(MODEL, "USE_TOOL please", timeout_ms=WAIT_S * 1000)
+    page.wait_for_assistant_text(CANNED_ANSWER, timeout_ms=WAIT_S * 1000)
+    page.screenshot("w9-user-turn")
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "USE_TOOL please"), "the finished reply")
+    assert reply["content"].endswith(CANNED_ANSWER)
+    assert [i["type"] for i in reply["output"]][:2] == ["function_call", "function_call_output"]
+    assert page.page.get_by_text("read").count() >= 1  # the tool card
+    assert len([m for m in assistant_messages(admin, chat_id).values()]) == 1
+    assert call(token, lambda: sim.requests["chat.send"]) == sends + 1  # the title task did not reach the agent
+    key = ids.session_key("main", admin.user_id, chat_id)
+    assert call(token, lambda: len([r for r in sim.runs.values() if r.key == key])) == 1
+
+
+def test_stop_mid_reply_aborts_the_agent_and_keeps_the_partial_reply(deployment, browser) -> None:
+    """Scenario 10: Stop during a user turn: the run is aborted at the Gateway; the reply keeps what it had."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    page = open_page(browser, deployment)
+    aborts = call(token, lambda: sim.requests["chat.abort"])
+    chat_id = page.new_chat_with(MODEL, "SLOW answer", timeout_ms=WAIT_S * 1000)
+    page.wait_for_assistant_text("Hello", timeout_ms=WAIT_S * 1000)
+    page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+    page.click_stop(timeout_ms=WAIT_S * 1000)
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "SLOW answer"), "the stopped reply")
+    assert reply["content"].startswith("Hello")
+    wait_until(lambda: call(token, lambda: sim.requests["chat.abort"]) > aborts, "the abort at the Gateway")
+    page.screenshot("w10-user-turn-stopped")
+
+
+def test_send_now_during_a_reply_finishes_it_and_the_queued_message_gets_its_own(deployment, browser) -> None:
+    """Scenario 11: a message queued during a reply and sent with "Send now": the first reply is not aborted and
+    completes in its own message; the queued one is sent after the first run's end and gets its own reply."""
+    from owc.sim.script import CANNED_ANSWER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    page = open_page(browser, deployment)
+    aborts = call(token, lambda: sim.requests["chat.abort"])
+    chat_id = page.new_chat_with(MODEL, "SLOW first", timeout_ms=WAIT_S * 1000)
+    page.wait_for_assistant_text("Hello", timeout_ms=WAIT_S * 1000)
+    page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+    key = ids.session_key("main", admin.user_id, chat_id)
+    first = call(token, lambda: sim.active_run(key))
+    assert first is not None
+    page.queue_message("then this", timeout_ms=WAIT_S * 1000)
+    page.click_send_now(timeout_ms=WAIT_S * 1000)
+    page.screenshot("w11-send-now")
+    # The queued turn waits for the first run's own end (it never steers into it).
+    call(token, lambda: first.text(" and the rest.").end())
+    done_first = wait_until(lambda: _finished_reply(admin, chat_id, "SLOW first"), "the first reply")
+    assert done_first["content"] == "Hello and the rest."
+    second = wait_until(lambda: _finished_reply(admin, chat_id, "then this"), "the queued message's reply")
+    assert second["content"] == CANNED_ANSWER
+    assert call(token, lambda: sim.requests["chat.abort"]) == aborts
+    page.wait_for_assistant_text(CANNED_ANSWER, timeout_ms=WAIT_S * 1000)
+    page.screenshot("w11-both-replies")
+
+
+def test_a_tab_closed_mid_reply_finds_it_complete_when_reopened(deployment, browser) -> None:
+    """Scenario 12: the tab closes mid-reply; the reply completes anyway and is whole when the chat is opened."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    page = open_page(browser, deployment)
+    chat_id = page.new_chat_with(MODEL, "SLOW then close", timeout_ms=WAIT_S * 1000)
+    page.wait_for_assistant_text("Hello", timeout_ms=WAIT_S * 1000)
+    key = ids.session_key("main", admin.user_id, chat_id)
+    run = call(token, lambda: sim.active_run(key))
+    page.page.close()
+    call(token, lambda: run.text(" after the tab closed.").end())
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "SLOW then close"), "the finished reply")
+    assert reply["content"] == "Hello after the tab closed."
+    again = open_page(browser, deployment, chat_id)
+    again.wait_for_assistant_text("after the tab closed.", timeout_ms=WAIT_S * 1000)
+    again.screenshot("w12-reopened")
+
+
 def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_message(
     sim, server_venv, browser_install, tmp_path
 ) -> None:

@@ -113,6 +113,8 @@ class OwuiEmitter:
         self._hooked: dict[str, frozenset[str]] = {}
         #: Per chat, the questions in flight after cancels (ended with the chat's last task).
         self._asks: dict[str, set[asyncio.Task[None]]] = {}
+        #: Questions after a user turn's request was cancelled (ended by their answer, or at shutdown).
+        self._inline_asks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ events
 
@@ -267,6 +269,45 @@ class OwuiEmitter:
             log.exception("owui.intent_call_failed chat=%s session=%s", task.chat_id, session_id)
         return None
 
+    # ------------------------------------------------------------------ user turns (the Pipe's own requests)
+
+    async def install_hook(self, chat_id: str, message_id: str, user_id: str) -> None:
+        """A user turn begins (loop thread): the tabs get the page hook, so a Stop or "Send now" that ends its
+        request can be told apart. ``message_id`` is Open WebUI's own reply stub, which the tabs hold."""
+        em = await self._emitter(chat_id, message_id, user_id)
+        if em is None:
+            return
+        try:
+            code = install_code(self.asker, chat_id, fresh=False)
+            await em({"type": "execute", "data": {"code": code}})
+        except Exception:
+            log.exception("owui.hook_install_failed chat=%s", chat_id)
+        finally:
+            self._emitters.pop((chat_id, message_id), None)  # the request's own emitter serves the turn
+
+    def ask_after_request_cancel(
+        self, chat_id: str, message_id: str, user_id: str, on_stop: Callable[[], object]
+    ) -> None:
+        """A user turn's request was cancelled (loop thread, from inside the dying request): ask the tabs, outside
+        that request, which control did it; ``on_stop`` (Trio side) only for a Stop. Nothing else is done here:
+        the request's end hands the run to a writer whatever the answer."""
+        probe = _Task(chat_id, message_id, user_id, on_stop, asyncio.Event())
+        probe.introduced.set()  # Open WebUI's own message: every tab on the chat holds it
+
+        async def ask() -> None:
+            intent = await self._ask(probe)
+            log.info("owui.intent chat=%s message=%s intent=%s (a user turn)", chat_id, message_id, intent.value)
+            if intent is Intent.STOP:
+                self._stop_chat(chat_id)  # every writer of the chat, as the page's stop cancelled all its tasks
+                try:
+                    self._host.run_sync_soon(on_stop)
+                except HostError:
+                    log.info("owui.stop_after_close chat=%s message=%s", chat_id, message_id)
+
+        asked = asyncio.get_running_loop().create_task(ask())
+        self._inline_asks.add(asked)
+        asked.add_done_callback(self._inline_asks.discard)
+
     def _stop_chat(self, chat_id: str) -> None:
         """A Stop: the page's stop cancelled every task of the chat, so every writer of the chat stops."""
         for task in [t for t in self._tasks.values() if t.chat_id == chat_id and not t.stopping]:
@@ -320,6 +361,8 @@ class OwuiEmitter:
             self._emitters.pop(key, None)
             self._tasks.pop(key).release.set()
         self._hooked.clear()
+        for asked in list(self._inline_asks):
+            asked.cancel()
         for asks in self._asks.values():
             for ask in asks:
                 ask.cancel()

@@ -164,6 +164,16 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     return runtime
 
 
+def current_runtime() -> tuple[guest.TrioHost, Runtime]:
+    """The process's running host and runtime (after ``ensure_started``); raises ``HostError`` if owc is not
+    running (closing, or never started)."""
+    host = guest.current_host()
+    runtime = host.started_value if host is not None else None
+    if host is None or not isinstance(runtime, Runtime):
+        raise guest.HostError("owc is not running")
+    return host, runtime
+
+
 async def shutdown() -> None:
     """Close owc: its Gateway connection and every writer; a run still going is left to the next process."""
     host = guest.process_host()

@@ -3,17 +3,32 @@ stays a few lines that Open WebUI may re-execute on every save without touching 
 
 * ``on_event``: the startup Event Function's ``event()``; at ``system.startup.completed`` the runtime starts with
   the Pipe's saved Valves (read from Open WebUI's ``function`` table), else the environment;
-* ``pipe``: the Pipe's ``pipe()``; starts the runtime if the startup hook did not (the fallback), and answers a
-  chat turn. User turns through the Gateway are the next issue's (13): until then the reply says so.
+* ``pipe``: the Pipe's ``pipe()``; starts the runtime if the startup hook did not (the fallback). Open WebUI's
+  background tasks are answered locally (``owc.owui.background``: never the agent's session). A user's message
+  is sent to the agent as a run whose id carries Open WebUI's reply stub, and the reply streams through the
+  request as Responses items (``user_turn``); every way the request ends hands the reply to owc's writer
+  (``owc/runs/inline.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from typing import Any
 
+import attrs
+
+from owc import ids
+from owc.owui import background, models
+from owc.owui.emitter import OwuiEmitter
+from owc.owui.guest import HostError
 from owc.owui.host import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
+from owc.render.diff import diff
+from owc.runs.inline import UserTurnError
+from owc.runtime import KEEP_MODEL
 
 log = logging.getLogger("owc.owui")
 
@@ -22,16 +37,32 @@ PIPE_ID = "openclaw"
 #: The startup Event Function's id.
 EVENT_ID = "openclaw_startup"
 
-USER_TURNS_LATER = (
-    "owc shows this chat's OpenClaw agent turns (cron wakes, sessions_send, sub-agent completions) as they run."
-    " Sending your own messages to the agent arrives with the next owc release."
-)
+#: What a person sees when owc itself cannot run (its settings are incomplete).
+NOT_RUNNING = "owc is not running: its Gateway settings are incomplete (see Open WebUI's log)."
+#: A temporary chat is never saved: owc could not finish its reply if the request ended early.
+TEMPORARY_CHAT = "OpenClaw answers in saved chats only (this one is temporary)."
 
 
-def pipes(valves: Any) -> list[dict[str, str]]:
-    """The Pipe's models (a manifold of one): ``openclaw.<agent id>``, shown as "OpenClaw"."""
+async def pipes(valves: Any) -> list[dict[str, str]]:
+    """The Pipe's models: the agent's own ("OpenClaw", ``openclaw.<agent id>``) first, then the Gateway's
+    (``models.list``, whitelist and cap from the Valves). Without an answer from the Gateway (owc not running,
+    not connected, a refusal) the last list it gave is shown, marked as such; never an exception."""
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
-    return [{"id": agent, "name": "OpenClaw"}]
+    whitelist = str(getattr(valves, "MODEL_WHITELIST", "") or "")
+    cap = getattr(valves, "MAX_MODELS", 30)
+    from owc.owui.host import current_runtime
+
+    try:
+        host, runtime = current_runtime()
+    except HostError:
+        return models.manifold_entries(agent, [], whitelist=whitelist, cap=cap, reached=False)
+    try:
+        payload = await host.run_in_trio(partial(runtime.client.request, "models.list", {}))
+    except Exception as exc:  # not connected, refused, a transport timeout: the picker must still open
+        log.warning("owui.models_unavailable error=%s", exc)
+        return models.manifold_entries(agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=False)
+    runtime.gateway_models = models.read_models(payload)
+    return models.manifold_entries(agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=True)
 
 
 async def _start(valves: Any, app: Any) -> bool:
@@ -71,12 +102,142 @@ async def on_event(event: Any, app: Any) -> None:
     await _start(valves, app)
 
 
-async def pipe(valves: Any, body: Mapping[str, Any], *, request: Any = None, task: Any = None) -> str:
-    """The Pipe's ``pipe()``. A background task of Open WebUI (title, tags, follow-ups: ``__task__`` set) must
-    never start an agent run; it gets an empty answer."""
-    started = await _start(valves, getattr(request, "app", None))
+async def pipe(
+    valves: Any,
+    body: Mapping[str, Any],
+    *,
+    user: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    request: Any = None,
+    task: Any = None,
+    task_body: Mapping[str, Any] | None = None,
+) -> str | AsyncIterator[dict[str, Any] | str]:
+    """The Pipe's ``pipe()``. A background task of Open WebUI (title, tags, follow-ups: ``__task__`` set) never
+    reaches the agent: it is answered here. A user's message becomes an agent run streamed back as Responses
+    events (``user_turn``); what cannot be sent is said in one line."""
     if task:
-        return ""
+        return background.answer(str(task), dict(body or {}), dict(task_body) if task_body else None)
+    started = await _start(valves, getattr(request, "app", None))
     if not started:
-        return "owc is not running: its Gateway settings are incomplete (see Open WebUI's log)."
-    return USER_TURNS_LATER
+        return NOT_RUNNING
+    turn = _turn_from(valves, body, user or {}, metadata or {})
+    if isinstance(turn, str):
+        return turn
+    return user_turn(turn)
+
+
+@attrs.frozen
+class Turn:
+    """One user message to send: where it goes and the reply stub it fills."""
+
+    chat_id: str
+    message_id: str
+    user_id: str
+    session_key: str
+    run_id: str
+    text: str
+    model: str | object | None
+
+
+def _turn_from(
+    valves: Any, body: Mapping[str, Any], user: Mapping[str, Any], metadata: Mapping[str, Any]
+) -> Turn | str:
+    chat_id, message_id, user_id = metadata.get("chat_id"), metadata.get("message_id"), user.get("id")
+    if not (isinstance(chat_id, str) and isinstance(message_id, str) and isinstance(user_id, str)):
+        return "OpenClaw needs a chat to answer in: this request named none."
+    if chat_id.startswith("local:") or not chat_id:
+        return TEMPORARY_CHAT
+    agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
+    text = last_user_text(body.get("messages"))
+    if not text:
+        return "There is no text in your message for the agent."
+    entry = models.entry_of_model_id(str(body.get("model") or ""))
+    entry_agent, model_key = models.model_for_entry(entry) if entry else (agent, None)
+    # The token after "input-" is the user's message id: a request Open WebUI retries sends the same run id,
+    # which the Gateway answers "in_flight" instead of starting a second run.
+    token = hashlib.sha256(str(metadata.get("user_message_id") or message_id).encode()).hexdigest()[:12]
+    return Turn(
+        chat_id=chat_id,
+        message_id=message_id,
+        user_id=user_id,
+        session_key=ids.session_key(agent, user_id, chat_id),
+        run_id=ids.input_run_id(chat_id, message_id, token),
+        text=text,
+        model=model_key if entry_agent == agent else KEEP_MODEL,
+    )
+
+
+def last_user_text(messages: Any) -> str:
+    """The text of the last user message (a string, or the text parts of a list; images are not sent yet)."""
+    if not isinstance(messages, list):
+        return ""
+    for message in reversed(messages):
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content.strip()
+            if isinstance(content, list):
+                parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
+                return "\n".join(t for t in parts if isinstance(t, str)).strip()
+            return ""
+    return ""
+
+
+async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
+    """Send the turn and relay its rendering as Responses events, which Open WebUI folds into the reply's
+    ``output`` and shows live (reference ``pipe-runtime-0.12.4.md`` section 4). When the request ends (the run's
+    end, a Stop, "Send now", a closed tab, Open WebUI stopping), its task's end hands the run to owc's writer."""
+    from owc.owui.host import current_runtime
+
+    try:
+        host, runtime = current_runtime()
+    except HostError:
+        yield NOT_RUNNING
+        return
+    emitter = runtime.bridge.emitter
+    if isinstance(emitter, OwuiEmitter):
+        await emitter.install_hook(turn.chat_id, turn.message_id, turn.user_id)
+    try:
+        inline = await host.run_in_trio(
+            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model)
+        )
+    except UserTurnError as exc:
+        log.warning("owui.turn_not_sent chat=%s: %s", turn.chat_id, exc)
+        yield str(exc)
+        return
+    except HostError:
+        yield "owc stopped before your message could be sent."
+        return
+
+    def request_ended(_: object) -> None:
+        try:
+            host.run_sync_soon(inline.request_ended)
+        except HostError:
+            log.info("owui.handover_after_close run=%s (the next start finishes it)", turn.run_id)
+
+    current = asyncio.current_task()
+    if current is not None:
+        current.add_done_callback(request_ended)
+    shown: list[dict[str, Any]] = []
+    try:
+        while True:
+            step = await host.run_in_trio(inline.next_output, shown)
+            change = diff(shown, step.output)
+            if change.needs_snapshot:
+                # A rewrite the request's stream cannot carry (an item replaced): the writer takes it on (it
+                # sends snapshots) when this request ends, now.
+                log.info("owui.turn_rewrite run=%s (handed to the writer)", turn.run_id)
+                return
+            for event in change.events:
+                yield event["data"]
+            shown = step.output
+            if step.over:
+                return
+    except asyncio.CancelledError:
+        if isinstance(emitter, OwuiEmitter):
+
+            def stop() -> None:
+                runtime.bridge.stop_run(inline.run)
+
+            emitter.ask_after_request_cancel(turn.chat_id, turn.message_id, turn.user_id, stop)
+        raise

@@ -86,6 +86,10 @@ class Ledger:
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
 
+    def running_on(self, session_key: str) -> bool:
+        """A run of the session has not ended yet (as far as this process knows)."""
+        return any(run.session_key == session_key and not run.life.ended for run in self.runs.values())
+
     def retire(self, run: Run) -> None:
         """The run is settled: drop its renderer (its text and tool results can be large), keep its key."""
         if self.runs.get(run.key) is run:

@@ -259,6 +259,22 @@ class OwuiPage:
         stop.wait_for(state="visible", timeout=timeout_ms)
         stop.click()
 
+    def send_message(self, text: str) -> None:
+        """Type ``text`` into the composer and press Enter (a new turn; queued instead while generating)."""
+        composer = self.page.locator(SEL_COMPOSER)
+        composer.click()
+        composer.type(text)
+        composer.press("Enter")
+
+    def new_chat_with(self, model_id: str, text: str, timeout_ms: float | None = None) -> str:
+        """Open a new chat on ``model_id`` (``/?model=...``), send ``text``; returns the chat id from the URL."""
+        self.goto(f"/?model={model_id}")
+        self.page.locator(SEL_COMPOSER).wait_for(state="visible", timeout=timeout_ms)
+        self._settle_changelog()
+        self.send_message(text)
+        self.page.wait_for_url(re.compile(r".*/c/[0-9a-f-]{36}"), timeout=timeout_ms)
+        return self.page.url.rstrip("/").rsplit("/", 1)[-1]
+
     def queue_message(self, text: str, timeout_ms: float | None = None) -> None:
         """Type ``text`` into the composer and press Enter while the tab is generating: the page queues it (its
         default) and shows it above the composer with a "Send now" button."""

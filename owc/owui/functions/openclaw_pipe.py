@@ -19,16 +19,30 @@ class Pipe:
             default="", description="Gateway token (else GATEWAY_TOKEN_FILE or $OWC_GATEWAY_TOKEN)"
         )
         GATEWAY_TOKEN_FILE: str = Field(default="", description="A file holding the Gateway token (mode 0600)")
+        MODEL_WHITELIST: str = Field(
+            default="", description="Gateway models to list, comma-separated (keys, ids, names or aliases)"
+        )
+        MAX_MODELS: int = Field(default=30, description="At most this many Gateway models (without a whitelist)")
 
     def __init__(self):
         self.valves = self.Valves()
 
-    def pipes(self):
+    async def pipes(self):
         from owc.owui.pipe import pipes
 
-        return pipes(self.valves)
+        return await pipes(self.valves)
 
-    async def pipe(self, body: dict, __request__=None, __task__=None):
+    async def pipe(
+        self, body: dict, __user__=None, __metadata__=None, __request__=None, __task__=None, __task_body__=None
+    ):
         from owc.owui.pipe import pipe
 
-        return await pipe(self.valves, body, request=__request__, task=__task__)
+        return await pipe(
+            self.valves,
+            body,
+            user=__user__,
+            metadata=__metadata__,
+            request=__request__,
+            task=__task__,
+            task_body=__task_body__,
+        )

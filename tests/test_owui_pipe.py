@@ -1,0 +1,85 @@
+"""The Pipe's entry points (``owc/owui/pipe.py``) where they decide without Open WebUI: what a request turns
+into (the session key, the run id carrying Open WebUI's reply stub, the text, the model), the lines a person sees
+when nothing can be sent, background tasks kept away from the agent, and the model list with owc not running.
+The user turn's stream itself runs in the W tier (the real server) and in ``tests/test_inline.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from owc import ids
+from owc.owui import pipe as owui_pipe
+from owc.owui.pipe import TEMPORARY_CHAT, Turn, _turn_from, last_user_text
+from owc.runtime import KEEP_MODEL
+
+CHAT, M, USER = str(uuid.uuid4()), str(uuid.uuid4()), "user-7"
+VALVES = SimpleNamespace(AGENT_ID="", MODEL_WHITELIST="", MAX_MODELS=30)
+
+
+def _body(text: Any = "hello", model: str = "openclaw.main") -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": "earlier"}, {"role": "user", "content": text}]}
+
+
+def test_a_request_becomes_a_run_on_the_chats_session_whose_id_carries_the_reply_stub() -> None:
+    meta = {"chat_id": CHAT, "message_id": M, "user_message_id": "u-1"}
+    turn = _turn_from(VALVES, _body(), {"id": USER}, meta)
+    assert isinstance(turn, Turn)
+    assert turn.session_key == ids.session_key("main", USER, CHAT)
+    assert ids.message_id(turn.session_key, turn.run_id) == M  # the identity rule maps it to Open WebUI's stub
+    assert turn.run_id.startswith(f"msg-{CHAT}-{M}-input-") and turn.text == "hello" and turn.model is None
+    again = _turn_from(VALVES, _body(), {"id": USER}, meta)
+    assert isinstance(again, Turn) and again.run_id == turn.run_id  # a retried request: the same run id
+
+
+def test_a_gateway_model_from_the_picker_is_pinned_and_another_agents_is_left_alone() -> None:
+    meta = {"chat_id": CHAT, "message_id": M}
+    turn = _turn_from(VALVES, _body(model="openclaw.main~ollama/qwen3:8b"), {"id": USER}, meta)
+    assert isinstance(turn, Turn) and turn.model == "ollama/qwen3:8b"
+    other = _turn_from(VALVES, _body(model="openclaw.ops~ollama/qwen3:8b"), {"id": USER}, meta)
+    assert isinstance(other, Turn) and other.model is KEEP_MODEL
+
+
+@pytest.mark.parametrize(
+    ("meta", "user", "body", "says"),
+    [
+        ({"chat_id": "local:abc", "message_id": M}, {"id": USER}, _body(), TEMPORARY_CHAT),
+        ({"message_id": M}, {"id": USER}, _body(), "named none"),
+        ({"chat_id": CHAT, "message_id": M}, {}, _body(), "named none"),
+        ({"chat_id": CHAT, "message_id": M}, {"id": USER}, _body(text=[{"type": "image_url"}]), "no text"),
+        ({"chat_id": CHAT, "message_id": M}, {"id": USER}, {"messages": None}, "no text"),
+    ],
+)
+def test_what_cannot_be_sent_is_one_line(meta: Any, user: Any, body: Any, says: str) -> None:
+    said = _turn_from(VALVES, body, user, meta)
+    assert isinstance(said, str) and says in said and "\n" not in said
+
+
+def test_the_users_text_is_read_from_strings_and_text_parts() -> None:
+    parts = [
+        {"type": "text", "text": "look at"},
+        {"type": "image_url", "image_url": {}},
+        {"type": "text", "text": "this"},
+    ]
+    assert last_user_text([{"role": "user", "content": parts}]) == "look at\nthis"
+    assert last_user_text([{"role": "assistant", "content": "x"}]) == ""
+    assert last_user_text("nonsense") == ""
+
+
+def test_background_tasks_never_start_the_runtime_or_reach_the_agent(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def refuse(*_: Any, **__: Any) -> bool:
+        raise AssertionError("a background task must not start owc or send anything")
+
+    monkeypatch.setattr(owui_pipe, "_start", refuse)
+    body = _body()
+    answer = asyncio.run(owui_pipe.pipe(VALVES, body, task="title_generation", task_body=body))
+    assert isinstance(answer, str) and '"title"' in answer
+
+
+def test_the_model_list_opens_with_owc_not_running() -> None:
+    listed = asyncio.run(owui_pipe.pipes(VALVES))
+    assert listed[0]["id"] == "main" and "OpenClaw" in listed[0]["name"]
