@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from owc import ids
 from owc.render import output_text
@@ -22,7 +23,7 @@ from owc.sim.script import End, Hold, Text, Tool
 from harness import USER, Env, open_env
 
 
-async def _user_turn_chat(env: Env) -> tuple[str, str, str]:
+async def _user_turn_chat(env: Env, user_id: str = USER) -> tuple[str, str, str]:
     """A chat whose user just sent a message: Open WebUI's user message and its empty reply stub M."""
     chat_id, m = str(uuid.uuid4()), str(uuid.uuid4())
     user = {"id": "u1", "parentId": None, "childrenIds": [m], "role": "user", "content": "hi", "timestamp": 1}
@@ -43,8 +44,8 @@ async def _user_turn_chat(env: Env) -> tuple[str, str, str]:
         "history": {"currentId": m, "messages": {"u1": user, m: stub}},
         "messages": [],
     }
-    await env.store.create_chat(chat_id, USER, chat=body)
-    return chat_id, ids.session_key("main", USER, chat_id), m
+    await env.store.create_chat(chat_id, user_id, chat=body)
+    return chat_id, ids.session_key("main", user_id, chat_id), m
 
 
 async def _stream(turn: InlineTurn, until: str | None = None) -> list[dict[str, Any]]:
@@ -183,3 +184,51 @@ async def test_an_unreachable_gateway_refuses_the_turn_with_one_clear_line(tmp_p
             with pytest.raises(UserTurnError, match="not reachable right now: your message was not sent"):
                 await runtime.user_turn(key, ids.input_run_id(chat_id, m, "t1"), "hello")
             assert TOKEN not in str(runtime.client)
+
+
+async def test_simultaneous_turns_of_two_users_in_two_chats_do_not_bleed(tmp_path) -> None:
+    """EventConsumerMatchingTests: each request streams its own run only."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        env.sim.responder = lambda k, msg: [Text(f"Reply to {msg}."), Hold()]
+        turns = []
+        for n in range(2):
+            chat_id, key, m = await _user_turn_chat(env, f"user-{n}")
+            turns.append(await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), f"q{n}"))
+        for n, turn in enumerate(turns):
+            assert output_text(await _stream(turn, until=f"q{n}.")) == f"Reply to q{n}."
+        for turn in turns:
+            env.sim.handle(turn.run.run_id).end()
+        for n, turn in enumerate(turns):
+            assert output_text(await _stream(turn)) == f"Reply to q{n}."
+            await _open_webui_ends_its_task(env, turn, turn.run.renderer.output())
+        await env.settled()
+
+
+async def test_a_message_sent_while_a_run_is_going_waits_for_its_end_and_chains_after_it(tmp_path) -> None:
+    """Case 7 / NoDroppedMessagesTests: an agent turn streams in the chat; a user turn sent meanwhile is not sent
+    into it (no steering): it is sent when the running run ends, and both messages exist, in order."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        agent = env.sim.start_run(key, "agent-turn").text("Cron report so far")
+        agent_message = ids.message_id(key, "agent-turn")
+        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.bridges["A"].ledger.unsettled()))
+        sending: list[InlineTurn] = []
+
+        async def send() -> None:
+            sending.append(await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "hello"))
+
+        env.nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()  # every task waits on something: the send waits for the run
+        await env.clients["A"].request("sessions.list", {"limit": 1})  # after anything sent before on the socket
+        assert env.sim.requests["chat.send"] == 0 and not sending  # waiting, not steering
+        agent.text(" and done.").end()
+        await env.until(lambda: bool(sending))
+        turn = sending[0]
+        await _open_webui_ends_its_task(env, turn, await _stream(turn))
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert env.sim.requests["chat.send"] == 1
+        assert messages[agent_message]["done"] is True and messages[m]["done"] is True
+        assert messages[agent_message]["content"] == "Cron report so far and done."

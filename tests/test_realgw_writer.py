@@ -264,3 +264,37 @@ async def test_a_short_answer_that_starts_like_a_sentinel_is_shown(
     assert [h.text for h in run_messages(history, run_id)] == ["NO"]
     message = saved["history"]["messages"][m]
     assert message["done"] is True and message["content"] == "NO"
+
+
+async def test_a_user_turn_through_the_pipes_path_matches_the_real_transcript(real_gateway, tmp_path: Path) -> None:
+    """Issue 13: a user turn sent the Pipe's way (``Runtime.user_turn``: the run id carries Open WebUI's reply stub,
+    the reply streams inline) with a tool call, against the real Gateway; what the request streamed and the
+    message the handover's writer finalized both equal the real transcript's."""
+    user, chat_id, m = "u-real", str(uuid.uuid4()), str(uuid.uuid4())
+    key = ids.session_key("main", user, chat_id)
+    run_id = ids.input_run_id(chat_id, m, "t1")
+    stub = {"id": m, "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False}
+    asked = {"id": "u1", "parentId": None, "childrenIds": [m], "role": "user", "content": "USE_TOOL please check"}
+    body = {"id": chat_id, "title": "t", "history": {"currentId": m, "messages": {"u1": asked, m: stub}}}
+    config = RuntimeConfig(url=real_gateway.url, token=real_gateway.token, gateway=GatewayConfig(instance_id="owc"))
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, user, chat=body)
+        with trio.fail_after(180):
+            async with open_runtime(config, store, RecordingEmitter()) as runtime:
+                await runtime.connected()
+                turn = await runtime.user_turn(key, run_id, "USE_TOOL please check")
+                shown: list[dict[str, Any]] = []
+                while not (step := await turn.next_output(shown)).over:
+                    shown = step.output
+                shown = step.output
+                # Open WebUI's end-of-stream save, then its task's end: the handover.
+                await store.write(chat_id, m, content=output_text(shown), output=shown, done=True)
+                turn.request_ended()
+                await runtime.bridge.until(lambda: turn.run.life.state is State.DONE)
+                history = parse_chat_history(await runtime.client.request("chat.history", {"sessionKey": key}))
+        message = (await store.read_chat(chat_id))["history"]["messages"][m]
+    expected = output_from_transcript(history, run_id)
+    assert expected is not None and output_text(expected) == ANSWER
+    assert message["done"] is True and message["content"] == output_text(expected)
+    assert count_cards(message["output"]) == count_cards(expected) == 1
+    assert output_text(shown) == ANSWER and count_cards(shown) == 1  # the inline stream had it all too
