@@ -402,6 +402,54 @@ def test_a_tab_closed_mid_reply_finds_it_complete_when_reopened(deployment, brow
     again.screenshot("w12-reopened")
 
 
+def test_a_model_picked_in_the_picker_is_pinned_on_the_chats_session(deployment, browser) -> None:
+    """Scenario 13: the picker lists the Gateway's models (``models.list``) after OpenClaw's own; a chat started on
+    one pins the chat's session to it (``sessions.patch``) before the message is sent."""
+    from owc.owui.models import entry_id
+    from owc.sim.script import CANNED_ANSWER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    listed = {m["id"]: m["name"] for m in admin.models()}
+    model = f"openclaw.{entry_id('main', 'ollama/qwen3:8b')}"
+    assert model in listed and "OpenClaw" in listed[model], listed
+    page = open_page(browser, deployment)
+    chat_id = page.new_chat_with(model, "which model?", timeout_ms=WAIT_S * 1000)
+    page.wait_for_assistant_text(CANNED_ANSWER, timeout_ms=WAIT_S * 1000)
+    page.screenshot("w13-picked-model")
+    key = ids.session_key("main", admin.user_id, chat_id)
+    assert call(token, lambda: sim.sessions[key].model_override) == ("ollama", "qwen3:8b")
+    wait_until(lambda: _finished_reply(admin, chat_id, "which model?"), "the finished reply")
+
+
+def test_a_message_sent_while_an_agent_turn_streams_waits_and_chains_after_it(deployment, browser) -> None:
+    """Scenario 14: an agent turn streams in the open chat; the person sends a message anyway (the queue is off,
+    or it arrives from another tab): it is not steered into the agent turn; it is sent when that run ends, and its
+    reply chains after the agent turn's message."""
+    from owc.sim.script import CANNED_ANSWER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    run = call(token, lambda: sim.start_run(key, "w-busy").text("Agent turn in progress"))
+    page.wait_for_assistant_text("Agent turn in progress", timeout_ms=WAIT_S * 1000)
+    sends = call(token, lambda: sim.requests["chat.send"])
+    page.queue_message("a question meanwhile", timeout_ms=WAIT_S * 1000)
+    page.click_send_now(timeout_ms=WAIT_S * 1000)  # sent at once, while the agent turn is still running
+    agent_message = ids.message_id(key, "w-busy")
+    wait_until(lambda: _reply_of(admin, chat_id, "a question meanwhile"), "Open WebUI's reply stub")
+    assert call(token, lambda: sim.requests["chat.send"]) == sends  # waiting for the agent turn's end
+    call(token, lambda: run.text(" and finished.").end())
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "a question meanwhile"), "the reply")
+    assert reply["content"] == CANNED_ANSWER
+    agent = wait_until(lambda: finished(admin, chat_id, agent_message), "the agent turn's message")
+    assert agent["content"] == "Agent turn in progress and finished."
+    messages = admin.get_chat(chat_id)["chat"]["history"]["messages"]
+    question = messages[reply["parentId"]]
+    assert question["parentId"] == agent_message  # the user's message and its reply chain after the agent turn
+    page.wait_for_assistant_text(CANNED_ANSWER, timeout_ms=WAIT_S * 1000)
+    page.screenshot("w14-chained")
+
+
 def test_sigterm_mid_run_closes_owc_cleanly_and_the_next_process_finishes_the_message(
     sim, server_venv, browser_install, tmp_path
 ) -> None:
