@@ -109,6 +109,18 @@ def deployment(sim, server_venv, browser_install, tmp_path_factory) -> Iterator[
         admin = server.admin()
         assert MODEL in {m["id"] for m in admin.models()}
         yield {"server": server, "admin": admin, "sim": simulator, "token": token, "installed": printed, "tmp": tmp}
+        # After every scenario on this server: no reply is left unfinished in the database.
+        wait_until(lambda: not unfinished_replies(admin), "every reply finished")
+
+
+def unfinished_replies(admin: Any) -> list[tuple[str, str]]:
+    """(chat, message) of every assistant message still ``done: false`` in the database (not the live overlay)."""
+    return [
+        (chat["id"], mid)
+        for chat in admin.get("/api/v1/chats/all/db")
+        for mid, m in ((chat.get("chat") or {}).get("history") or {}).get("messages", {}).items()
+        if m.get("role") == "assistant" and m.get("done") is not True
+    ]
 
 
 @pytest.fixture

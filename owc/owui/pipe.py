@@ -234,6 +234,7 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
             if step.over:
                 return
     except asyncio.CancelledError:
+        log.info("owui.request_cancelled run=%s", turn.run_id)
         if isinstance(emitter, OwuiEmitter):
 
             def stop() -> None:

@@ -402,6 +402,7 @@ class _Writer:
         await self._emit(
             {"type": "chat:messages", "data": {"messages": {r.message_id: {"id": r.message_id, "done": False}}}}
         )
+        log.info("runs.reopened run=%s chat=%s message=%s", r.run_id, r.ref.chat_id, r.message_id)
 
     # ------------------------------------------------------------------ streaming
 
