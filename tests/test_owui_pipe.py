@@ -83,3 +83,17 @@ def test_background_tasks_never_start_the_runtime_or_reach_the_agent(monkeypatch
 def test_the_model_list_opens_with_owc_not_running() -> None:
     listed = asyncio.run(owui_pipe.pipes(VALVES))
     assert listed[0]["id"] == "main" and "OpenClaw" in listed[0]["name"]
+
+
+def test_a_gateway_refusal_that_ended_owc_is_the_line_the_person_sees() -> None:
+    from owc.gateway import Refused
+    from owc.owui.pipe import stopped_line
+    from owc.protocol import ErrorShape
+
+    refusal = Refused(ErrorShape(code="NOT_PAIRED", message="device pairing required"))
+    wrapped = BaseExceptionGroup("runtime", [ValueError("other"), BaseExceptionGroup("client", [refusal])])
+    ended = RuntimeError("guest ended")
+    ended.__cause__ = wrapped
+    line = stopped_line(SimpleNamespace(run_outcome=SimpleNamespace(error=ended)))
+    assert "refused owc" in line and "NOT_PAIRED" in line and "pairing required" in line and "\n" not in line
+    assert "see Open WebUI's log" in stopped_line(SimpleNamespace(run_outcome=None))

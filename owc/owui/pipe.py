@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from owc import ids
+from owc.gateway import MissingScopes, Refused
 from owc.owui import background, models
 from owc.owui.emitter import OwuiEmitter
 from owc.owui.guest import HostError
@@ -183,6 +184,34 @@ def last_user_text(messages: Any) -> str:
     return ""
 
 
+def stopped_line(host: Any) -> str:
+    """owc's runtime ended under the request: the one line that says why, when the Gateway said (a wrong token, a
+    device that must be paired, missing scopes: messages built from the Gateway's answer, never the token)."""
+    outcome = getattr(host, "run_outcome", None)
+    error = getattr(outcome, "error", None)
+    refusal = _refusal_in(error)
+    if refusal is not None:
+        return f"The OpenClaw Gateway refused owc, so your message was not sent: {refusal}"
+    return "owc stopped before your message could be sent (see Open WebUI's log)."
+
+
+def _refusal_in(error: BaseException | None) -> BaseException | None:
+    """The Gateway's refusal among an error's causes and exception-group leaves, if there is one."""
+    seen: set[int] = set()
+    todo = [error] if error is not None else []
+    while todo:
+        exc = todo.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        if isinstance(exc, (Refused, MissingScopes)):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        todo.extend([exc.__cause__, exc.__context__])
+    return None
+
+
 async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
     """Send the turn and relay its rendering as Responses events, which Open WebUI folds into the reply's
     ``output`` and shows live (reference ``pipe-runtime-0.12.4.md`` section 4). When the request ends (the run's
@@ -206,7 +235,7 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
         yield str(exc)
         return
     except HostError:
-        yield "owc stopped before your message could be sent."
+        yield stopped_line(host)
         return
 
     def request_ended(_: object) -> None:
