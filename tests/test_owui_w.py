@@ -405,11 +405,12 @@ def test_a_tab_closed_mid_reply_finds_it_complete_when_reopened(deployment, brow
     page.wait_for_assistant_text("Hello", timeout_ms=WAIT_S * 1000)
     key = ids.session_key("main", admin.user_id, chat_id)
     run = call(token, lambda: sim.active_run(key))
+    again = page.another_tab()  # opened first: closing a context's last page would end the browser session
     page.page.close()
     call(token, lambda: run.text(" after the tab closed.").end())
     reply = wait_until(lambda: _finished_reply(admin, chat_id, "SLOW then close"), "the finished reply")
     assert reply["content"] == "Hello after the tab closed."
-    again = open_page(browser, deployment, chat_id)
+    again.open_chat(chat_id)
     again.wait_for_assistant_text("after the tab closed.", timeout_ms=WAIT_S * 1000)
     again.screenshot("w12-reopened")
 

@@ -259,6 +259,10 @@ class OwuiPage:
         stop.wait_for(state="visible", timeout=timeout_ms)
         stop.click()
 
+    def another_tab(self) -> OwuiPage:
+        """A new tab in this tab's browser (signed in already: same cookies and storage), as a person opens one."""
+        return OwuiPage(self.page.context.new_page(), self.base_url, self.shots)
+
     def send_message(self, text: str) -> None:
         """Type ``text`` into the composer and press Enter (a new turn; queued instead while generating)."""
         composer = self.page.locator(SEL_COMPOSER)
