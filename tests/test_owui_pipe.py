@@ -50,7 +50,7 @@ def test_a_gateway_model_from_the_picker_is_pinned_and_another_agents_is_left_al
         ({"chat_id": "local:abc", "message_id": M}, {"id": USER}, _body(), TEMPORARY_CHAT),
         ({"message_id": M}, {"id": USER}, _body(), "named none"),
         ({"chat_id": CHAT, "message_id": M}, {}, _body(), "named none"),
-        ({"chat_id": CHAT, "message_id": M}, {"id": USER}, _body(text=[{"type": "image_url"}]), "no text"),
+        ({"chat_id": CHAT, "message_id": M}, {"id": USER}, _body(text=[]), "no text"),
         ({"chat_id": CHAT, "message_id": M}, {"id": USER}, {"messages": None}, "no text"),
     ],
 )
@@ -97,3 +97,24 @@ def test_a_gateway_refusal_that_ended_owc_is_the_line_the_person_sees() -> None:
     line = stopped_line(SimpleNamespace(run_outcome=SimpleNamespace(error=ended)))
     assert "refused owc" in line and "NOT_PAIRED" in line and "pairing required" in line and "\n" not in line
     assert "see Open WebUI's log" in stopped_line(SimpleNamespace(run_outcome=None))
+
+
+def test_an_image_in_the_message_becomes_a_chat_send_attachment() -> None:
+    import base64
+
+    from owc.owui.pipe import _attachments
+
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    content = [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}},
+    ]
+    turn = _turn_from(VALVES, _body(text=content), {"id": USER}, {"chat_id": CHAT, "message_id": M})
+    assert isinstance(turn, Turn) and turn.text == "what is this?"
+    found, problems = asyncio.run(_attachments(turn))
+    assert problems == [] and len(found) == 1
+    assert found[0]["mimeType"] == "image/png" and base64.b64decode(found[0]["content"]) == png
+    only_image = _turn_from(VALVES, _body(text=content[1:]), {"id": USER}, {"chat_id": CHAT, "message_id": M})
+    assert isinstance(only_image, Turn) and only_image.text == ""  # an image alone is sent too

@@ -285,6 +285,17 @@ class OwuiEmitter:
         finally:
             self._emitters.pop((chat_id, message_id), None)  # the request's own emitter serves the turn
 
+    async def say(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
+        """One event about a user turn's message (loop thread), e.g. a status line above the reply."""
+        em = await self._emitter(chat_id, message_id, user_id)
+        try:
+            if em is not None:
+                await em(event)
+        except Exception:
+            log.exception("owui.say_failed chat=%s", chat_id)
+        finally:
+            self._emitters.pop((chat_id, message_id), None)
+
     def ask_after_request_cancel(
         self, chat_id: str, message_id: str, user_id: str, on_stop: Callable[[], object]
     ) -> None:

@@ -23,7 +23,7 @@ import attrs
 
 from owc import ids
 from owc.gateway import MissingScopes, Refused
-from owc.owui import background, models
+from owc.owui import attachments, background, models
 from owc.owui.emitter import OwuiEmitter
 from owc.owui.guest import HostError
 from owc.owui.host import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
@@ -138,6 +138,10 @@ class Turn:
     run_id: str
     text: str
     model: str | object | None
+    #: The user message's content as Open WebUI sent it (its image parts) and its own uploaded files.
+    content: Any = None
+    files: tuple[Any, ...] = ()
+    user: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 def _turn_from(
@@ -150,7 +154,9 @@ def _turn_from(
         return TEMPORARY_CHAT
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
     text = last_user_text(body.get("messages"))
-    if not text:
+    content = last_user_content(body.get("messages"))
+    files = tuple(attachments.message_files(metadata))
+    if not text and not files and not (isinstance(content, list) and content):
         return "There is no text in your message for the agent."
     entry = models.entry_of_model_id(str(body.get("model") or ""))
     entry_agent, model_key = models.model_for_entry(entry) if entry else (agent, None)
@@ -165,7 +171,19 @@ def _turn_from(
         run_id=ids.input_run_id(chat_id, message_id, token),
         text=text,
         model=model_key if entry_agent == agent else KEEP_MODEL,
+        content=content,
+        files=files,
+        user=dict(user),
     )
+
+
+def last_user_content(messages: Any) -> Any:
+    """The last user message's content, as Open WebUI sent it."""
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, Mapping) and message.get("role") == "user":
+                return message.get("content")
+    return None
 
 
 def last_user_text(messages: Any) -> str:
@@ -182,6 +200,19 @@ def last_user_text(messages: Any) -> str:
                 return "\n".join(t for t in parts if isinstance(t, str)).strip()
             return ""
     return ""
+
+
+async def _attachments(turn: Turn) -> tuple[list[dict[str, Any]], list[str]]:
+    """The message's images and uploads as ``chat.send`` attachments (``owc.owui.attachments``), read off the
+    loop (file reads block); what cannot be sent, as lines for the person."""
+    if not turn.files and not isinstance(turn.content, list):
+        return [], []
+    try:
+        read = await attachments.owui_file_reader(list(turn.files), turn.user) if turn.files else None
+        return await asyncio.to_thread(attachments.attachments_from, turn.content, list(turn.files), read=read)
+    except Exception:
+        log.exception("owui.attachments_failed chat=%s", turn.chat_id)
+        return [], ["The attached files could not be read, so only the text was sent."]
 
 
 def stopped_line(host: Any) -> str:
@@ -226,9 +257,21 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
     emitter = runtime.bridge.emitter
     if isinstance(emitter, OwuiEmitter):
         await emitter.install_hook(turn.chat_id, turn.message_id, turn.user_id)
+    send: dict[str, Any] = {}
+    found, problems = await _attachments(turn)
+    if found:
+        send["attachments"] = found
+    if problems:
+        # Said above the reply (a status line), not sent to the agent as if the user had written it.
+        if isinstance(emitter, OwuiEmitter):
+            status = {"description": " ".join(problems), "done": True}
+            await emitter.say(turn.chat_id, turn.message_id, turn.user_id, {"type": "status", "data": status})
+        if not turn.text and not found:
+            yield " ".join(problems)
+            return
     try:
         inline = await host.run_in_trio(
-            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model)
+            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model, **send)
         )
     except UserTurnError as exc:
         log.warning("owui.turn_not_sent chat=%s: %s", turn.chat_id, exc)
