@@ -326,6 +326,9 @@ class Rpc:
         #: What ``models.list`` lists and ``sessions.patch`` accepts, in the real ``ModelChoice`` shape; tests
         #: may replace it (``sim.rpc.models = [...]``).
         self.models: list[dict[str, Any]] = copy.deepcopy(list(m.MODEL_CATALOG))
+        #: The attachments each ``chat.send`` carried, by run id (the fake model answers regardless; tests read
+        #: what reached the Gateway here).
+        self.attachments: dict[str, list[Any]] = {}
         self._handlers: dict[str, Handler] = {
             "sessions.subscribe": self._sessions_subscribe,
             "sessions.list": self._sessions_list,
@@ -452,6 +455,9 @@ class Rpc:
                 "runId": run_id,
                 "status": "in_flight" if existing.state == "active" or run_id in self._driver.pending else "ok",
             }
+        attachments = param(params, "attachments", list, None)
+        if attachments is not None:
+            self.attachments[run_id] = attachments
         steps = list(self.responder(key, message))
         # Measured: the real Gateway stores ``systemInputProvenance`` as the user message's ``provenance``.
         provenance = param(params, "systemInputProvenance", dict, None)

@@ -207,6 +207,16 @@ class OwuiPage:
         self.page.locator(SEL_COMPOSER).wait_for(state="visible")
         return self._settle_changelog()
 
+    def sign_in_with_token(self, token: str) -> bool:
+        """Sign in as the holder of ``token`` (a session token from Open WebUI's sign-in API) the way the page keeps
+        a session: in its ``localStorage``. Open WebUI limits form sign-ins to 15 per 3 minutes per email
+        (``routers/auths.py:95``); a tier with more tabs than that signs the rest in this way."""
+        self.goto("/auth")
+        self.page.evaluate("(token) => localStorage.setItem('token', token)", token)
+        self.goto("/")
+        self.page.locator(SEL_COMPOSER).wait_for(state="visible")
+        return self._settle_changelog()
+
     def _settle_changelog(self) -> bool:
         """The (app) layout decides whether to show "What's New" (an admin whose ``settings.version`` is not the
         server's) BEFORE it renders the page, so once the composer is visible the modal is either up or comes
@@ -270,9 +280,11 @@ class OwuiPage:
         composer.type(text)
         composer.press("Enter")
 
-    def new_chat_with(self, model_id: str, text: str, timeout_ms: float | None = None) -> str:
-        """Open a new chat on ``model_id`` (``/?model=...``), send ``text``; returns the chat id from the URL."""
-        self.goto(f"/?model={model_id}")
+    def new_chat_with(self, model_id: str, text: str, timeout_ms: float | None = None, *, navigate: bool = True) -> str:
+        """Open a new chat on ``model_id`` (``/?model=...``; ``navigate=False``: the tab is there already, files
+        attached), send ``text``; returns the chat id from the URL."""
+        if navigate:
+            self.goto(f"/?model={model_id}")
         self.page.locator(SEL_COMPOSER).wait_for(state="visible", timeout=timeout_ms)
         self._settle_changelog()
         self.send_message(text)
