@@ -18,7 +18,7 @@ from owc import ids
 from owc.render import output_text
 from owc.rules.lifecycle import State
 from owc.runs.inline import InlineTurn, UserTurnError
-from owc.sim.script import End, Hold, Text, Tool
+from owc.sim.script import Delay, End, Hold, Text, Tool
 
 from harness import USER, Env, open_env
 
@@ -232,3 +232,21 @@ async def test_a_message_sent_while_a_run_is_going_waits_for_its_end_and_chains_
         assert env.sim.requests["chat.send"] == 1
         assert messages[agent_message]["done"] is True and messages[m]["done"] is True
         assert messages[agent_message]["content"] == "Cron report so far and done."
+
+
+@pytest.mark.virtual_seconds(95)
+async def test_a_long_silence_mid_reply_never_closes_the_inline_reply(tmp_path, clock) -> None:
+    """NoMidRunCloseTest for the inline path: a silence longer than any idle timer the old Pipe had (a long
+    tool, a slow model) ends nothing; the reply goes on when the run does and ends on its own terminal. The
+    clock check (exactly the run's 95 virtual seconds; MockClock jumps only after 5 s of real idleness) shows
+    nothing of owc's waited on a clock meanwhile."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("Started,"), Delay(95), Text(" and finished."), End()]
+        turn = await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "take your time")
+        streamed = await _stream(turn)
+        assert output_text(streamed) == "Started, and finished." and turn.run.life.terminal is not None
+        await _open_webui_ends_its_task(env, turn, streamed)
+        await env.settled()
+        assert (await env.messages(chat_id))[m]["content"] == "Started, and finished."
