@@ -250,3 +250,20 @@ async def test_a_long_silence_mid_reply_never_closes_the_inline_reply(tmp_path, 
         await _open_webui_ends_its_task(env, turn, streamed)
         await env.settled()
         assert (await env.messages(chat_id))[m]["content"] == "Started, and finished."
+
+
+async def test_a_message_that_is_the_gateways_stop_command_stops_and_says_so(tmp_path) -> None:
+    """ "stop" typed as a message is a command on the Gateway (measured on 2026.9.6): it aborts the session's runs
+    and starts none, so the turn must not wait for a run that never comes."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        agent = env.sim.start_run(key, "agent-turn").text("Working")
+        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.bridges["A"].ledger.unsettled()))
+        agent.end()  # (the running-run wait is case 7's; here the session is idle when "stop" is sent)
+        await env.settled()
+        with pytest.raises(UserTurnError, match="Nothing was running to stop"):
+            await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "stop")
+        run = env.bridges["A"].ledger.get(key, ids.input_run_id(chat_id, m, "t"))
+        assert run is None or run.life.state is State.DONE
+        await env.settled()

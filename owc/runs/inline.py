@@ -97,6 +97,12 @@ async def start_user_turn(
         # Nothing was started: the request writes its error line into M, and the run is done here.
         table.apply(run, WriteResult(WriteOutcome.WRITTEN))
         raise UserTurnError(f"The agent did not take the message: {exc}") from exc
+    if isinstance(reply, dict) and "aborted" in reply and "status" not in reply:
+        # The text was a stop command ("/stop", "stop" ...: the Gateway's own list): it aborted the session's runs
+        # and started none (measured, tests/test_realgw_stop_command.py). Nothing will stream: say so.
+        log.info("runs.sent_stop_command run=%s aborted=%s", run_id, reply.get("runIds"))
+        table.apply(run, WriteResult(WriteOutcome.WRITTEN))
+        raise UserTurnError("Stopped the agent's run." if reply.get("aborted") else "Nothing was running to stop.")
     status = reply.get("status") if isinstance(reply, dict) else None
     log.info("runs.sent run=%s status=%s", run_id, status)
     if status not in ("started", "in_flight", None):

@@ -130,6 +130,10 @@ HISTORY_MAX_SINGLE_MESSAGE_BYTES = 131_072
 HISTORY_OVERSIZED_TEXT = "[chat.history omitted: message too large]"
 #: The fields an oversized message's placeholder keeps (its tool identity and ``__openclaw`` identity).
 _PLACEHOLDER_TOOL_KEYS = ("toolCallId", "tool_call_id", "toolUseId", "tool_use_id", "toolName", "tool_name", "name")
+#: Messages ``chat.send`` takes as a stop command (a subset of the Gateway's ``abort-trigger-text`` list, read in
+#: its dist: ``/stop`` and the plain words a person types).
+STOP_COMMANDS = frozenset({"/stop", "stop", "abort", "please stop"})
+
 _PLACEHOLDER_META_KEYS = ("toolOutput", "id", "seq", "idempotencyKey", "turnBoundary", "transcriptPosition")
 
 Handler = Callable[[SimConn, dict[str, Any]], dict[str, Any]]
@@ -449,6 +453,18 @@ class Rpc:
         key = require_str(params, "sessionKey")
         message = require_str(params, "message")
         run_id = require_str(params, "idempotencyKey")
+        if message.strip().lower() in STOP_COMMANDS:
+            # Measured on 2026.9.6 (tests/test_realgw_stop_command.py): a stop phrase is a command, handled before a
+            # run is admitted: the session's runs are aborted (stopReason "stop"), the reply is chat.abort's shape,
+            # and no run, event or transcript entry carries the send's key.
+            session = self._driver.sessions.get(key)
+            aborted: list[str] = []
+            if session is not None:
+                aborted += self._driver.cancel_queued(session, None)
+                if session.active is not None:
+                    aborted.append(session.active.run_id)
+                    self._driver.end(session.active, End("aborted", stop_reason="stop"))
+            return {"ok": True, "aborted": bool(aborted), "runIds": aborted}
         existing = self._driver.runs.get(run_id)
         if existing is not None:
             return {
