@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import re
 import shutil
@@ -211,8 +212,9 @@ class OwuiPage:
         """Sign in as the holder of ``token`` (a session token from Open WebUI's sign-in API) the way the page keeps
         a session: in its ``localStorage``. Open WebUI limits form sign-ins to 15 per 3 minutes per email
         (``routers/auths.py:95``); a tier with more tabs than that signs the rest in this way."""
-        self.goto("/auth")
-        self.page.evaluate("(token) => localStorage.setItem('token', token)", token)
+        # Set before any of the page's own scripts run, on every load of this tab's context: setting it from a
+        # loaded /auth page raced the page's own start (it timed out in CI now and then).
+        self.page.context.add_init_script(f"window.localStorage.setItem('token', {json.dumps(token)});")
         self.goto("/")
         self.page.locator(SEL_COMPOSER).wait_for(state="visible")
         return self._settle_changelog()
