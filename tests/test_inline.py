@@ -267,3 +267,26 @@ async def test_a_message_that_is_the_gateways_stop_command_stops_and_says_so(tmp
         run = env.bridges["A"].ledger.get(key, ids.input_run_id(chat_id, m, "t"))
         assert run is None or run.life.state is State.DONE
         await env.settled()
+
+
+@pytest.mark.parametrize("mode", ["stop", "crash"])
+async def test_a_gateway_restart_mid_reply_ends_the_request_and_the_writer_finishes_the_message(
+    tmp_path, mode: str
+) -> None:
+    """The inline side never resumes a run: a Gateway stop (the run aborted after a shutdown notice) or a crash (a
+    new boot: no run outlives its boot) ends the request's part, and the writer finishes M from the transcript
+    (which continuation follows, if any, is the owner rule's: issue 14)."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("Half of it"), Hold()]
+        turn = await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "go")
+        await _stream(turn, until="Half of it")
+        await env.sim.restart(mode)
+        streamed = await _stream(turn)  # returns: the request's part is over
+        assert turn.run.life.ended
+        await _open_webui_ends_its_task(env, turn, streamed)
+        await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and final["content"].startswith("Half of it")
+        assert turn.run.life.state is State.DONE
