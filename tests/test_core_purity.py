@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE = ["owc.ids", "owc.protocol", "owc.render", "owc.rules.intent", "owc.rules.lifecycle", "owc.rules.reconcile"]
+CORE = [
+    "owc.ids",
+    "owc.protocol",
+    "owc.render",
+    "owc.rules.intent",
+    "owc.rules.lifecycle",
+    "owc.rules.owner",
+    "owc.rules.reconcile",
+]
 FORBIDDEN = [
     "trio",
     "trio_websocket",
