@@ -145,17 +145,23 @@ FRAME_LOGS = [
 
 
 @pytest.fixture(scope="session")
-def real_gateway():
-    """The real OpenClaw Gateway, offline on loopback, for the ``realgateway`` tier (one per test session)."""
-    from realgw.gateway import RealGatewayUnavailable, ensure_installed, start
+def real_gateway_install() -> Any:
+    """The real OpenClaw Gateway's installation (Node and openclaw), installed when missing."""
+    from realgw.gateway import RealGatewayUnavailable, ensure_installed
 
     try:
-        install = ensure_installed()
+        return ensure_installed()
     except (RealGatewayUnavailable, OSError) as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the real Gateway could not be installed in CI: {exc}")
-        pytest.skip(f"real Gateway unavailable: {exc}")
-    gateway = start(install)
+        _tier_unavailable("the real Gateway", exc)
+        raise  # unreachable: skip / fail raise
+
+
+@pytest.fixture(scope="session")
+def real_gateway(real_gateway_install):
+    """The real OpenClaw Gateway, offline on loopback, for the ``realgateway`` tier (one per test session)."""
+    from realgw.gateway import start
+
+    gateway = start(real_gateway_install)
     SECRETS.add(gateway.token)
     try:
         yield gateway

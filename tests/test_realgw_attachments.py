@@ -64,15 +64,7 @@ console.log(JSON.stringify(out));
 """
 
 
-def _gateway_parse(cases: list[list[dict[str, Any]]], tmp_path: Path) -> list[dict[str, Any]]:
-    from realgw.gateway import RealGatewayUnavailable, ensure_installed
-
-    try:
-        install = ensure_installed()
-    except (RealGatewayUnavailable, OSError) as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"the real Gateway could not be installed in CI: {exc}")
-        pytest.skip(f"real Gateway unavailable: {exc}")
+def _gateway_parse(cases: list[list[dict[str, Any]]], tmp_path: Path, install: Any) -> list[dict[str, Any]]:
     dist = install.openclaw_mjs.parent / "dist"
     script = tmp_path / "parse.mjs"
     script.write_text(PARSE)
@@ -112,7 +104,7 @@ def _upload(name: str, content_type: str) -> dict[str, Any]:
     return {"type": "file", "id": file_id, "url": file_id, "name": name, "content_type": content_type}
 
 
-def test_the_gateways_own_code_accepts_what_owc_sends(tmp_path: Path) -> None:
+def test_the_gateways_own_code_accepts_what_owc_sends(tmp_path: Path, real_gateway_install: Any) -> None:
     pdf, txt, scan, big = (
         _upload("r.pdf", "application/pdf"),
         _upload("notes.txt", "text/plain"),
@@ -143,7 +135,7 @@ def test_the_gateways_own_code_accepts_what_owc_sends(tmp_path: Path) -> None:
     }
     bad = {"type": "image", "mimeType": "image/png", "fileName": "bad.png", "content": "AB+_"}
     cases = [[a] for a in sent.values()] + [[over_image], [bad]]
-    answers = _gateway_parse(cases, tmp_path)
+    answers = _gateway_parse(cases, tmp_path, real_gateway_install)
     for (name, a), answer in zip(sent.items(), answers):
         assert answer["ok"], (name, answer)
         # The Gateway sniffed the type owc named: an image inline (<= 2 MB) or in its media store, a file there.

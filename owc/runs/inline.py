@@ -23,7 +23,7 @@ import attrs
 from owc.gateway import GatewayError
 from owc.rules.lifecycle import Handover, Inline, State, Terminal, WriteOutcome, WriteResult
 from owc.runs.run import Run
-from owc.store import AlreadyThere, Claimed, StoreError, TakenOver
+from owc.store import AlreadyThere, StoreError, TakenOver
 
 if TYPE_CHECKING:
     from owc.runs.table import Bridge, RunTable
@@ -131,8 +131,6 @@ async def _hold(bridge: Bridge, table: RunTable, run: Run) -> None:
     except StoreError as exc:
         log.error("runs.inline_hold_failed run=%s chat=%s error=%s", run.run_id, run.ref.chat_id, exc)
         return
-    if isinstance(result, (TakenOver, Claimed)) or (
-        isinstance(result, AlreadyThere) and result.writer == table.writer_id
-    ):
+    if isinstance(result, TakenOver) or (isinstance(result, AlreadyThere) and result.writer == table.writer_id):
         return
     log.warning("runs.inline_hold run=%s chat=%s result=%s", run.run_id, run.ref.chat_id, type(result).__name__)
