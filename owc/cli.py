@@ -14,6 +14,7 @@ traceback: a traceback is left for owc's own bugs.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import secrets
@@ -22,11 +23,15 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
 
 from owc import __version__
 from owc.emit import NoTasks
+
+if TYPE_CHECKING:
+    from owc.gateway import GatewayConfig
 
 EXIT_OK = 0
 #: A scenario or the demo found an ended run's message unfinished, or a run that showed something without one.
@@ -69,6 +74,43 @@ class CliError(Exception):
         self.message = message
 
 
+def _gateway_arguments(command: argparse.ArgumentParser) -> None:
+    """How to reach and sign in to a Gateway: shared by ``owc run`` and ``owc doctor``, so what ``doctor``
+    checks is exactly what ``run`` will do."""
+    command.add_argument(
+        "--gateway",
+        required=True,
+        help="the OpenClaw Gateway: ws:// or wss:// URL, or what you would paste (https://host, host:port, a bare"
+        " host: port 18789); no token in it (see --token-file)",
+    )
+    command.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the Gateway's shared token (mode 0600); default: the {TOKEN_ENV} environment variable",
+    )
+    device = command.add_mutually_exclusive_group()
+    device.add_argument(
+        "--device-dir",
+        type=Path,
+        default=None,
+        help="folder of owc's device identity (`owc device show`), which a Gateway on another host pairs;"
+        " default: ~/.local/state/owc ($XDG_STATE_HOME/owc)",
+    )
+    device.add_argument(
+        "--no-device",
+        action="store_true",
+        help="sign in with the shared token alone (enough only on the Gateway's own loopback)",
+    )
+    command.add_argument("--ca-file", type=Path, default=None, help="wss://: a CA file to trust besides the system's")
+    command.add_argument(
+        "--tls-pin",
+        default=None,
+        metavar="SHA256",
+        help="wss://: accept only the Gateway certificate with this SHA-256 fingerprint (its generated certificate"
+        " names no host: pin it)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="owc",
@@ -100,18 +142,32 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument(
-        "--gateway",
-        required=True,
-        help="ws:// or wss:// URL of the OpenClaw Gateway (no token in it: see --token-file)",
-    )
-    run.add_argument(
-        "--token-file",
-        type=Path,
-        help=f"file holding the Gateway's shared token (mode 0600); default: the {TOKEN_ENV} environment variable",
-    )
+    _gateway_arguments(run)
     run.add_argument("--db", required=True, help="Open WebUI's database URL")
     run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="connect to a Gateway once and say what works: reachable, authenticated, paired, scopes, protocol",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _gateway_arguments(doctor)
+
+    dev = sub.add_parser("device", help="owc's device identity, for a Gateway on another host")
+    dev_sub = dev.add_subparsers(dest="device_command", metavar="ACTION", required=True)
+    for name, text in (
+        ("show", "the device's id and public key (made now if there is none): what the Gateway's pairing lists"),
+        ("export", "print the identity (its private key and device token: a secret) for a rebuilt container"),
+        ("import", "store an identity `owc device export` printed (read from --file, or standard input)"),
+    ):
+        action = dev_sub.add_parser(name, help=text)
+        action.add_argument(
+            "--dir", type=Path, default=None, help="the identity's folder (default: ~/.local/state/owc)"
+        )
+        if name == "import":
+            action.add_argument("--file", type=Path, default=None, help="the exported text (default: stdin)")
+            action.add_argument("--replace", action="store_true", help="replace a different identity stored there")
 
     sim = sub.add_parser("sim", help="run the OpenClaw Gateway simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -451,24 +507,58 @@ def _gateway_token(args: argparse.Namespace) -> tuple[str, str]:
     return value, f"${TOKEN_ENV}"
 
 
-def _check_gateway(url: str) -> str:
-    """The Gateway URL as it may be shown. Not ``ws://`` / ``wss://``, or holding a credential (userinfo, a
-    ``token=`` parameter): a configuration error. A token in a URL ends up in shell history, process lists and
-    proxy logs; it belongs in the token file."""
-    from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, redact_url, url_credentials
+def _parse_gateway(text: str, flag: str) -> tuple[str, str]:
+    """The Gateway URL from what was pasted (``https://host``, ``host:port``, a bare host: ``parse_gateway_url``),
+    and the form of it that may be shown. One that cannot work, or that holds a credential (userinfo, a ``token=``
+    parameter), is a configuration error: a token in a URL ends up in shell history, process lists and proxy
+    logs; it belongs in the token file."""
+    from owc.gateway.url import InvalidGatewayUrl, parse_gateway_url, redact_url, url_credentials
 
     try:
-        check_gateway_url(url)
+        url = parse_gateway_url(text, source=flag)
     except InvalidGatewayUrl as exc:
         raise CliError(EXIT_CONFIG, str(exc)) from None
     found = url_credentials(url)
     if found:
         raise CliError(
             EXIT_CONFIG,
-            f"--gateway {redact_url(url)} holds a credential ({', '.join(found)}): remove it from the URL and put"
+            f"{flag} {redact_url(url)} holds a credential ({', '.join(found)}): remove it from the URL and put"
             f" the token in a file passed with --token-file (mode 0600), or in {TOKEN_ENV}",
         )
-    return redact_url(url)
+    return url, redact_url(url)
+
+
+def _gateway_url(args: argparse.Namespace) -> tuple[str, str]:
+    return _parse_gateway(args.gateway, "--gateway")
+
+
+def _gateway_config(args: argparse.Namespace, *, instance_id: str | None = None) -> GatewayConfig:
+    """``--device-dir`` / ``--no-device`` / ``--ca-file`` / ``--tls-pin`` as the connection's settings: a device by
+    default (a Gateway on another host pairs it; on the Gateway's loopback it is let in without pairing)."""
+    from owc import device
+    from owc.gateway import GatewayConfig
+
+    folder = None if args.no_device else (args.device_dir or device.default_state_dir(hosted=False, data_dir=None))
+    if args.ca_file is not None and not args.ca_file.is_file():
+        raise CliError(EXIT_CONFIG, f"--ca-file {args.ca_file}: no such file")
+    try:
+        return GatewayConfig(instance_id=instance_id, device_dir=folder, ca_file=args.ca_file, pin_sha256=args.tls_pin)
+    except ValueError as exc:
+        raise CliError(EXIT_CONFIG, f"--tls-pin: {exc}") from None
+
+
+async def _run_doctor(args: argparse.Namespace) -> int:
+    """``owc doctor``: one connect, a report, exit 0 when owc can work against this Gateway (EXIT_REFUSED else)."""
+    from owc.gateway.doctor import diagnose
+
+    url, _ = _gateway_url(args)
+    token, source = _gateway_token(args)
+    report = await diagnose(url, token, _gateway_config(args, instance_id="owc-doctor"))
+    for line in report.lines():
+        print(line)
+    if report.problem is not None and "AUTH_TOKEN_MISMATCH" in report.problem:
+        print(f"(the token came from {source})")
+    return EXIT_OK if report.ok else EXIT_REFUSED
 
 
 async def _run_bridge(args: argparse.Namespace) -> int:
@@ -477,15 +567,14 @@ async def _run_bridge(args: argparse.Namespace) -> int:
     database's busy wait), then owc closes; a second signal closes at once. A run still going is left to the
     next start (its reconcile finishes it). A refusal retrying cannot fix (a wrong token) ends it with
     ``EXIT_REFUSED`` (``main`` maps it)."""
-    from owc.gateway import GatewayConfig
     from owc.runtime import RuntimeConfig, open_runtime
     from owc.store import open_store
 
-    shown = _check_gateway(args.gateway)
+    url, shown = _gateway_url(args)
     token, source = _gateway_token(args)
     args.token_source = source  # for the refusal's message
     await trio.to_thread.run_sync(_check_database, args.db)
-    config = RuntimeConfig(url=args.gateway, token=token, gateway=GatewayConfig(instance_id=args.instance))
+    config = RuntimeConfig(url=url, token=token, gateway=_gateway_config(args, instance_id=args.instance))
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, _database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
@@ -607,8 +696,7 @@ def _run_owui_install(args: argparse.Namespace) -> int:
         raise CliError(EXIT_CONFIG, f"no admin password: pass --admin-password-file FILE or set {OWUI_PASSWORD_ENV}")
     valves = {}
     if args.gateway_url:
-        _check_gateway(args.gateway_url)
-        valves["GATEWAY_URL"] = args.gateway_url
+        valves["GATEWAY_URL"] = _parse_gateway(args.gateway_url, "--gateway-url")[0]
     if args.agent:
         valves["AGENT_ID"] = args.agent
     if args.gateway_token_file:
@@ -622,9 +710,34 @@ def _run_owui_install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_device(args: argparse.Namespace) -> int:
+    """``owc device show|export|import`` (owc/device.py): never prints the key or the token, except ``export``,
+    whose output is the secret by design (said on stderr)."""
+    from owc import device
+
+    folder = args.dir if args.dir is not None else device.default_state_dir(hosted=False, data_dir=None)
+    try:
+        if args.device_command == "show":
+            print(json.dumps(device.public_summary(device.load_or_create(folder)), indent=1))
+        elif args.device_command == "export":
+            print("owc: the next line is this device's private key and token: keep it like a password", file=sys.stderr)
+            print(device.export_identity(folder))
+        else:
+            text = args.file.read_text(encoding="utf-8") if args.file is not None else sys.stdin.read()
+            identity = device.import_identity(folder, text.strip(), replace=args.replace)
+            print(json.dumps(device.public_summary(identity), indent=1))
+    except (device.DeviceIdentityError, OSError) as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
+    return EXIT_OK
+
+
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "owui":
         return _run_owui_install(args)
+    if args.command == "device":
+        return _run_device(args)
+    if args.command == "doctor":
+        return trio.run(_run_doctor, args)
     runners = {"sim": _run_sim, "demo": _run_demo, "scenario": _run_scenario}
     if args.command == "run":
         if not args.verbose:

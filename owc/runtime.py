@@ -78,9 +78,13 @@ class Runtime:
         while True:
             table = self.bridge.table
             if table is not None and table.hello is not None and not table.conn.closed:
+                if self.client.limited is not None:
+                    raise UserTurnError(f"Your message was not sent: {self.client.limited}")
                 if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
                     await self._pin_model(table, session_key, model)
                 return await start_user_turn(self.bridge, table, session_key, run_id, message, **send)
+            if self.client.backoff_until is not None and self.client.pairing is not None:
+                raise UserTurnError(f"Your message was not sent: {self.client.pairing}")
             if self.client.backoff_until is not None:
                 raise UserTurnError(
                     f"The OpenClaw Gateway ({self.client.url}) is not reachable right now: your message was not sent."

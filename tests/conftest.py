@@ -63,6 +63,57 @@ class _SecretsGuard(logging.Handler):
 _GUARD = _SecretsGuard()
 
 
+def _device_secrets(record: dict[str, Any]) -> None:
+    """Register a device identity's private key (as stored, and as hex and padded base64, the forms a careless
+    line would print) and its device token, the moment owc writes them."""
+    import base64
+
+    from owc import device
+
+    seed = device.b64url_decode(record["ed25519_seed"])
+    for form in (record["ed25519_seed"], seed.hex(), base64.b64encode(seed).decode()):
+        SECRETS.add(form)
+    if record.get("device_token"):
+        secret(record["device_token"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_home(tmp_path_factory) -> Iterator[Path]:
+    """``owc run`` / ``owc doctor`` keep a device identity in ``$XDG_STATE_HOME/owc`` by default: the suite (and
+    every ``owc`` process it starts) uses a folder of its own, never the developer's."""
+    folder = tmp_path_factory.mktemp("xdg-state")
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if old is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = old
+
+
+@pytest.fixture(scope="session", autouse=True)
+def device_secrets_guarded():
+    """Every device identity owc stores in this process (its key, the device token a Gateway issued) joins
+    ``SECRETS``: the secrets guard then fails any test whose logs or output hold one (issue 15: no token,
+    private key or device token in any log, output or error across the suite)."""
+    from owc import device
+
+    real = device._record
+
+    def recording(identity: Any) -> dict[str, Any]:
+        record = real(identity)
+        _device_secrets(record)
+        return record
+
+    device._record = recording
+    try:
+        yield
+    finally:
+        device._record = real
+
+
 @pytest.fixture(scope="session", autouse=True)
 def token_never_logged(request):
     """Install the secrets guard for the whole suite; at the end, check it saw records at all (else it would

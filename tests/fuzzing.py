@@ -32,17 +32,15 @@ PLAY_BOUND_S = 1800
 
 #: Known product bugs (issue 11) and what they look like, so a fixed seed set stays green until their fixes land
 #: (the tests xfail such seeds, strict=False: once fixed they simply pass).
-KNOWN_BUGS = {
-    "crash-cut-order": (
-        "issue 14's owner rule, not built yet: a run a Gateway crash cut before it stored anything, which one owc"
-        " process streamed but never claimed, is finished from that stream after another process has already"
-        " written the boot's recovery run (the transcript says the cut run showed nothing; the recovery continues"
-        " it). Until the owner rule decides who continues a cut turn, the cut run's message can land after the"
-        " recovery's (fuzzer, seed 810, some plays)"
-    ),
-}
+KNOWN_BUGS = {}
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "crash-cut-order": (
+        "a run a Gateway crash cut before it stored anything, which one owc process streamed but never claimed, was"
+        " finished from that stream after another process had written the boot's recovery run, below it (fuzzer,"
+        " seed 810, some plays). Issue 14's owner rule and link rule E now write the recovery into the cut run's"
+        " message: none in seeds 0..2,999"
+    ),
     "order-unreadable": (
         "while chat.history failed, a pass could not learn which runs ended while owc was away and let the chat's"
         " live claims go on (a failing read must not hold a live reply back); a run found once the transcript"

@@ -39,9 +39,14 @@ class Env:
         self._scopes: dict[str, trio.CancelScope] = {}
 
     async def connect(
-        self, name: str = "A", emitter: RecordingEmitter | None = None, registry: WriterRegistry | None = None
+        self,
+        name: str = "A",
+        emitter: RecordingEmitter | None = None,
+        registry: WriterRegistry | None = None,
+        store: TrioChatStore | None = None,
     ) -> Bridge:
-        """An owc runtime; ``registry`` stands for another process (default: this test's one process)."""
+        """An owc runtime; ``registry`` stands for another process (default: this test's one process); ``store``: its
+        own view of the database (default: the shared one), for a test that holds one process's writes back."""
         config = RuntimeConfig(
             url=self.sim.url,
             token=TOKEN,
@@ -49,16 +54,22 @@ class Env:
             registry=registry if registry is not None else self.registry,
             strict=True,
         )
-        runtime, scope = await self.nursery.start(self._serve, config, emitter or self.emitter)
+        runtime, scope = await self.nursery.start(self._serve, config, emitter or self.emitter, store or self.store)
         self.runtimes[name], self._scopes[name] = runtime, scope
         self.bridges[name], self.clients[name] = runtime.bridge, runtime.client
         await runtime.connected()
         await self.sim.wait_for(lambda: any(c.instance_id == name and c.subscribed for c in self.sim.conns.values()))
         return runtime.bridge
 
-    async def _serve(self, config: RuntimeConfig, emitter: RecordingEmitter, task_status: trio.TaskStatus[Any]) -> None:
+    async def _serve(
+        self,
+        config: RuntimeConfig,
+        emitter: RecordingEmitter,
+        store: TrioChatStore,
+        task_status: trio.TaskStatus[Any],
+    ) -> None:
         with trio.CancelScope() as scope:
-            async with open_runtime(config, self.store, emitter) as runtime:
+            async with open_runtime(config, store, emitter) as runtime:
                 task_status.started((runtime, scope))
                 await trio.sleep_forever()
 
@@ -109,9 +120,13 @@ class Env:
     async def settled(self) -> None:
         """Wait, without a clock, until the simulator is quiescent and every runtime has read all it was sent
         and has nothing left to do."""
-        await self.sim.wait_for(self.sim.quiescent)
-        for runtime in list(self.runtimes.values()):
-            await runtime.settled()
+        while True:
+            await self.sim.wait_for(self.sim.quiescent)
+            runs = len(self.sim.runs)
+            for runtime in list(self.runtimes.values()):
+                await runtime.settled()
+            if self.sim.quiescent() and len(self.sim.runs) == runs:
+                return  # nothing new began while owc settled (a resume owc sent is a run of the Gateway's)
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait, without a clock, until ``predicate`` holds; re-checked whenever any runtime's runs move (a

@@ -62,6 +62,48 @@ def expected_message_id(key: str, run_id: str) -> str | None:
     return str(uuid.uuid5(NS, f"{key}:{run_id}"))
 
 
+def _named(sim: Any, recovery: Any) -> bool:
+    """Link rule E names the run a recovery continues from the transcript: walking back from the recovery's user
+    turn (past earlier recoveries' turns), the first user turn is that run's own ``<id>:user``, with no other run's
+    message after it. A run begun by another client (its user turn keyed by an id of its own, or hidden) is named
+    nowhere: owc links a recovery of it only if it saw the run cut (``linked``)."""
+    session = sim.sessions.get(recovery.key)
+    transcript = session.transcript if session is not None else []
+    at = next((i for i, m in enumerate(transcript) if m.get("idempotencyKey") == f"{recovery.run_id}:user"), None)
+    if at is None:
+        return False
+    recoveries = {
+        str(m.get("idempotencyKey"))[: -len(":user")]
+        for m in transcript
+        if (m.get("provenance") or {}).get("sourceTool") == "main_session_restart_recovery"
+    }
+    others = set()
+    for message in reversed(transcript[:at]):
+        if message.get("role") == "user":
+            if (message.get("provenance") or {}).get("sourceTool") == "main_session_restart_recovery":
+                continue
+            key = str(message.get("idempotencyKey") or "")
+            return key == f"{recovery.recovers}:user" and not (others - {recovery.recovers} - recoveries)
+        if message.get("role") == "assistant":
+            others.add((message.get("__openclaw") or {}).get("runId"))
+    return False
+
+
+def message_of(sim: Any, run: Any, linked: frozenset[str] = frozenset()) -> str | None:
+    """The message a run writes into: its own, or (a continuation) the message of the run it continues. A boot's
+    restart recovery continues the run it recovers (the simulator's ground truth, ``recovers``: link rule E) when
+    the transcript names that run, or when owc recorded the link itself (``linked``: the runs the database's
+    messages name in ``meta.openclaw_chain``; owc may know the cut run from having streamed it); an owc resume
+    (``msg-<chat>-<M>-resume-<t>``) names M itself. Followed back to the first run of the chain."""
+    seen: set[str] = set()
+    while getattr(run, "recovers", None) and run.recovers in sim.runs and run.run_id not in seen:
+        if not _named(sim, run) and run.run_id not in linked:
+            break
+        seen.add(run.run_id)
+        run = sim.runs[run.recovers]
+    return expected_message_id(run.key, run.run_id)
+
+
 def chat_of(key: str) -> str | None:
     m = _KEY.match(key)
     return m["chat"] if m else None
@@ -230,13 +272,27 @@ def check(
     for (chat_id, run_id), mids in by_chat_run.items():
         if len(mids) > 1:
             problems.append(f"{chats[chat_id][0]}: [duplicate] run {run_id} has {len(mids)} messages")
-    named = {expected_message_id(run.key, run.run_id) for run in sim.runs.values()}
+    linked = frozenset(
+        run_id
+        for _, messages in chats.values()
+        for message in messages.values()
+        for run_id in ((message.get("meta") or {}).get("openclaw_chain") or [])[1:]
+    )
+    named = {message_of(sim, run, linked) for run in sim.runs.values()}
+    groups: dict[str | None, list[Any]] = {}
+    for run in sim.runs.values():
+        groups.setdefault(message_of(sim, run, linked), []).append(run)
     for run in sim.runs.values():
         chat_id = chat_of(run.key)
         if chat_id is None or chat_id not in chats:
             for cid, run_id in by_chat_run:
                 if run_id == run.run_id:
                     problems.append(f"{chats[cid][0]}: [silent] run {run_id} of key {run.key} has a message here")
+            continue
+        group = groups.get(message_of(sim, run, linked), [run])
+        if len(group) > 1:
+            if run is group[0]:
+                problems += _check_chain(sim, group, *chats[chat_id], may_stay_open)
             continue
         problems += _check_run(sim, run, *chats[chat_id], may_stay_open)
     for name, messages in chats.values():
@@ -245,8 +301,9 @@ def check(
                 continue
             run_id = (message.get("meta") or {}).get("openclaw_run")
             run = sim.runs.get(run_id) if run_id else None
-            if run is not None and run.state == "ended":
-                continue  # reported by _check_run, with the run's name
+            chain = groups.get(mid, [])
+            if run is not None and run.state == "ended" and all(r.state == "ended" for r in chain):
+                continue  # reported by _check_run or _check_chain, with the run's name
             if run is None and mid not in named:
                 continue  # a placeholder no run names: a dead request whose run never came
             if may_stay_open is not None and may_stay_open(message, run):
@@ -300,6 +357,48 @@ def _check_run(
         problems.append(
             f"{name}: [content] run {run.run_id}'s message shows the texts {shown!r}, its transcript {texts!r}"
         )
+    return problems
+
+
+def _check_chain(
+    sim: Any, runs: list[Any], name: str, messages: dict[str, Any], may_stay_open: Callable[..., bool] | None
+) -> list[str]:
+    """A message several runs write into (a cut run and its continuations, in start order): it exists if any of
+    them showed something, is finished once the last has ended, and holds each run's transcript texts in order
+    (a run a crash cut stored nothing, so what it streamed may be there too) and at least their tool cards."""
+    first = runs[0]
+    mid = expected_message_id(first.key, first.run_id)
+    per_run = []
+    for run in runs:
+        session = sim.sessions.get(run.key)
+        texts, calls = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
+        per_run.append((run, texts, calls))
+    shows = any(texts or calls for _, texts, calls in per_run) and not any(r.heartbeat for r in runs)
+    message = messages.get(mid) if mid is not None else None
+    label = "+".join(r.run_id[:8] for r in runs)
+    if message is None:
+        return [f"{name}: [missing] runs {label} showed something and have no message {mid}"] if shows else []
+    if any(r.state != "ended" for r in runs):
+        return []
+    if message.get("done") is not True:
+        if may_stay_open is None or not may_stay_open(message, runs[-1]):
+            return [f"{name}: [unfinished] runs {label} have ended and their message {mid} is not done"]
+        return []
+    problems = []
+    cards = sum(1 for item in message.get("output") or [] if item.get("type") == "function_call")
+    wanted = sum(calls for _, _, calls in per_run)
+    if cards < wanted:
+        problems.append(f"{name}: [content] runs {label}'s message has {cards} tool cards, their transcripts {wanted}")
+    shown = [t for t in _output_texts(message) if t not in SILENT]
+    expected = [t for _, texts, _ in per_run for t in texts]
+    at = 0
+    for text in expected:  # in order, each once (a crash-cut run's streamed text may come between)
+        while at < len(shown) and shown[at] != text:
+            at += 1
+        if at == len(shown):
+            problems.append(f"{name}: [content] runs {label}'s message lacks {text[:60]!r} (in order); shows {shown!r}")
+            break
+        at += 1
     return problems
 
 
@@ -456,11 +555,19 @@ def check_expected(
     ``show`` / ``silent`` / ``may``; ``order``: chat name -> the names of its runs that must show, in start
     order; ``chats``: chat name -> (chat id, session key, history.messages)."""
     problems: list[str] = []
-    owners = {
+    writers = {
         (m.get("meta") or {}).get("openclaw_run"): (cname, mid)
         for cname, (_, _, messages) in chats.items()
         for mid, m in messages.items()
     }
+    # A message holds its run, and every run of its chain: a cut run shows in its continuation's message (and a
+    # cut run that showed nothing itself is still silent when its continuation shows: only the writer counts).
+    owners = {
+        run_id: (cname, mid)
+        for cname, (_, _, messages) in chats.items()
+        for mid, m in messages.items()
+        for run_id in ((m.get("meta") or {}).get("openclaw_chain") or [])
+    } | writers
     for run, what in expect.items():
         run_id = run_ids.get(run)
         if run_id is None:
@@ -470,7 +577,11 @@ def check_expected(
             problems.append(f"[expected] run {run} must show and has no message")
         elif what == "show" and chats[where[0]][2][where[1]].get("done") is not True:
             problems.append(f"[expected] run {run}'s message is not done")
-        elif what == "silent" and where is not None and not unclear_heartbeat(sim, sim.runs[run_id]):
+        elif (
+            what == "silent"
+            and (where := writers.get(run_id)) is not None
+            and not unclear_heartbeat(sim, sim.runs[run_id])
+        ):
             problems.append(f"[expected] run {run} must not show and has message {where[1]} in {where[0]}")
     for cname, runs in order.items():
         if cname not in chats:

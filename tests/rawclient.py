@@ -120,6 +120,8 @@ async def raw_client(
             min_protocol=protocol,
             max_protocol=protocol,
             instance_id=instance_id,
+            # The clients this plays (cron, another UI, a system sender with provenance) may need admin, unlike owc.
+            scopes=("operator.read", "operator.write", "operator.admin"),
         ).to_json()
         params["client"]["id"], params["client"]["mode"] = client_id, mode
         if token is None:

@@ -361,7 +361,10 @@ class Model:
                 queue.remove(run)
                 if run.state == "active" and not run.scripted:
                     run.aborted = mode in ("restart", "stop")
-                    run.settle("crash" if mode == "crash" else "end")
+                    # A restart or a stop past its drain loses the partial from the transcript as a crash does
+                    # (measured on 2026.9.6: only a connected owc keeps what it streamed); a container stop fails
+                    # it with an error (its text stays).
+                    run.settle("crash" if mode in ("crash", "restart", "stop") else "end")
                 elif run.scripted and not driven_head:
                     run.aborted = run.aborted or mode in ("restart", "stop")
                     run.settle("unknown")  # it may have ended, be running, or not have begun

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from owc import __version__
+from owc import __version__, device
 from owc.cli import EXIT_CONFIG, EXIT_INVARIANTS, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, TOKEN_ENV, main
 from owc.sim import open_simulator
 
@@ -97,7 +97,11 @@ async def test_owc_run_configuration_errors_exit_3(tmp_path: Path) -> None:
             ["--gateway", gw, "--token-file", str(token), "--db", f"sqlite:///file:{readonly}?mode=ro&uri=true"],
             "attempt to write a readonly database",
         ),
-        "http gateway": (["--gateway", "http://127.0.0.1:9/", "--token-file", str(token), "--db", db], "http://"),
+        # http(s):// is what people paste from the Gateway's dashboard: it is taken as ws(s)://; ftp:// is not.
+        "ftp gateway": (
+            ["--gateway", "ftp://127.0.0.1:9/", "--token-file", str(token), "--db", db],
+            "--gateway 'ftp://127.0.0.1:9/' has the scheme ftp://",
+        ),
         "token in the url": (
             ["--gateway", f"ws://owc:{URL_TOKEN}@127.0.0.1:9/?token={URL_TOKEN}", "--token-file", str(token)]
             + ["--db", db],
@@ -198,3 +202,45 @@ async def test_owc_sim_on_a_busy_port_exits_3(tmp_path: Path) -> None:
         code, _, err = await _owc("sim", "--port", str(sim.port), "--token", "x" * 12, cwd=tmp_path)
     assert code == EXIT_CONFIG, err
     assert "cannot listen on 127.0.0.1" in _one_clear_line(err)
+
+
+async def test_owc_doctor_reports_a_usable_gateway_and_makes_the_device_by_default(tmp_path: Path, state_home) -> None:
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    async with open_simulator(token=TOKEN) as sim:
+        code, out, err = await _owc("doctor", "--gateway", sim.url, "--token-file", str(token), cwd=tmp_path)
+        boot = sim.boot_id
+    assert code == EXIT_OK, (out, err)
+    report = dict(line.split(":", 1) for line in out.splitlines())
+    report = {k.strip(): v.strip() for k, v in report.items()}
+    assert (report["reachable"], report["authenticated"], report["status"]) == ("yes", "yes", "ok")
+    assert report["scopes"] == "operator.read, operator.write, operator.admin" and report["protocol"] == "4"
+    assert report["boot id"] == boot and report["server"] == "2026.9.6"
+    # On the Gateway's own loopback the device is let in without pairing (measured on 2026.9.6: no device token).
+    assert report["paired"].startswith("not needed")
+    stored = device.load(state_home / "owc")  # made in the default folder ($XDG_STATE_HOME/owc)
+    assert stored is not None and report["device id"] == stored.device_id
+    assert stat.S_IMODE((state_home / "owc" / "device.json").stat().st_mode) == 0o600
+    assert not leaked(out + err)
+
+
+async def test_owc_doctor_names_what_fails(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text(WRONG_TOKEN + "\n")
+    token.chmod(0o600)
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = ("--token-file", str(token), "--device-dir", str(tmp_path / "dev"))
+    code, out, err = await _owc("doctor", "--gateway", f"ws://127.0.0.1:{port}", *args, cwd=tmp_path)
+    assert code == EXIT_REFUSED and "reachable:     no" in out and "PROBLEM: cannot connect" in out, out
+    async with open_simulator(token=TOKEN) as sim:
+        code, out, err = await _owc("doctor", "--gateway", sim.url, *args, cwd=tmp_path)
+    assert code == EXIT_REFUSED, out
+    assert "reachable:     yes" in out and "authenticated: no" in out and "AUTH_TOKEN_MISMATCH" in out
+    assert f"(the token came from {token})" in out and not leaked(out + err)
+    code, out, err = await _owc(
+        "doctor", "--gateway", "ws://x", "--no-device", *args[:2], "--tls-pin", "12", cwd=tmp_path
+    )
+    assert code == EXIT_CONFIG and "--tls-pin: a TLS pin is the certificate's SHA-256" in _one_clear_line(err)

@@ -16,6 +16,7 @@ CORE = [
     "owc.render",
     "owc.rules.intent",
     "owc.rules.lifecycle",
+    "owc.rules.link",
     "owc.rules.owner",
     "owc.rules.reconcile",
 ]
@@ -38,6 +39,8 @@ PURE_FILES = [
     "owc/gateway/backoff.py",
     "owc/sim/model.py",
     "owc/sim/script.py",
+    "owc/sim/devices.py",
+    "owc/gateway/url.py",
 ]
 
 

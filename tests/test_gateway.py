@@ -101,8 +101,67 @@ async def test_scopeless_connection_is_refused(autojump_clock, monkeypatch) -> N
 
     monkeypatch.setattr(connection, "ConnectParams", as_test_client)
     async with open_simulator(token=TOKEN) as sim:
-        with pytest.raises(MissingScopes):
+        with pytest.raises(MissingScopes) as info:
             await GatewayClient(sim.url, TOKEN).run()
+    # It says which scopes are missing, what that disables and what to do, never the token.
+    text = str(info.value)
+    assert info.value.missing == ("operator.read", "operator.write", "operator.admin")
+    assert "did not grant operator.read, operator.write, operator.admin" in text and "sessions.subscribe" in text
+    assert "chat.send" in text and "--device-dir" in text and TOKEN not in text
+
+
+async def test_owc_asks_exactly_the_scopes_it_uses(autojump_clock) -> None:
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN) as client:
+            conn = await client.wait_connection()
+            (sim_conn,) = sim.conns.values()
+            # read and write, and admin for a Stop of another client's run: nothing else
+            assert sim_conn.scopes == {"operator.read", "operator.write", "operator.admin"}
+            assert set(conn.hello.auth_scopes) == set(sim_conn.scopes) and client.limited is None
+
+
+async def test_without_write_owc_still_connects_and_says_what_is_off(autojump_clock, monkeypatch, caplog) -> None:
+    # A Gateway granting read but not write: owc shows runs, and says at once (not on the first chat.send)
+    # that user turns, Stop and model choice are off.
+    import owc.gateway.connection as connection
+
+    original = connection.ConnectParams
+    scopes = ("operator.read", "operator.admin")
+    monkeypatch.setattr(connection, "ConnectParams", lambda **kw: original(**kw, scopes=scopes))
+    caplog.set_level(logging.ERROR, "owc.gateway")
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        sim.start_run(KEY, "seen").text("Shown anyway.").end()
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            await client.wait_connection()
+            await handler.until(lambda: handler.resyncs)
+            assert client.limited is not None and "did not grant operator.write" in client.limited
+            assert "chat.send" in client.limited and "chat.abort" in client.limited
+            assert (await client.request("sessions.list", {"limit": 10}))["sessions"][0]["key"] == KEY
+    lines = [r.getMessage() for r in caplog.records if "gateway.scopes_missing" in r.getMessage()]
+    assert len(lines) == 1 and "missing=operator.write" in lines[0] and TOKEN not in lines[0]
+
+
+async def test_without_admin_owc_works_and_warns_that_a_stop_of_another_clients_run_fails(
+    autojump_clock, monkeypatch, caplog
+) -> None:
+    import owc.gateway.connection as connection
+
+    original = connection.ConnectParams
+    scopes = ("operator.read", "operator.write")
+    monkeypatch.setattr(connection, "ConnectParams", lambda **kw: original(**kw, scopes=scopes))
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN) as client:
+            await client.wait_connection()
+            assert client.limited is None  # user turns go on
+            sim.start_run(KEY, "sent", owner="another-clients-connection").text("Working.")
+            with pytest.raises(RequestError, match="INVALID_REQUEST: unauthorized"):  # the Gateway's own rule
+                await client.request("chat.abort", {"sessionKey": KEY, "runId": "sent"})
+            sim.start_run(KEY2, "cron").text("Working.")  # no owner (cron, a heartbeat): anyone may stop it
+            assert (await client.request("chat.abort", {"sessionKey": KEY2, "runId": "cron"}))["aborted"] is True
+    warned = [r for r in caplog.records if "gateway.scopes_missing" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert "missing=operator.admin" in warned[0].getMessage() and "another client" in warned[0].getMessage()
 
 
 async def test_unavailable_while_starting_is_retried(autojump_clock) -> None:

@@ -186,6 +186,20 @@ async def test_an_unreachable_gateway_refuses_the_turn_with_one_clear_line(tmp_p
             assert TOKEN not in str(runtime.client)
 
 
+async def test_without_the_write_scope_a_turn_is_refused_with_what_is_off(tmp_path, monkeypatch) -> None:
+    import owc.gateway.connection as connection
+
+    original = connection.ConnectParams
+    monkeypatch.setattr(connection, "ConnectParams", lambda **kw: original(**kw, scopes=("operator.read",)))
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        with pytest.raises(UserTurnError, match=r"not sent: the Gateway did not grant operator\.write") as caught:
+            await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t1"), "hello")
+        assert "chat.send" in str(caught.value)
+        assert env.sim.requests["chat.send"] == 0  # refused before the Gateway is asked
+
+
 async def test_simultaneous_turns_of_two_users_in_two_chats_do_not_bleed(tmp_path) -> None:
     """EventConsumerMatchingTests: each request streams its own run only."""
     async with open_env(tmp_path) as env:
@@ -290,3 +304,37 @@ async def test_a_gateway_restart_mid_reply_ends_the_request_and_the_writer_finis
         final = (await env.messages(chat_id))[m]
         assert final["done"] is True and final["content"].startswith("Half of it")
         assert turn.run.life.state is State.DONE
+
+
+async def test_a_request_ending_while_its_connection_closes_waits_for_the_next_connection(tmp_path) -> None:
+    """Open WebUI's task can end in the moment a Gateway restart is closing the connection (CI, stop 21: the
+    handover's writer was started in the closing connection's nursery, and the request's end crashed with
+    "Nursery is closed to new arrivals"). The request's end is never refused: the next connection hands M over."""
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("Half of it"), Hold()]
+        turn = await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "go")
+        streamed = await _stream(turn, until="Half of it")
+        bridge = env.bridges["A"]
+        table = bridge.table
+        assert table is not None
+        ended_in_the_close: list[bool] = []
+
+        async def ends_as_the_connection_closes() -> None:
+            try:
+                await trio.sleep_forever()
+            finally:
+                turn.request_ended()  # while the closing connection's nursery ends its tasks: the window CI hit
+                ended_in_the_close.append(True)
+
+        table._nursery.start_soon(ends_as_the_connection_closes)
+        await env.sim.restart("stop")
+        await env.until(lambda: bool(ended_in_the_close))
+        assert not table.live and bridge.table is not table
+        assert table._start_soon(trio.sleep, 0, name="late") is False  # a stale holder of the table: logged, no raise
+        await env.store.write(chat_id, m, content=output_text(streamed), output=streamed, done=True)
+        await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and final["content"].startswith("Half of it")
+        assert not env.illegal()

@@ -550,9 +550,9 @@ async def test_a_run_found_after_chat_history_failed_takes_its_place_above_a_lat
 async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
     """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A
     dies, then the Gateway crashes: the run is cut with nothing in its transcript. B's next hello (a new boot)
-    ends it: no run outlives its boot, even if the list shows the session active (its recovery). Neither the
-    transcript nor B's stream holds anything of it, so B adopts the dead writer's message and finishes it with
-    a word on why it is empty (before: ``done: false`` for good, found by the fuzzer: ``crash-cut-open``)."""
+    ends it (no run outlives its boot) and, its row still running, leaves it to the Gateway's recovery, which
+    writes into the dead writer's message: B adopts it and finishes it (before: ``done: false`` for good, found
+    by the fuzzer: ``crash-cut-open``)."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         a = await env.connect("A", registry=WriterRegistry())
@@ -569,4 +569,9 @@ async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_p
         m = ids.message_id(key, "cut")
         message = (await env.messages(chat_id))[m]
         assert message["done"] is True
-        assert "cut off before any of it was saved" in (message.get("error") or {}).get("content", "")
+        # The boot's recovery continues it, into the same message (link rule E, issue 14): B adopts the dead
+        # writer's message for it, and nothing is left open.
+        assert message["content"].endswith("Recovered after the Gateway restart.")
+        assert ids.message_id(key, "cut") == m and [
+            k for k, v in (await env.messages(chat_id)).items() if v["role"] == "assistant"
+        ] == [m]

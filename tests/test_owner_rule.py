@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from owc.rules.owner import MAX_RESUMES, Owner, Row, Seen, may_resume, outside_kill, owner
+from owc.rules.owner import (
+    MAX_RESUMES,
+    Owner,
+    Row,
+    Seen,
+    continues,
+    may_resume,
+    outside_kill,
+    owner,
+    row_at_terminal,
+)
 
 R = "run-1"
 TERMINAL = Seen(terminal=True)
@@ -21,7 +31,7 @@ RESTART_NOTICE = Seen(terminal=True, notice_before_terminal=True, restart_expect
         # Row 2: the Gateway recovers what is still running, or a run whose terminal never came (a crash).
         (Row("running", last_run_id=R), Seen(terminal=False), Owner.GATEWAY),
         (Row("running", has_active_run=True, last_run_id=R), RESTART_NOTICE, Owner.GATEWAY),  # restart mode
-        (Row("killed", last_run_id=R), Seen(terminal=False), Owner.GATEWAY),  # no terminal reached us
+        (Row(None), Seen(terminal=False), Owner.GATEWAY),  # neither a row nor a terminal: the Gateway's
         # Row 3: never into a busy session.
         (Row("failed", has_active_run=True, last_run_id=R, last_run_error="code 143"), TERMINAL, Owner.WAIT),
         # Row 4: an outside kill (container stop, SIGKILL, OOM): owc resumes.
@@ -34,9 +44,13 @@ RESTART_NOTICE = Seen(terminal=True, notice_before_terminal=True, restart_expect
         (Row("failed", last_run_id=R, last_run_error="process exited with signal SIGKILL"), TERMINAL, Owner.RESUME),
         # Row 5: killed after a stop-mode notice on this connection: owc resumes.
         (Row("killed", last_run_id=R), STOP_NOTICE, Owner.RESUME),
+        # ... also when the close came before any terminal: the post-hello list's row says how it ended.
+        (Row("killed", last_run_id=R), Seen(terminal=False, notice_before_terminal=True), Owner.RESUME),
+        (Row("failed", last_run_id=R, last_run_error="process exited with code 137"), Seen(False), Owner.RESUME),
         # Row 6: killed with no notice (a user's or an RPC's abort), or after a restart notice: a Stop.
         (Row("killed", last_run_id=R), TERMINAL, Owner.STOP),
         (Row("killed", last_run_id=R), RESTART_NOTICE, Owner.STOP),
+        (Row("killed", last_run_id=R), Seen(terminal=False), Owner.STOP),  # persisted killed, no notice
         # Row 7: any other failure is a real error; a CLI exit 1 is not an outside kill.
         (Row("failed", last_run_id=R, last_run_error="Claude Code process exited with code 1"), TERMINAL, Owner.ERROR),
         (Row("failed", last_run_id=R, last_run_error="rate limited"), TERMINAL, Owner.ERROR),
@@ -71,3 +85,29 @@ def test_the_outside_kill_exit_texts(text: str | None, killed: bool) -> None:
 
 def test_the_resume_budget_is_a_count() -> None:
     assert [may_resume(n) for n in range(MAX_RESUMES + 2)] == [True] * MAX_RESUMES + [False, False]
+
+
+@pytest.mark.parametrize(
+    ("state", "stop_reason", "error", "notice", "expected"),
+    [
+        ("aborted", "restart", None, RESTART_NOTICE, Owner.GATEWAY),  # restart mode keeps M open
+        ("aborted", "rpc", None, STOP_NOTICE, Owner.RESUME),  # stop mode: nobody recovers, owc resumes
+        ("aborted", "rpc", None, TERMINAL, Owner.STOP),  # a user's abort
+        ("error", None, "Claude Code process exited with code 143", TERMINAL, Owner.RESUME),  # container stop
+        ("error", None, "model refused", TERMINAL, Owner.ERROR),
+        ("final", "stop", None, TERMINAL, Owner.DONE),
+    ],
+)
+def test_the_row_a_terminal_implies(state, stop_reason, error, notice, expected) -> None:
+    assert owner(R, row_at_terminal(state, stop_reason, error, R), notice) is expected
+
+
+def test_a_pushed_row_fills_in_the_terminal() -> None:
+    push = Row("running", has_active_run=True, last_run_id=R, last_run_error="Codex process exited with code 137")
+    row = row_at_terminal("error", None, None, R, push)
+    assert row.status == "failed" and row.last_run_error.endswith("137") and not row.has_active_run
+    assert owner(R, row_at_terminal("aborted", "rpc", None, R, Row("killed", last_run_id="later")), TERMINAL) is (
+        Owner.NEWER_RUN
+    )
+    assert continues(Owner.GATEWAY) and continues(Owner.RESUME) and continues(Owner.WAIT)
+    assert not any(continues(o) for o in (Owner.STOP, Owner.ERROR, Owner.NEWER_RUN, Owner.DONE))

@@ -49,23 +49,62 @@ class WatchedOpenWebUI(FakeOpenWebUI):
 
 
 def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_token(tmp_path: Path) -> None:
-    env = {"OWC_GATEWAY_URL": "ws://env:1", "OWC_GATEWAY_TOKEN": "env-token"}
+    env = {"OWC_GATEWAY_URL": "ws://env:1", "OWC_GATEWAY_TOKEN": "env-token", "DATA_DIR": str(tmp_path / "data")}
     from_env = settings_from({}, env, database_url="sqlite:///x.db")
-    assert (from_env.gateway_url, from_env.token, from_env.agent_id) == ("ws://env:1", "env-token", "main")
-    valves = {"GATEWAY_URL": "wss://valve:2", "GATEWAY_TOKEN": "valve-token", "AGENT_ID": "ops"}
+    assert (from_env.gateway_url, from_env.token, from_env.agent_id) == ("ws://env:1/", "env-token", "main")
+    valves = {"GATEWAY_URL": "https://valve:2", "GATEWAY_TOKEN": "valve-token", "AGENT_ID": "ops"}
     from_valves = settings_from(valves, env, database_url="sqlite:///x.db")
-    assert (from_valves.gateway_url, from_valves.token, from_valves.agent_id) == ("wss://valve:2", "valve-token", "ops")
+    # what people paste (the dashboard's https:// address) is the Gateway's wss:// URL
+    assert (from_valves.gateway_url, from_valves.token, from_valves.agent_id) == (
+        "wss://valve:2/",
+        "valve-token",
+        "ops",
+    )
+    bare = settings_from({**valves, "GATEWAY_URL": " gateway.lan "}, env, database_url="x")
+    assert bare.gateway_url == "ws://gateway.lan:18789/"
+    with pytest.raises(SettingsError, match="the GATEWAY_URL valve 'ftp://gw/' has the scheme ftp://"):
+        settings_from({**valves, "GATEWAY_URL": "ftp://gw/"}, env, database_url="x")
     assert "valve-token" not in repr(from_valves)
     token_file = tmp_path / "token"
     token_file.write_text("file-token\n")
     token_file.chmod(0o600)
-    from_file = settings_from({"GATEWAY_TOKEN_FILE": str(token_file)}, {}, database_url="sqlite:///x.db")
+    from_file = settings_from(
+        {"GATEWAY_TOKEN_FILE": str(token_file)}, {}, database_url="sqlite:///x.db", data_dir=tmp_path
+    )
     assert from_file.token == "file-token"
     with pytest.raises(SettingsError, match="no Gateway token"):
         settings_from({}, {}, database_url="sqlite:///x.db")
     with pytest.raises(SettingsError, match="holds a credential") as refused:
         settings_from({"GATEWAY_URL": "ws://gw:1/?token=leaked", "GATEWAY_TOKEN": "t"}, {}, database_url="x")
     assert "leaked" not in str(refused.value)
+
+
+def test_the_device_lives_in_open_webuis_data_folder_and_the_valves_set_it_and_tls(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(host, "open_webui_data_dir", lambda: None)  # as outside Open WebUI
+    base = {"GATEWAY_TOKEN": "valve-token"}
+    default = settings_from(base, {}, database_url="x", data_dir=tmp_path / "data")
+    assert default.device_dir == tmp_path / "data" / "owc"  # survives a container rebuild, as DATA_DIR does
+    assert default.gateway_config().device_dir == tmp_path / "data" / "owc"
+    assert settings_from(base, {"DATA_DIR": "/srv/webui"}, database_url="x").device_dir == Path("/srv/webui/owc")
+    chosen = settings_from({**base, "DEVICE_DIR": str(tmp_path / "dev")}, {}, database_url="x", data_dir=tmp_path)
+    assert chosen.device_dir == tmp_path / "dev"
+    assert settings_from({**base, "DEVICE_DIR": "off"}, {}, database_url="x", data_dir=tmp_path).device_dir is None
+    with pytest.raises(SettingsError, match="DEVICE_DIR valve must be an absolute path"):
+        settings_from({**base, "DEVICE_DIR": "rel/dir"}, {}, database_url="x", data_dir=tmp_path)
+    with pytest.raises(SettingsError, match="set the Pipe's DEVICE_DIR valve"):
+        settings_from(base, {}, database_url="x")  # outside Open WebUI, no DATA_DIR: say where to set it
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    pin = "AB:" * 31 + "AB"
+    tls = settings_from(
+        {**base, "GATEWAY_CA_FILE": str(ca), "GATEWAY_TLS_PIN": pin}, {}, database_url="x", data_dir=tmp_path
+    )
+    assert (tls.ca_file, tls.pin_sha256) == (ca, "ab" * 32)
+    assert tls.gateway_config().pin_sha256 == "ab" * 32 and tls.gateway_config().ca_file == ca
+    with pytest.raises(SettingsError, match="GATEWAY_TLS_PIN valve: a TLS pin is the certificate's SHA-256"):
+        settings_from({**base, "GATEWAY_TLS_PIN": "abc"}, {}, database_url="x", data_dir=tmp_path)
+    with pytest.raises(SettingsError, match="GATEWAY_CA_FILE valve names"):
+        settings_from({**base, "GATEWAY_CA_FILE": str(tmp_path / "nope.pem")}, {}, database_url="x", data_dir=tmp_path)
 
 
 def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cleanly(tmp_path: Path, caplog) -> None:

@@ -33,10 +33,21 @@ MODEL = "openclaw.main"
 WAIT_S = 60.0  # a harness bound per wait: the server, the browser and owc all run on a loaded 2-core box
 
 
+#: The simulator judges Open WebUI's owc as a client on another host (as in a deployment, where Open WebUI and the
+#: Gateway run in different containers): owc signs in as its device, which the Gateway's owner approves (issue 15).
+REMOTE_ADDRESS = "192.0.2.10"
+
+
 @pytest.fixture(scope="module")
 def sim() -> Iterator[tuple[Any, Any]]:
     secret(TOKEN)
     with simulator_thread(TOKEN) as pair:
+        simulator, token = pair
+
+        def remote() -> None:
+            simulator.remote_address = REMOTE_ADDRESS
+
+        call(token, remote)
         yield pair
 
 
@@ -62,13 +73,22 @@ def install_owc(base_url: str, sim_url: str) -> str:
 
 
 def wait_connected(sim: Any, token: Any, count: int = 1) -> None:
-    """Until ``count`` owc runtimes are connected to the simulator (owc started inside the server): the
+    """Until ``count`` owc runtimes are connected to the simulator (owc started inside the server), approving as
+    the Gateway's owner each device that asks to pair (a server on a new DATA_DIR is a new device): the
     simulator's own wait, an event on its side, not a poll."""
-    trio.from_thread.run(
-        sim.wait_for,
-        lambda: sum(1 for c in sim.conns.values() if c.subscribed and not c.closing) >= count,
-        trio_token=token,
-    )
+
+    def connected() -> bool:
+        return sum(1 for c in sim.conns.values() if c.subscribed and not c.closing) >= count
+
+    async def approve_until_connected() -> None:
+        while True:
+            await sim.wait_for(lambda: connected() or bool(sim.devices.pending()))
+            if connected():
+                return
+            for request in sim.devices.pending():
+                sim.devices.approve(request.request_id)
+
+    trio.from_thread.run(approve_until_connected, trio_token=token)
 
 
 def subscribed(sim: Any, token: Any) -> int:
@@ -105,12 +125,32 @@ def deployment(sim, server_venv, browser_install, tmp_path_factory) -> Iterator[
     tmp = tmp_path_factory.mktemp("owui-w")
     with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
         printed = install_owc(server.base_url, simulator.url)
-        wait_connected(simulator, token)
         admin = server.admin()
+        pairing = _pairing_shown(server, admin, simulator, token, tmp)
+        wait_connected(simulator, token)  # approves owc's device, as the Gateway's owner would
         assert MODEL in {m["id"] for m in admin.models()}
-        yield {"server": server, "admin": admin, "sim": simulator, "token": token, "installed": printed, "tmp": tmp}
+        yield {
+            "server": server, "admin": admin, "sim": simulator, "token": token, "installed": printed, "tmp": tmp,
+            "pairing": pairing,
+        }  # fmt: skip
         # After every scenario on this server: no reply is left unfinished in the database.
         wait_until(lambda: not unfinished_replies(admin), "every reply finished")
+
+
+def _pairing_shown(server: Any, admin: Any, sim: Any, token: Any, tmp: Any) -> dict[str, Any]:
+    """Before owc's device is approved: what a person typing to the agent sees. The reply is the one actionable
+    line, with the command to run on the Gateway host and the request id."""
+    from owui.browser import running_browser
+
+    trio.from_thread.run(sim.wait_for, lambda: bool(sim.devices.pending()), trio_token=token)
+    (request,) = call(token, sim.devices.pending)
+    line = f"openclaw devices approve {request.request_id}"
+    with running_browser(tmp / "pairing-browser") as browser:
+        page = open_page(browser, {"server": server, "admin": admin})
+        chat_id = page.new_chat_with(MODEL, "Are you there?", timeout_ms=WAIT_S * 1000)
+        page.wait_for_assistant_text(line, timeout_ms=WAIT_S * 1000)
+        page.screenshot("w-pairing-needed")
+    return {"request": request, "chat_id": chat_id, "line": line}
 
 
 def unfinished_replies(admin: Any) -> list[tuple[str, str]]:
@@ -162,6 +202,30 @@ def test_install_reports_what_it_did(deployment) -> None:
     again = install_owc(deployment["server"].base_url, deployment["sim"].url)
     assert "updated openclaw (OpenClaw) in place; its valves are kept" in again and "activated" not in again
     assert "owui.host_started" in deployment["server"].log_tail(200_000)
+
+
+def test_owc_in_open_webui_is_a_paired_device(deployment) -> None:
+    """Issue 15: Open WebUI's owc signs in as its own device, kept in Open WebUI's DATA_DIR (mode 0600); while the
+    Gateway's owner has not approved it, a message gets the one actionable line as its reply (saved, finished);
+    once approved, owc connects with exactly read and write, and every other scenario here runs so."""
+    import stat
+
+    from owc import device
+
+    sim, token, pairing = deployment["sim"], deployment["token"], deployment["pairing"]
+    folder = deployment["tmp"] / "owui-server" / "data" / "owc"  # the server DATA_DIR (tests/owui/server.py)
+    stored = device.load(folder)
+    assert stored is not None and stored.device_id == pairing["request"].device_id
+    assert stored.device_token is not None
+    assert stat.S_IMODE((folder / "device.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    paired = {p.device_id: p for p in call(token, sim.devices.paired)}
+    assert set(paired[stored.device_id].access_scopes()) == {"operator.read", "operator.write", "operator.admin"}
+    assert stored.device_id in {dev for dev, _ in call(token, lambda: list(sim.device_conns.values()))}
+    reply = next(iter(assistant_messages(deployment["admin"], pairing["chat_id"]).values()))
+    assert pairing["line"] in reply["content"] and reply.get("done") is True
+    log = deployment["server"].log_tail(400_000)
+    assert "gateway.pairing_required" in log and stored.device_token not in log
 
 
 def test_an_agent_turn_streams_live_into_the_open_tab_with_tool_cards(deployment, browser) -> None:

@@ -243,6 +243,12 @@ def _check_live(got: dict[str, Any], side: str) -> None:
     # After each heartbeat run, the runner's global event (no run id): a reply that shows had no route to a
     # channel; a bare HEARTBEAT_OK is "ok-empty".
     beats = [f["payload"] for f in got["observed"] if f["event"] == "heartbeat"]
+    # A wake that finds the key's lane still busy (the turn before it still settling) is told as a
+    # ``skipped``/``requests-in-flight`` heartbeat and retried by the Gateway's wake queue (2026.9.6,
+    # heartbeat-runner-run: skippedBusyStage; heartbeat-wake: retry). Seen once in CI, before H1; it is no run.
+    busy = [b for b in beats if (b["status"], b.get("reason")) == ("skipped", "requests-in-flight")]
+    assert not [b for b in busy if "runId" in b or "sessionKey" in b], side
+    beats = [b for b in beats if b not in busy]
     assert [(b["status"], b.get("reason")) for b in beats] == [
         ("skipped", "no-route"),
         ("ok-empty", "wake"),

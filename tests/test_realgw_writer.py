@@ -27,6 +27,7 @@ from owc.store import open_store
 from rawclient import raw_client
 from realgw.fake_model import ANSWER
 from realgw.gateway import RealGateway
+from realgw.watched import WatchedEmitter
 
 pytestmark = pytest.mark.realgateway
 
@@ -68,24 +69,6 @@ async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path, ca
     messages_logged = [r.getMessage() for r in caplog.records]
     assert not any("runs.history_failed" in t for t in messages_logged)
     assert any("runs.finalized" in t and "source=transcript" in t for t in messages_logged)
-
-
-class WatchedEmitter(RecordingEmitter):
-    """A ``RecordingEmitter`` a test can wait on: every live copy a writer saves wakes the waiters."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._saved = trio.Event()
-
-    async def save_stream(self, chat_id: str, message_id: str, output: list[dict[str, Any]]) -> None:
-        await super().save_stream(chat_id, message_id, output)
-        self._saved.set()
-        self._saved = trio.Event()
-
-    async def until_streamed(self, chat_id: str, message_id: str, text: str) -> None:
-        """Until owc has streamed ``text`` into the message's live copy (no clock: each save wakes this)."""
-        while text not in output_text(self.streams.get((chat_id, message_id), [])):
-            await self._saved.wait()
 
 
 async def test_run_ended_while_disconnected_is_finalized_from_the_real_transcript(

@@ -105,6 +105,33 @@ def test_real_runs_render_and_finalize_alike(log: str, conn: str, text: str, car
     assert finished.content == text and finished.cards == cards  # the transcript agrees with the stream
 
 
+def test_a_restart_that_drops_the_partial_leaves_the_streamed_copy() -> None:
+    """A restart cuts a run mid-reply: the real Gateway (2026.9.6, measured) stores only an empty aborted assistant
+    message of the run ("agent run aborted for restart") and drops the partial. The finalize keeps what was
+    streamed (before: the transcript's nothing won and the message was finished empty)."""
+    runs = run_events("frames_abort.jsonl", "B")
+    run_id = next(iter(runs))
+    renderer = render(runs[run_id], run_id)
+    assert output_text(renderer.output(done=True)) == "Hello"
+    history = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "SLOW reply please", "idempotencyKey": f"{run_id}:user"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": ""}],
+                    "stopReason": "aborted",
+                    "errorMessage": "agent run aborted for restart",
+                    "__openclaw": {"runId": run_id, "id": "2405a8aa"},
+                },
+            ],
+        }
+    )
+    finished = finish(renderer, history)
+    assert finished.content == "Hello" and finished.source == "stream"
+
+
 def test_transcript_takes_only_its_own_run() -> None:
     """frames_tool_abort's history holds two runs on one key: each finalize takes only its own."""
     history = history_of("frames_tool_abort.jsonl")

@@ -194,3 +194,22 @@ def test_an_unreadable_token_file_is_one_clear_error(tmp_path: Path) -> None:
     path.chmod(0)
     with pytest.raises(TokenFileError, match="permission denied"):
         read_token_file(path)
+
+
+def test_the_guard_knows_every_device_secret_owc_stores(tmp_path: Path) -> None:
+    """The suite-wide guard registers a device's private key and device token when owc writes them, so a log
+    line or an output holding either fails the test that produced it (a key or token unknown to the guard
+    would pass unseen)."""
+    import base64
+
+    from owc import device
+
+    identity = device.load_or_create(tmp_path / "dev")
+    record = device._record(identity)  # the guard's hook wraps this
+    seed = device.b64url_decode(record["ed25519_seed"])
+    assert leaked(f"a key {seed.hex()} in a line") and leaked(base64.b64encode(seed).decode())
+    assert leaked(record["ed25519_seed"]) and not leaked(identity.device_id) and not leaked(identity.public_key_b64)
+    issued = "device-token-issued-by-a-gateway-0042"
+    assert not leaked(issued)
+    device.set_device_token(tmp_path / "dev", issued)
+    assert leaked(f"token={issued}")

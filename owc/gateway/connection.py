@@ -15,19 +15,21 @@ The only timers here are the transport's own, each in one place:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
 
-from owc import __version__
+from owc import __version__, device
 from owc.gateway.active import ActiveRuns, Resync
 from owc.gateway.backoff import Backoff
 from owc.gateway.errors import (
@@ -62,7 +64,7 @@ from owc.protocol import (
     parse_subscribe,
     response_id,
 )
-from owc.protocol.handshake import ConnectChallenge, scopes_missing
+from owc.protocol.handshake import ConnectChallenge, missing_scopes_text, parse_challenge, scopes_missing
 from owc.protocol.results import parse_sessions_list
 
 log = logging.getLogger("owc.gateway")
@@ -90,6 +92,18 @@ class GatewayConfig:
     list_params: dict[str, Any] = attrs.field(factory=lambda: {"limit": 1000})
     instance_id: str | None = None
     ssl_context: ssl.SSLContext | None = None
+    #: ``wss://``: a CA file to trust besides the system's (a Gateway with its own CA).
+    ca_file: Path | None = None
+    #: ``wss://``: the Gateway certificate's SHA-256 fingerprint (hex, colons allowed). The connection is accepted
+    #: only with exactly that certificate, whoever signed it and whatever names it holds (the real Gateway's
+    #: generated certificate has no subjectAltName: measured); OpenClaw's own clients pin it the same way.
+    pin_sha256: str | None = attrs.field(default=None, converter=lambda text: parse_pin(text))
+    #: Where owc's device identity lives (``owc/device.py``): with it, ``connect`` carries the signed ``device``
+    #: proof and the device token, which a Gateway on another host requires. None: token only (loopback).
+    device_dir: Path | None = None
+    #: An ``Origin`` header for the WebSocket handshake (a browser-like or remote client; the real Gateway then
+    #: requires a paired device even on loopback: the remote path, for tests and proxies that add one).
+    origin: str | None = None
 
 
 @attrs.frozen
@@ -327,6 +341,12 @@ class GatewayClient:
         self.attempts = 0
         #: While waiting to reconnect: when the next attempt starts (Trio's clock).
         self.backoff_until: float | None = None
+        #: While this device waits for a person to approve it on the Gateway host: what to tell them (the exact
+        #: command, with the request id); None once connected.
+        self.pairing: str | None = None
+        #: While connected with fewer scopes than owc asks (no ``operator.write``): what that disables, for the
+        #: person whose turn is refused; None with every scope.
+        self.limited: str | None = None
         self._boot_id: str | None = None
         self._last_notice: Shutdown | None = None
         self._changed = trio.Event()
@@ -422,17 +442,46 @@ class GatewayClient:
     def _ssl(self) -> ssl.SSLContext | None:
         if check_gateway_url(self._url).scheme != "wss":  # the parsed scheme: ``WSS://`` is TLS too
             return None
-        return self.config.ssl_context or ssl.create_default_context()  # verifies certificates and host names
+        cfg = self.config
+        if cfg.ssl_context is not None:
+            return cfg.ssl_context
+        context = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file is not None else None)
+        if cfg.pin_sha256 is not None:
+            # The pin is the check (``_open_websocket``): the chain and the names are not asked for.
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context  # otherwise: verifies certificates and host names; never a silent downgrade to ws://
 
     async def _connection_once(self) -> None:
+        async with self._opened() as (ws, hello):
+            await self._serve(ws, hello)
+
+    async def probe(self) -> HelloOk:
+        """One handshake, then close: what ``owc doctor`` reports (``owc.gateway.doctor``). Raises what a connect
+        raises (``Refused``, ``MissingScopes``, ``OSError``, ...); a device token or pairing request it is given is
+        kept exactly as ``run`` would keep it."""
+        check_gateway_url(self._url)
+        self.attempts += 1
+        try:
+            async with self._opened() as (_, hello):
+                return hello
+        except BaseExceptionGroup as group:  # the WebSocket's nursery wraps what the handshake raised
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
+
+    @asynccontextmanager
+    async def _opened(self) -> AsyncIterator[tuple[WebSocketConnection, HelloOk]]:
         cfg = self.config
-        async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout) as ws:
+        pin = cfg.pin_sha256 if cfg.ssl_context is None else None
+        async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout, cfg.origin, pin) as ws:
             try:
                 with trio.fail_after(cfg.connect_timeout):
                     hello = await self._handshake(ws)
             except trio.TooSlowError:
                 raise GatewayError(f"handshake not finished within {cfg.connect_timeout:g} s") from None
-            await self._serve(ws, hello)
+            yield ws, hello
 
     async def _handshake(self, ws: WebSocketConnection) -> HelloOk:
         challenge = decode_frame(await ws.get_message())
@@ -445,7 +494,17 @@ class GatewayClient:
             instance_id=self.config.instance_id,
         )
         req_id = str(uuid.uuid4())
-        await ws.send_message(encode_frame(Request(id=req_id, method="connect", params=params.to_json())).decode())
+        body = params.to_json()
+        identity = await self._device()
+        if identity is not None:
+            if identity.device_token is not None:
+                body["auth"]["deviceToken"] = identity.device_token
+            signed = parse_challenge(challenge.payload)
+            if signed.ts is None:
+                raise ProtocolError("connect.challenge without a ts to sign")
+            nonce, ts = signed.nonce, signed.ts
+            body["device"] = identity.sign_connect_params(body, nonce=nonce, signed_at_ms=ts)
+        await ws.send_message(encode_frame(Request(id=req_id, method="connect", params=body)).decode())
         while True:  # events may not precede hello-ok, but tolerate them rather than fail the handshake
             frame = decode_frame(await ws.get_message())
             if isinstance(frame, Response) and frame.id == req_id:
@@ -462,13 +521,99 @@ class GatewayClient:
                         await ws.get_message()
                 except ConnectionClosed as exc:
                     code = _close_of(exc)[0]
-            raise _refusal(frame, code)
+            raise await self._device_refused(_refusal(frame, code), identity)
         hello = parse_hello_ok(frame.payload)
-        if hello.auth_role is not None:
-            missing = scopes_missing(hello)
-            if missing:
-                raise MissingScopes(missing)
+        self.pairing = None
+        if identity is not None:
+            await self._device_paired(identity, frame.payload)
+        self.limited = self._check_scopes(hello, identity)
         return hello
+
+    def _check_scopes(self, hello: HelloOk, identity: device.DeviceIdentity | None) -> str | None:
+        """Say at once what the granted scopes disable, rather than fail on the first call. Without
+        ``operator.read`` nothing works: ``MissingScopes``, final. Without ``operator.write`` owc still shows the
+        agent's runs; what needs it is refused with the returned text (user turns: ``Runtime.user_turn``). Without
+        ``operator.admin`` only a Stop of another client's run fails (a warning now, the Gateway's refusal then)."""
+        missing = scopes_missing(hello) if hello.auth_role is not None else ()
+        if not missing:
+            return None
+        if identity is None:
+            remedy = (
+                "A Gateway on another host (or behind a proxy that adds an Origin header) trusts only a paired"
+                " device: give owc a device folder (owc run --device-dir, the Pipe's DEVICE_DIR valve)"
+            )
+        else:
+            remedy = (
+                f"Approve owc's device {identity.device_id[:16]}... with these scopes on the Gateway host"
+                " (`openclaw devices list`)"
+            )
+        if "operator.read" in missing:
+            raise MissingScopes(missing, remedy)
+        text = f"{missing_scopes_text(missing)}. {remedy}."
+        log.log(
+            logging.ERROR if "operator.write" in missing else logging.WARNING,
+            "gateway.scopes_missing url=%s missing=%s: %s",
+            self.url,
+            ",".join(missing),
+            text,
+        )
+        return text if "operator.write" in missing else None
+
+    async def _device(self) -> device.DeviceIdentity | None:
+        folder = self.config.device_dir
+        if folder is None:
+            return None
+        return await trio.to_thread.run_sync(device.load_or_create, folder)
+
+    async def _device_paired(self, identity: device.DeviceIdentity, payload: Any) -> None:
+        """Keep the device token the Gateway issued (``hello-ok.auth.deviceToken``) for the next connects."""
+        auth = payload.get("auth") if isinstance(payload, dict) else None
+        token = auth.get("deviceToken") if isinstance(auth, dict) else None
+        if isinstance(token, str) and token and token != identity.device_token:
+            assert self.config.device_dir is not None
+            await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, token)
+            log.info(
+                "gateway.device_paired url=%s device=%s (its device token is stored)", self.url, identity.device_id
+            )
+
+    async def _device_refused(self, refused: Refused, identity: device.DeviceIdentity | None) -> Refused:
+        """A refusal about the device: pairing is a person's step on the Gateway host, so owc says exactly which
+        and keeps retrying on its backoff (connecting as soon as it is approved); a device token the Gateway no
+        longer knows (revoked, removed) is dropped, and the next connect asks for pairing again."""
+        if identity is None:
+            return refused
+        error = refused.error
+        details = error.details if isinstance(error.details, dict) else {}
+        if error.detail_code == "PAIRING_REQUIRED" or (error.code == "NOT_PAIRED" and details.get("requestId")):
+            if identity.device_token is not None:
+                # A device removed or revoked on the Gateway host: owc sends the shared token too, so the Gateway
+                # answers with a new pairing request (measured on 2026.9.6: reason not-paired after ``devices
+                # remove``, role-upgrade after ``revoke``), never AUTH_DEVICE_TOKEN_MISMATCH. The stored token is
+                # dead: drop it (approval issues a new one in hello-ok) rather than keep sending and exporting it.
+                await self._drop_device_token(identity, f"the Gateway asks to pair again: {details.get('reason')}")
+            request = details.get("requestId")
+            self.pairing = (
+                f"owc's device {identity.device_id[:16]}... waits to be approved on the OpenClaw Gateway's host: run"
+                f" `openclaw devices approve {request}` there (`openclaw devices list` shows the request)."
+            )
+            log.error(
+                "gateway.pairing_required url=%s device=%s request=%s: approve this device on the Gateway host with"
+                " `openclaw devices approve %s` (`openclaw devices list` shows it); owc connects once it is approved",
+                self.url,
+                identity.device_id,
+                request,
+                request,
+            )
+            refused.retryable = True
+        elif error.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH" and identity.device_token is not None:
+            await self._drop_device_token(identity, "the Gateway no longer knows it: pairing again")
+            refused.retryable = True
+        return refused
+
+    async def _drop_device_token(self, identity: device.DeviceIdentity, why: str) -> None:
+        assert self.config.device_dir is not None
+        await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, None)
+        log.warning("gateway.device_token_dropped url=%s device=%s (%s)", self.url, identity.device_id, why)
 
     async def _serve(self, ws: WebSocketConnection, hello: HelloOk) -> None:
         conn: Connection | None = None
@@ -655,7 +800,11 @@ class GatewayClient:
 
 @asynccontextmanager
 async def _open_websocket(
-    url: str, ssl_context: ssl.SSLContext | None, timeout: float
+    url: str,
+    ssl_context: ssl.SSLContext | None,
+    timeout: float,
+    origin: str | None = None,
+    pin_sha256: str | None = None,
 ) -> AsyncIterator[WebSocketConnection]:
     """TCP (and TLS, verified, with the handshake done first so a bad certificate is reported as such
     rather than as a timeout), then the WebSocket handshake, all within ``timeout``."""
@@ -669,6 +818,8 @@ async def _open_websocket(
             if ssl_context is not None:
                 stream = trio.SSLStream(stream, ssl_context, server_hostname=parts.hostname, https_compatible=True)
                 await stream.do_handshake()
+                if pin_sha256 is not None:
+                    _check_pin(stream, pin_sha256)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
@@ -676,7 +827,14 @@ async def _open_websocket(
     async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
         try:
             with trio.fail_after(timeout):
-                ws = await wrap_client_stream(nursery, stream, host, resource, max_message_size=MAX_MESSAGE_READ)
+                ws = await wrap_client_stream(
+                    nursery,
+                    stream,
+                    host,
+                    resource,
+                    max_message_size=MAX_MESSAGE_READ,
+                    extra_headers=[(b"Origin", origin.encode())] if origin else None,
+                )
         except BaseException:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
@@ -703,6 +861,31 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
     for exc in group.exceptions:
         out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
     return out
+
+
+def parse_pin(text: str | None) -> str | None:
+    """A certificate pin as people paste it (``AB:CD:...`` from ``openssl x509 -fingerprint -sha256``, or plain
+    hex, any case) as 64 lower-case hex digits; ``ValueError`` for anything else, so a typo is a configuration
+    error at start and not a refused certificate on every connect. None or blank: no pin."""
+    if text is None or not text.strip():
+        return None
+    raw = text.strip()
+    if "=" in raw:  # ``sha256 Fingerprint=AB:CD:...`` pasted whole
+        raw = raw.rsplit("=", 1)[1]
+    hexed = raw.replace(":", "").replace(" ", "").lower()
+    if len(hexed) != 64 or any(c not in "0123456789abcdef" for c in hexed):
+        raise ValueError("a TLS pin is the certificate's SHA-256 fingerprint: 64 hex digits (colons allowed)")
+    return hexed
+
+
+def _check_pin(stream: trio.SSLStream[trio.SocketStream], pin_sha256: str) -> None:
+    """The Gateway's certificate is the pinned one (SHA-256 of its DER form, as ``openssl x509 -fingerprint
+    -sha256`` prints it), else the connection is refused as a bad certificate (retrying will not help)."""
+    der = stream.getpeercert(binary_form=True)
+    want = pin_sha256
+    got = hashlib.sha256(der).hexdigest() if der else ""
+    if got != want:
+        raise ssl.SSLCertVerificationError(f"the Gateway's certificate is not the pinned one (its SHA-256 is {got})")
 
 
 def _refusal(frame: Response, close_code: int | None) -> Refused:

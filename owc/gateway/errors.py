@@ -4,6 +4,7 @@ Gateway's error code and message, never from what owc sent."""
 from __future__ import annotations
 
 from owc.protocol import ErrorShape
+from owc.protocol.handshake import missing_scopes_text
 
 
 class GatewayError(Exception):
@@ -26,12 +27,11 @@ class Refused(GatewayError):
 
 
 class MissingScopes(GatewayError):
-    """Connected, but without the scopes owc needs (a client the Gateway did not trust with its scopes)."""
+    """Connected, but without ``operator.read``: nothing owc does works (a client the Gateway did not trust with
+    its scopes). The message says which are missing, what that disables and what to do; final, never retried."""
 
-    def __init__(self, missing: tuple[str, ...]) -> None:
-        super().__init__(
-            f"gateway granted no {', '.join(missing)}: connect as gateway-client/backend with the shared token"
-        )
+    def __init__(self, missing: tuple[str, ...], remedy: str = "") -> None:
+        super().__init__(missing_scopes_text(missing) + (f". {remedy}" if remedy else ""))
         self.missing = missing
 
 

@@ -12,7 +12,9 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
 * **Settings**: the Gateway URL, agent id and token from the Pipe's Valves, else from the environment
   (``OWC_GATEWAY_URL``, ``OWC_AGENT_ID``, ``OWC_GATEWAY_TOKEN`` or ``OWC_GATEWAY_TOKEN_FILE``); the database is
   Open WebUI's own (its ``DATABASE_URL``), written through owc's store under the same row lock Open WebUI uses.
-  The token is never logged or echoed in an error.
+  The token is never logged or echoed in an error. owc signs in as a device kept in ``<DATA_DIR>/owc`` (the
+  folder that survives a container rebuild; the ``DEVICE_DIR`` valve), which a Gateway on another host pairs;
+  ``wss://`` takes a CA file and a certificate pin (``GATEWAY_CA_FILE``, ``GATEWAY_TLS_PIN``).
 
 Several uvicorn workers are several processes: one runtime each, racing safely through the claim's row lock.
 """
@@ -54,6 +56,17 @@ class HostSettings:
     database_url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
     agent_id: str = DEFAULT_AGENT_ID
     instance_id: str = "owc-openwebui"
+    #: owc's device identity folder (``owc/device.py``): ``<DATA_DIR>/owc`` unless the DEVICE_DIR valve says
+    #: otherwise (``off``: the shared token alone). A Gateway on another host pairs this device.
+    device_dir: Path | None = None
+    #: ``wss://``: a CA file to trust besides the system's, and the Gateway certificate's SHA-256 pin.
+    ca_file: Path | None = None
+    pin_sha256: str | None = None
+
+    def gateway_config(self) -> GatewayConfig:
+        return GatewayConfig(
+            instance_id=self.instance_id, device_dir=self.device_dir, ca_file=self.ca_file, pin_sha256=self.pin_sha256
+        )
 
 
 def _value(valves: Any, name: str) -> str:
@@ -69,13 +82,65 @@ def open_webui_database_url() -> str:
     return str(DATABASE_URL)
 
 
+def open_webui_data_dir() -> Path | None:
+    """Open WebUI's ``DATA_DIR`` (the folder that survives a container rebuild), None outside Open WebUI."""
+    try:
+        from open_webui.env import DATA_DIR  # imported here: owc imports without Open WebUI installed
+    except ImportError:
+        return None
+    return Path(DATA_DIR)
+
+
+#: The DEVICE_DIR valve's value that turns the device off (the shared token alone: the Gateway's loopback only).
+DEVICE_OFF = "off"
+
+
+def _device_dir(valves: Any, env: Mapping[str, str], data_dir: Path | None) -> Path | None:
+    chosen = _value(valves, "DEVICE_DIR") or env.get("OWC_DEVICE_DIR", "").strip()
+    if chosen.lower() == DEVICE_OFF:
+        return None
+    if chosen:
+        if not Path(chosen).is_absolute():
+            raise SettingsError(f"the DEVICE_DIR valve must be an absolute path (or {DEVICE_OFF!r}), not {chosen!r}")
+        return Path(chosen)
+    from owc import device
+
+    try:
+        return device.default_state_dir(hosted=True, data_dir=data_dir or open_webui_data_dir(), environ=env)
+    except ValueError:
+        raise SettingsError(
+            "Open WebUI's DATA_DIR is unknown: set the Pipe's DEVICE_DIR valve (a folder for owc's device identity)"
+        ) from None
+
+
+def _tls(valves: Any, env: Mapping[str, str]) -> tuple[Path | None, str | None]:
+    from owc.gateway.connection import parse_pin
+
+    ca = _value(valves, "GATEWAY_CA_FILE") or env.get("OWC_GATEWAY_CA_FILE", "").strip()
+    if ca and not Path(ca).is_file():
+        raise SettingsError(f"the GATEWAY_CA_FILE valve names {ca!r}, which is not a file on Open WebUI's host")
+    try:
+        pin = parse_pin(_value(valves, "GATEWAY_TLS_PIN") or env.get("OWC_GATEWAY_TLS_PIN", "").strip())
+    except ValueError as exc:
+        raise SettingsError(f"the GATEWAY_TLS_PIN valve: {exc}") from None
+    return (Path(ca) if ca else None), pin
+
+
 def settings_from(
-    valves: Any, environ: Mapping[str, str] | None = None, *, database_url: str | None = None
+    valves: Any,
+    environ: Mapping[str, str] | None = None,
+    *,
+    database_url: str | None = None,
+    data_dir: Path | None = None,
 ) -> HostSettings:
     """The runtime's settings: each from the Valves when set there, else from the environment. Raises
-    ``SettingsError`` when no token can be found (naming where to put one, never a value)."""
+    ``SettingsError`` when no token can be found (naming where to put one, never a value), or a setting cannot
+    work (naming the valve). ``data_dir``: Open WebUI's ``DATA_DIR`` (read from Open WebUI when None)."""
     env = os.environ if environ is None else environ
-    url = _value(valves, "GATEWAY_URL") or env.get("OWC_GATEWAY_URL", "").strip() or DEFAULT_GATEWAY_URL
+    if _value(valves, "GATEWAY_URL"):
+        pasted, source = _value(valves, "GATEWAY_URL"), "the GATEWAY_URL valve"
+    else:
+        pasted, source = env.get("OWC_GATEWAY_URL", "").strip() or DEFAULT_GATEWAY_URL, "OWC_GATEWAY_URL"
     agent = _value(valves, "AGENT_ID") or env.get("OWC_AGENT_ID", "").strip() or DEFAULT_AGENT_ID
     token = _value(valves, "GATEWAY_TOKEN") or env.get("OWC_GATEWAY_TOKEN", "").strip()
     if not token:
@@ -95,19 +160,23 @@ def settings_from(
             "no Gateway token: set the Pipe's GATEWAY_TOKEN or GATEWAY_TOKEN_FILE valve, or OWC_GATEWAY_TOKEN /"
             " OWC_GATEWAY_TOKEN_FILE in Open WebUI's environment"
         )
-    from owc.gateway.url import InvalidGatewayUrl, check_gateway_url, url_credentials
+    from owc.gateway.url import InvalidGatewayUrl, parse_gateway_url, url_credentials
 
     try:
-        check_gateway_url(url)
+        url = parse_gateway_url(pasted, source=source)  # what people paste: https://host, host:port, a bare host
     except InvalidGatewayUrl as exc:
         raise SettingsError(str(exc)) from None
     if url_credentials(url):
         raise SettingsError(f"the Gateway URL {redact_url(url)} holds a credential: put the token in GATEWAY_TOKEN")
+    ca_file, pin = _tls(valves, env)
     return HostSettings(
         gateway_url=url,
         token=token,
         database_url=database_url if database_url is not None else open_webui_database_url(),
         agent_id=agent,
+        device_dir=_device_dir(valves, env, data_dir),
+        ca_file=ca_file,
+        pin_sha256=pin,
     )
 
 
@@ -135,7 +204,7 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
     config = RuntimeConfig(
         url=settings.gateway_url,
         token=settings.token,
-        gateway=GatewayConfig(instance_id=settings.instance_id),
+        gateway=settings.gateway_config(),
     )
     try:
         async with open_store(settings.database_url) as store, open_runtime(config, store, emitter) as runtime:

@@ -1,8 +1,11 @@
 """The handshake: ``connect.challenge`` -> ``connect`` request -> ``hello-ok``.
 
-owc connects as the one client shape the Gateway lets in on loopback without a device identity and with its
-scopes kept: ``client.id = "gateway-client"``, ``mode = "backend"``, a shared token (reference section 6).
-It declares ``caps: ["tool-events"]`` so the runs it starts stream their tool calls to it as ``agent`` events.
+owc connects as ``client.id = "gateway-client"``, ``mode = "backend"`` with the shared token: the one client shape
+the Gateway lets in on loopback without a device identity and with its scopes kept (reference section 6); on
+another host the connect also carries owc's signed device (``owc/device.py``). It declares ``caps:
+["tool-events"]`` so the runs it starts stream their tool calls to it as ``agent`` events, and asks exactly the
+scopes it uses (``OWC_SCOPES``, each with what it is for): a device asking more than it was approved for is sent
+back to pairing.
 """
 
 from __future__ import annotations
@@ -20,8 +23,19 @@ PROTOCOL_VERSION = 4
 CLIENT_ID = "gateway-client"
 CLIENT_MODE = "backend"
 ROLE = "operator"
-#: ``operator.read`` for sessions/history, ``operator.write`` for chat.send/abort; admin as the live client had.
-DEFAULT_SCOPES: tuple[str, ...] = ("operator.read", "operator.write", "operator.admin")
+#: What each scope owc asks for is used for, in the words a missing-scope report gives (issue 15): exactly these.
+#: ``sessions.patch`` with only ``key`` and ``model`` needs ``operator.write``, not admin (2026.9.6,
+#: ``resolveSessionsPatchRequiredScope``). ``operator.admin`` is for Stop: the Gateway lets a client without it abort
+#: only runs with no owner or sent by its own connection or device (``canRequesterAbortChatRun``,
+#: ``chat-abort-runtime-B6OgOyLI.mjs:39-52``; measured: owc's Stop of a run another client sent was refused
+#: ``INVALID_REQUEST unauthorized`` without it), and Open WebUI's Stop is for any run shown in a chat.
+SCOPE_USES: dict[str, str] = {
+    "operator.read": "seeing the agent's sessions and runs (sessions.list, sessions.subscribe, chat.history)",
+    "operator.write": "sending user turns (chat.send), Stop (chat.abort) and choosing a model (sessions.patch)",
+    "operator.admin": "stopping a run another client started (chat.abort of a run owc did not send)",
+}
+OWC_SCOPES: tuple[str, ...] = tuple(SCOPE_USES)
+DEFAULT_SCOPES = OWC_SCOPES
 DEFAULT_CAPS: tuple[str, ...] = ("tool-events",)
 #: ``TICK_INTERVAL_MS`` in the 2026.9.6 code (the shipped docs say 15000; the code and the live hello say 30000).
 DEFAULT_TICK_INTERVAL_MS = 30_000
@@ -149,7 +163,14 @@ def parse_hello_ok(payload: object) -> HelloOk:
     )
 
 
-def scopes_missing(hello: HelloOk, needed: Sequence[str] = ("operator.read", "operator.write")) -> tuple[str, ...]:
+def scopes_missing(hello: HelloOk, needed: Sequence[str] = OWC_SCOPES) -> tuple[str, ...]:
     """Scopes owc needs that the Gateway did not grant (a client without a device identity is let in with
     ``scopes: []`` and fails later with FORBIDDEN; owc checks at once instead)."""
     return tuple(s for s in needed if s not in hello.auth_scopes)
+
+
+def missing_scopes_text(missing: Sequence[str]) -> str:
+    """What granting fewer scopes disables, in one sentence: ``"the Gateway did not grant operator.write, which
+    owc needs for sending user turns (...): those are off"``. Names scopes only, never a credential."""
+    uses = "; ".join(f"{scope} for {SCOPE_USES.get(scope, 'what owc does')}" for scope in missing)
+    return f"the Gateway did not grant {', '.join(missing)}, which owc needs: {uses}"

@@ -1,6 +1,6 @@
 """Rendering runs as Open WebUI messages: live (``TurnRenderer`` + ``diff``) and finished (``transcript``). Pure."""
 
-from owc.render.diff import Diff, apply_events, diff, snapshot_event
+from owc.render.diff import Diff, Flush, Shown, apply_events, diff, diff_at, snapshot_event
 from owc.render.items import count_cards, output_text
 from owc.render.sentinels import SILENT_SENTINELS, is_silent, may_become_silent
 from owc.render.transcript import (
@@ -17,10 +17,13 @@ __all__ = [
     "SILENT_SENTINELS",
     "Diff",
     "FinishedRun",
+    "Flush",
+    "Shown",
     "TurnRenderer",
     "apply_events",
     "count_cards",
     "diff",
+    "diff_at",
     "finish",
     "heartbeat_turn",
     "is_silent",

@@ -2,7 +2,8 @@
 
 Item ids are derived from the run id, so the same run renders to the same ids in every process and every
 replay (a live stream and its finalize agree on ids): ``msg_`` / ``fco_`` + 24 hex; a function call's id is
-its call id, as Open WebUI's own tool items have it.
+its call id, as Open WebUI's own tool items have it. Items are built frozen (``owc.render.frozen``): a changed item
+is a new one, so an item once handed out can be shared without a copy.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from owc.render.frozen import FrozenDict, FrozenList
+
 
 def item_id(prefix: str, run_id: str, key: str) -> str:
     digest = hashlib.sha1(
@@ -20,14 +23,14 @@ def item_id(prefix: str, run_id: str, key: str) -> str:
     return f"{prefix}_{digest[:24]}"
 
 
-def message_item(item_id_: str, text: str, *, done: bool) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": item_id_,
-        "status": "completed" if done else "in_progress",
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text}],
-    }
+def message_item(item_id_: str, text: str, *, done: bool) -> FrozenDict:
+    return FrozenDict(
+        type="message",
+        id=item_id_,
+        status="completed" if done else "in_progress",
+        role="assistant",
+        content=FrozenList((FrozenDict(type="output_text", text=text),)),
+    )
 
 
 def arguments_json(args: Any) -> str:
@@ -78,25 +81,25 @@ class _Raw:
         self.text = text
 
 
-def function_call_item(call_id: str, name: str, args: Any, *, status: str) -> dict[str, Any]:
-    return {
-        "type": "function_call",
-        "id": call_id,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments_json(args),
-        "status": status,
-    }
+def function_call_item(call_id: str, name: str, args: Any, *, status: str) -> FrozenDict:
+    return FrozenDict(
+        type="function_call",
+        id=call_id,
+        call_id=call_id,
+        name=name,
+        arguments=arguments_json(args),
+        status=status,
+    )
 
 
-def function_call_output_item(item_id_: str, call_id: str, text: str, *, is_error: bool) -> dict[str, Any]:
-    return {
-        "type": "function_call_output",
-        "id": item_id_,
-        "call_id": call_id,
-        "output": [{"type": "input_text", "text": text}],
-        "status": "failed" if is_error else "completed",
-    }
+def function_call_output_item(item_id_: str, call_id: str, text: str, *, is_error: bool) -> FrozenDict:
+    return FrozenDict(
+        type="function_call_output",
+        id=item_id_,
+        call_id=call_id,
+        output=FrozenList((FrozenDict(type="input_text", text=text),)),
+        status="failed" if is_error else "completed",
+    )
 
 
 def result_text(result: Any) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from owc.protocol import ChatHistory, HistoryMessage, TextPart, ToolCallPart
+from owc.render.frozen import FrozenDict
 from owc.render.items import (
     count_cards,
     function_call_item,
@@ -189,9 +190,9 @@ def _stream_results_for_placeholders(output: list[dict[str, Any]], renderer: Tur
         for item in renderer.output(done=True)
         if item.get("type") == "function_call_output" and _output_text(item) not in (None, OVERSIZED_PLACEHOLDER)
     }
-    for item in output:
+    for index, item in enumerate(output):
         if _output_text(item) == OVERSIZED_PLACEHOLDER and item.get("call_id") in streamed:
-            item["output"] = streamed[item["call_id"]]
+            output[index] = FrozenDict({**item, "output": streamed[item["call_id"]]})  # items are never changed
 
 
 def _oversized(message: HistoryMessage) -> bool:
@@ -233,6 +234,12 @@ def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
                 log.warning("render.transcript_incomplete run=%s (finishing from the stream)", renderer.run_id)
             else:
                 output = output_from_transcript(history, renderer.run_id)
+            if output == [] and renderer.output(done=True):
+                # The transcript holds the run but nothing of what it showed: a restart's empty aborted message
+                # (the Gateway drops the partial: measured on 2026.9.6, NOTES "Measured on the real Gateway").
+                # What was streamed is all there is of it.
+                log.info("render.transcript_empty run=%s (finishing from the stream)", renderer.run_id)
+                output = None
             if output is not None:
                 _stream_results_for_placeholders(output, renderer)
         except Exception:  # a transcript shape owc cannot render: the streamed copy still finishes the run

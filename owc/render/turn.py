@@ -9,15 +9,22 @@ the call, its result, the text after it.
 Robust against what a connection can see twice or late: an event whose run ``seq`` is not newer than the
 last of its kind is ignored, a cumulative message that is a prefix of what is known is stale, so a replayed
 or reordered delta never duplicates text (the old pipe's ``ABCABC``). ``replace: true`` replaces.
+
+The live output is kept incrementally: an event marks the elements it touched (the growing text segment, the
+card that got its result, the element before a new one), and ``live()`` rebuilds only those and logs the
+positions that changed, so a writer's flush costs what changed since the last one, not the run's length
+(``owc.render.diff.Shown``). Items are frozen: a changed element gets a new item.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 import attrs
 
 from owc.protocol import AgentEvent, ChatEvent, Event
+from owc.render.frozen import FrozenDict
 from owc.render.items import (
     function_call_item,
     function_call_output_item,
@@ -81,23 +88,57 @@ class TurnRenderer:
     _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
     _last_chat_seq: int = -1
     _last_agent_seq: int = -1
-    # The run's visible text, run-wide (what chat's cumulative message holds), kept as chunks so a delta
-    # costs O(len(delta)) however long the run is; ``text`` joins them on demand.
+    # The run's visible text, run-wide (what chat's cumulative message holds), kept as chunks (and where each
+    # starts) so a delta costs O(len(delta)) however long the run is; ``text`` joins them on demand, a segment's
+    # slice joins only the chunks it spans.
     _chunks: list[str] = attrs.field(factory=list)
+    _offsets: list[int] = attrs.field(factory=list)
     _length: int = 0
-    _joined: str | None = ""
     _shows_text: bool = False  # the text is known not to be (a prefix of) a sentinel
-    # Output items already built, by what they depend on: a writer renders after every change, and
-    # rebuilding every card and segment each time made a long run's cost per event grow with its length.
-    _items: dict[tuple[Any, ...], dict[str, Any]] = attrs.field(factory=dict)
-    _item_keys: dict[tuple[str, Any], tuple[Any, ...]] = attrs.field(factory=dict)  # the live key per element
+    # Where each element of ``_order`` is: a call's and a result's index by element, a text segment's end by
+    # index (the next segment's start; the last segment ends with the text), the starts in use, the last segment.
+    _where: dict[tuple[str, Any], int] = attrs.field(factory=dict)
+    _ends: dict[int, int] = attrs.field(factory=dict)
+    _text_starts: set[int] = attrs.field(factory=set)
+    _last_text: int = -1
+    _text_ids: dict[int, str] = attrs.field(factory=dict)  # a segment's item id by its start (a SHA-1 each)
+    # The live rendering (``output()`` while running), kept incrementally. Per element: the key its item was
+    # built for (what the item depends on) and the item (None: shows nothing); ``_dirty``: elements an event
+    # touched since. ``_out`` holds the shown items in order, ``_slot`` each element's place in it (-1: none).
+    # ``_log`` lists the places changed in place or appended during the current ``_epoch``; the epoch moves when
+    # places shift (an item appeared before others, one vanished, the text was rewritten), after which a reader
+    # compares everything once.
+    _keys: list[tuple[Any, ...] | None] = attrs.field(factory=list)
+    _live: list[FrozenDict | None] = attrs.field(factory=list)
+    _dirty: set[int] = attrs.field(factory=set)
+    _out: list[FrozenDict] = attrs.field(factory=list)
+    _slot: list[int] = attrs.field(factory=list)
+    _last_shown: int = -1
+    _epoch: int = 0
+    _log: list[int] = attrs.field(factory=list)
 
     @property
     def text(self) -> str:
-        if self._joined is None:
-            self._joined = "".join(self._chunks)
-            self._chunks = [self._joined]
-        return self._joined
+        if len(self._chunks) > 1:
+            self._chunks, self._offsets = ["".join(self._chunks)], [0]
+        return self._chunks[0] if self._chunks else ""
+
+    def _slice(self, start: int, end: int) -> str:
+        """``text[start:end]``, joining only the chunks it spans; they stay joined (the growing segment is sliced
+        again at the next flush, with only the new chunks after it)."""
+        if start >= end or not self._chunks:
+            return ""
+        chunks, offsets = self._chunks, self._offsets
+        i = bisect_right(offsets, start) - 1
+        j = bisect_left(offsets, end, lo=i + 1)  # chunks i .. j-1 overlap [start, end)
+        if j - i > 1:
+            chunks[i:j] = ["".join(chunks[i:j])]
+            del offsets[i + 1 : j]
+        base = offsets[i]
+        chunk = chunks[i]
+        if start == base and end - base == len(chunk):
+            return chunk
+        return chunk[start - base : end - base]
 
     # ------------------------------------------------------------------ feeding
 
@@ -140,13 +181,45 @@ class TurnRenderer:
         if event.is_terminal:
             self.terminal = event
             self.version += 1
+            # Past the terminal a segment can no longer grow into a sentinel: every segment is judged again.
+            self._dirty.update(i for i, (kind, _) in enumerate(self._order) if kind == "text")
 
     def _append(self, delta: str) -> None:
         self._chunks.append(delta)
+        self._offsets.append(self._length)
         self._length += len(delta)
-        self._joined = None
         self._open_segment()
+        if self._last_text >= 0:
+            self._dirty.add(self._last_text)  # the last segment ends with the text
         self.version += 1
+
+    def _add(self, element: tuple[str, Any]) -> None:
+        """Append an element to the order. The one before it is touched (no longer the last: a text segment
+        before it is closed), and a text segment fixes where the one before it ends."""
+        index = len(self._order)
+        self._order.append(element)
+        if index:
+            self._dirty.add(index - 1)
+        if element[0] == "text":
+            if self._last_text >= 0:
+                self._ends[self._last_text] = element[1]
+                self._dirty.add(self._last_text)
+            self._last_text = index
+            self._text_starts.add(element[1])
+        else:
+            self._where[element] = index
+
+    def _reindex(self) -> None:
+        """Where every element is, after the order was filtered."""
+        self._where, self._ends, self._text_starts, self._last_text = {}, {}, set(), -1
+        for index, element in enumerate(self._order):
+            if element[0] == "text":
+                if self._last_text >= 0:
+                    self._ends[self._last_text] = element[1]
+                self._last_text = index
+                self._text_starts.add(element[1])
+            else:
+                self._where[element] = index
 
     def _open_segment(self) -> None:
         """Text grew past a tool call: what follows is a new message item. Every segment starts at its own
@@ -154,8 +227,8 @@ class TurnRenderer:
         if self._segment_from is not None and self._length > self._segment_from:
             start = self._segment_from
             self._segment_from = None
-            if not any(kind == "text" and value == start for kind, value in self._order):
-                self._order.append(("text", start))
+            if start not in self._text_starts:
+                self._add(("text", start))
 
     def _set_text(self, new: str, *, replace: bool) -> None:
         old = self.text
@@ -163,20 +236,24 @@ class TurnRenderer:
             return
         if not replace and old.startswith(new):
             return  # stale cumulative snapshot: shorter than what we have
-        self._chunks, self._length, self._joined = [new], len(new), new
-        if not new.startswith(old):
+        (self._chunks, self._offsets), self._length = ([new], [0]) if new else ([], []), len(new)
+        rewritten = not new.startswith(old)
+        if rewritten:
             self._shows_text = False  # replaced: decide again
-            self._items.clear()  # segments' texts changed under their offsets
-            self._item_keys.clear()
         if len(new) < len(old):
             # A replacement shortened the text: the segments that started in the cut-off part are gone
             # (the text they held no longer exists); the rest keep their places among the tool cards.
             self._order = [
                 (kind, value) for kind, value in self._order if kind != "text" or value < len(new) or value == 0
             ]
+            self._reindex()
             if self._segment_from is not None:
                 self._segment_from = min(self._segment_from, len(new))
         self._open_segment()
+        if rewritten:
+            self._reset_live()  # segments' texts changed under their offsets
+        elif self._last_text >= 0:
+            self._dirty.add(self._last_text)  # extended: only the last segment grew
         self.version += 1
 
     def _agent(self, event: AgentEvent) -> None:
@@ -198,9 +275,11 @@ class TurnRenderer:
                 text = result_text(tool.result)
                 if call.result != text or call.is_error != tool.is_error:
                     if call.result is None:
-                        self._order.append(("result", call.call_id))
+                        self._add(("result", call.call_id))
                     call.result, call.is_error = text, tool.is_error
                     call.version += 1
+                    self._dirty.add(self._where[("call", call.call_id)])  # its status
+                    self._dirty.add(self._where[("result", call.call_id)])
                     self.version += 1
         elif (
             event.item is not None
@@ -227,12 +306,15 @@ class TurnRenderer:
             self._uses[call_id] = uses
             key = call_key(call_id, uses)
             call = self._calls[key] = _Call(key, name, args, start_seq=start_seq)
-            self._order.append(("call", key))
+            self._add(("call", key))
             self._segment_from = self._length  # text after the call is a new message item
             self.version += 1
         elif args is not None and call.args is None:
             call.args = args
             call.version += 1
+            self._dirty.add(self._where[("call", call.call_id)])
+            if ("result", call.call_id) in self._where:
+                self._dirty.add(self._where[("result", call.call_id)])
             self.version += 1
         return call
 
@@ -271,68 +353,116 @@ class TurnRenderer:
         """The run's output items now. While running, text that may still become a sentinel is held back;
         once ``done`` or past the run's terminal (the text can no longer grow), only an exact sentinel is
         dropped."""
+        self._refresh()
+        if not done:
+            return list(self._out)
         items: list[dict[str, Any]] = []
-        ended = done or self.terminal is not None
-        # Text segments start at increasing offsets in ``_order``: each ends where the next one starts.
-        starts = [v for k, v in self._order if k == "text"]
-        ends = dict(zip(starts, starts[1:]))
         last = len(self._order) - 1
-        for index, (kind, key) in enumerate(self._order):
-            if kind == "text":
-                end = ends.get(key, self._length)
-                closed = done or index < last
-                item = self._item(
-                    ("text", key, end, closed, ended), lambda: self._text_item(key, end, closed=closed, ended=ended)
-                )
-                if item:
-                    items.append(item)
-            elif kind == "call":
-                call = self._calls[key]
-                status = (
-                    "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
-                )
-                items.append(
-                    self._item(
-                        ("call", key, call.version, status),
-                        lambda: function_call_item(call.call_id, call.name, call.args, status=status),
-                    )
-                )
-            else:
-                call = self._calls[key]
-                items.append(
-                    self._item(
-                        ("result", key, call.version),
-                        lambda: function_call_output_item(
-                            item_id("fco", self.run_id, call.call_id),
-                            call.call_id,
-                            call.result or "",
-                            is_error=call.is_error,
-                        ),
-                    )
-                )
+        for index in range(len(self._order)):
+            key = self._key(index, last, ended=True, done=True)
+            item = self._live[index] if key == self._keys[index] else self._build(index, key)
+            if item is not None:
+                items.append(item)
         return items
 
-    def _item(self, cache_key: tuple[Any, ...], build: Any) -> dict[str, Any]:
-        """The item for ``cache_key``, built once; the element's previous item is dropped (a growing text
-        segment would otherwise leave one stale copy of itself per change)."""
-        item = self._items.get(cache_key)
-        if item is None:
-            item = self._items[cache_key] = build()
-            element = cache_key[:2]
-            stale = self._item_keys.get(element)
-            if stale is not None and stale != cache_key:
-                self._items.pop(stale, None)
-            self._item_keys[element] = cache_key
-        return item
+    def live(self) -> tuple[list[FrozenDict], int, list[int]]:
+        """The live output (``output()``'s items) without a copy, the epoch its places belong to, and the places
+        changed in place or appended during that epoch, in order: what ``owc.render.diff.Shown`` needs to diff
+        only what changed. The lists are the renderer's own: read them, never change them."""
+        self._refresh()
+        return self._out, self._epoch, self._log
 
-    def _text_item(self, start: int, end: int, *, closed: bool, ended: bool) -> dict[str, Any]:
-        """A text segment's message item, or ``{}`` while it shows nothing (blank, or a sentinel; before the
+    def _reset_live(self) -> None:
+        """Every element is rendered again and the places start over (a new epoch)."""
+        self._keys, self._live, self._slot, self._out = [], [], [], []
+        self._dirty.clear()
+        self._last_shown = -1
+        self._new_epoch()
+
+    def _new_epoch(self) -> None:
+        self._epoch += 1
+        self._log = []
+
+    def _refresh(self) -> None:
+        """Render the elements events touched since the last refresh, and update the live output in place (an
+        item changed, or one appeared after every shown one) or, when places shift, whole in a new epoch."""
+        count = len(self._order)
+        grown = count - len(self._keys)
+        if grown > 0:
+            self._keys.extend([None] * grown)
+            self._live.extend([None] * grown)
+            self._slot.extend([-1] * grown)
+            self._dirty.update(range(count - grown, count))
+        if not self._dirty:
+            return
+        ended = self.terminal is not None
+        last = count - 1
+        shifted = False
+        for index in sorted(self._dirty):
+            key = self._key(index, last, ended=ended, done=False)
+            if key == self._keys[index]:
+                continue
+            item = self._build(index, key)
+            before = self._live[index]
+            self._keys[index], self._live[index] = key, item
+            if shifted:
+                continue
+            if before is not None and item is not None:
+                place = self._slot[index]
+                self._out[place] = item
+                self._log.append(place)
+            elif item is not None and index > self._last_shown:
+                place = self._slot[index] = len(self._out)
+                self._out.append(item)
+                self._log.append(place)
+                self._last_shown = index
+            elif item is not None or before is not None:
+                shifted = True  # an item appeared before shown ones, or one vanished: places shift
+        self._dirty.clear()
+        if shifted:
+            self._out, self._slot, self._last_shown = [], [-1] * count, -1
+            for index, item in enumerate(self._live):
+                if item is not None:
+                    self._slot[index] = len(self._out)
+                    self._out.append(item)
+                    self._last_shown = index
+            self._new_epoch()
+        elif len(self._log) > 2 * len(self._out) + 256:
+            self._new_epoch()  # bounds the log: a reader compares everything once, amortized over the entries
+
+    def _key(self, index: int, last: int, *, ended: bool, done: bool) -> tuple[Any, ...]:
+        """What element ``index``'s item depends on: equal keys, equal items."""
+        kind, value = self._order[index]
+        if kind == "text":
+            return ("text", value, self._ends.get(index, self._length), done or index < last, done or ended)
+        call = self._calls[value]
+        if kind == "call":
+            status = "in_progress" if call.result is None and not done else ("failed" if call.is_error else "completed")
+            return ("call", value, call.version, status)
+        return ("result", value, call.version)
+
+    def _build(self, index: int, key: tuple[Any, ...]) -> FrozenDict | None:
+        kind, value = self._order[index]
+        if kind == "text":
+            return self._text_item(value, key[2], closed=key[3], ended=key[4])
+        call = self._calls[value]
+        if kind == "call":
+            return function_call_item(call.call_id, call.name, call.args, status=key[3])
+        return function_call_output_item(
+            item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error
+        )
+
+    def _text_item(self, start: int, end: int, *, closed: bool, ended: bool) -> FrozenDict | None:
+        """A text segment's message item, or None while it shows nothing (blank, or a sentinel; before the
         run's end also a prefix of one)."""
-        segment = self.text[start:end].strip("\n")
+        segment = self._slice(start, end).strip("\n")
         hidden = _silent_at_end(segment) if ended else may_become_silent(segment)
         if hidden:
-            return {}
-        return message_item(item_id("msg", self.run_id, f"text:{start}"), segment, done=closed)
+            return None
+        item_id_ = self._text_ids.get(start)
+        if item_id_ is None:
+            item_id_ = self._text_ids[start] = item_id("msg", self.run_id, f"text:{start}")
+        return message_item(item_id_, segment, done=closed)
 
     @property
     def complete(self) -> bool:

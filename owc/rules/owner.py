@@ -9,19 +9,21 @@ persisted as terminal, and the Gateway recovers only rows that are ``running``; 
 The rows (2.7, "The rule"), in the order they are tested:
 
 1. ``lastRunId`` names a newer run: that run decides; M ends (with a cut-off note on an outside kill).
-2. no terminal reached this connection, or the row is still ``running``: the Gateway owns it (recovery); M stays
-   open for the recovery run (link rule E).
+2. the row is still ``running`` (a restart-mode abort, a crash), or neither a row nor a terminal says how the run
+   ended: the Gateway owns it (recovery); M stays open for the recovery run (link rule E).
 3. the session has an active run (``hasActiveRun``): never resume into a busy session; decide again on that run's
    settle (a follow-up queued behind a recovery fails on the real Gateway: 04351f67).
 4. ``failed`` with an outside-kill exit text (``process exited with code 143|137`` or ``signal SIG*``): owc resumes.
 5. ``killed`` after a ``shutdown`` notice without ``restartExpectedMs`` on this connection, before R's terminal
-   (a Gateway stop: nobody recovers): owc resumes.
+   (or before the close, when no terminal came): a Gateway stop, nobody recovers: owc resumes.
 6. ``killed`` with no such notice: a Stop; M is finalized with what it has.
 7. ``failed`` with any other error: a real error, shown in M (a CLI exit 1 is one: not an outside kill).
 
 A resume is bounded by a count, not a clock: at most ``MAX_RESUMES`` per M (counted on M itself).
 
-Not wired yet: the run table applies it in issue 14's next step; this module and its tests are the rule alone.
+The row comes from the settled push after R's terminal, from the first ``sessions.list`` after a reconnect, or,
+before either, from R's terminal itself (``row_at_terminal``: what the Gateway persists for that terminal). The
+run table applies the rule (``owc/runs/cuts.py``); this module is the rule alone.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def owner(run_id: str, row: Row, seen: Seen) -> Owner:
     """Who continues run ``run_id``, from its persisted row and what this connection saw (rows 1-7 above)."""
     if row.last_run_id is not None and row.last_run_id != run_id:
         return Owner.NEWER_RUN
-    if not seen.terminal or row.status == "running":
+    if row.status == "running" or (row.status is None and not seen.terminal):
         return Owner.GATEWAY
     if row.has_active_run:
         return Owner.WAIT
@@ -90,6 +92,50 @@ def owner(run_id: str, row: Row, seen: Seen) -> Owner:
             return Owner.RESUME
         return Owner.STOP
     return Owner.DONE
+
+
+def row_at_terminal(
+    state: str | None, stop_reason: str | None, error: str | None, run_id: str, push: Row | None = None
+) -> Row:
+    """The row the Gateway persists for R's chat terminal, before a push or a list says it: ``aborted`` with
+    ``stopReason: "restart"`` stays ``running`` (the restart keeps it for recovery, ``abortedLastRun``), any other
+    abort is ``killed``, ``error`` is ``failed`` with the terminal's error, ``final`` is ``done``. A row pushed
+    with the terminal (``sessions.changed`` end/error) fills in what it says: its ``lastRunError`` and
+    ``lastRunId``; its ``status`` only where the terminal leaves it open (the end push is built with the
+    active-run overlay and may still say ``running`` for a run that has ended: F5)."""
+    if state == "aborted":
+        status: str | None = "running" if stop_reason == "restart" else "killed"
+    elif state == "error":
+        status = "failed"
+    elif state == "final":
+        status = "done"
+    else:
+        status = push.status if push is not None else None
+    return Row(
+        status=status,
+        has_active_run=False,
+        last_run_id=(push.last_run_id if push is not None and push.last_run_id else run_id),
+        last_run_error=(push.last_run_error if push is not None and push.last_run_error else error),
+    )
+
+
+def continues(decision: Owner) -> bool:
+    """The message stays open for a continuation (the Gateway's recovery, owc's resume, or one after the busy
+    session's run)."""
+    return decision in (Owner.GATEWAY, Owner.RESUME, Owner.WAIT)
+
+
+#: What a resume run says to the agent (sent as the user turn of ``msg-<chat>-<M>-resume-<t>``).
+RESUME_DIRECTIVE = (
+    "[owc] Your previous turn was cut off from outside (the Gateway or its runtime was stopped) before it "
+    "finished. Continue the interrupted turn where it stopped; do not repeat what you already said or did."
+)
+
+#: The notes a message ends with when nobody continues its cut run.
+#: How each of them begins (a reader of a stored message tells such an ending by it).
+CUT_OFF = "This reply was cut off"
+NEWER_RUN_NOTE = f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."
+BUDGET_NOTE = CUT_OFF + ": the Gateway stopped under it {n} times, and owc does not resume it again."
 
 
 def may_resume(resumes_so_far: int) -> bool:

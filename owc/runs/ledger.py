@@ -86,6 +86,11 @@ class Ledger:
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
 
+    @property
+    def opened(self) -> int:
+        """How many runs were opened so far (a run's ``order[1]`` is its number)."""
+        return self._opened
+
     def running_on(self, session_key: str) -> bool:
         """A run of the session has not ended yet (as far as this process knows)."""
         return any(run.session_key == session_key and not run.life.ended for run in self.runs.values())
@@ -122,6 +127,7 @@ class Ledger:
                 and other.life.state in (State.CLAIMING, State.CHECKING)
                 and other.writer_live
                 and not other.check_waits
+                and not other.linking
             ):
                 return other
         return None

@@ -103,13 +103,24 @@ async def _session(
     history: ChatHistory = await read_history_page(table.conn.request, history_params(row.key))
     chat = await table.bridge.store.read_chat(ref.chat_id)
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
+    messages = messages if isinstance(messages, dict) else {}
+    table.bridge.cuts.seen_chat(ref.chat_id, messages)
+    # A continuation (a recovery linked by rule E, a resume) writes into the message of the run it continues:
+    # the message names it in its chain, so it is not owed a message of its own (issue 14).
+    chained = {
+        run_id: message_id
+        for message_id, message in messages.items()
+        if isinstance(message, dict) and isinstance(message.get("meta"), dict)
+        for run_id in message["meta"].get("openclaw_chain") or ()
+        if isinstance(run_id, str)
+    }
     owed = runs_owed(
         history,
-        messages=messages if isinstance(messages, dict) else {},
+        messages=messages,
         active=frozenset(row.active_run_ids or ()),
         active_unknown=bool(row.has_active_run) and row.active_run_ids is None,
         watermark_ms=watermark,
-        message_id_of=lambda run_id: ids.message_id(row.key, run_id),
+        message_id_of=lambda run_id: chained.get(run_id) or ids.message_id(row.key, run_id),
         after_last_message=host_time,
         last_run=row.last_run_id,
     )

@@ -7,6 +7,8 @@ message, or that it ended.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import trio
 
@@ -14,6 +16,7 @@ from owc import ids
 from owc.protocol import ChatHistory
 from owc.render import TurnRenderer
 from owc.rules.lifecycle import Handover, Lifecycle, Stop, Terminal
+from owc.rules.owner import Owner
 
 RunKey = tuple[str, str]  # (session key, run id)
 #: Why a writer's streaming ended: the run's own terminal, the user's Stop, or a handover.
@@ -68,12 +71,31 @@ class Run:
     heard: bool = False
     #: Its transcript check waits for a read that failed to be answered (the next tick): it holds nobody up.
     check_waits: bool = False
+    #: Waiting, before its claim, for the message of the cut run it continues (``Cuts.link``): it waits on that run,
+    #: so it holds no other run's claim up (``Ledger.claim_blocker``).
+    linking: bool = False
     #: The tabs were told its message is not saved yet (once; they hear again when it is).
     told_unsaved: bool = False
     #: A user turn whose request ended: its writer takes back the message the request's own save marked done.
     handed_over: bool = False
     #: Handed over while no connection was up: the next connection's hello starts its writer.
     handover_pending: bool = False
+    #: The owner rule kept its message open for a continuation (``owc/runs/cuts.py``): its writer writes M open.
+    cut: Owner | None = None
+    #: The note its message ends with when nobody continues it (a newer run took the session).
+    cut_note: str | None = None
+    #: A continuation (a resume, or a recovery linked by rule E): the runs its message holds before it.
+    chain: tuple[str, ...] = ()
+    #: What its message shows before its own output (the earlier runs' output; None: read it at the claim).
+    prefix: list[dict[str, Any]] | None = None
+    #: Resumes its message had when it began (the budget is counted on the message).
+    resumes: int = 0
+    #: The output a cut run left its message with (written open), for its continuation.
+    kept_output: list[dict[str, Any]] | None = None
+    #: Link rule E was checked for it (it is a recovery, or not).
+    link_checked: bool = False
+    #: Counts the run's changes (events, inputs): what a wait for "the run's next change" watches.
+    changes: int = 0
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
@@ -97,11 +119,17 @@ class Run:
 
     def poke(self) -> None:
         """Something about the run changed (an event, a state): wake its writer."""
+        self.changes += 1
         self._changed.set()
 
     async def wait_changed(self) -> None:
         await self._changed.wait()
         self._changed = trio.Event()
+
+    def output(self) -> list[dict[str, Any]]:
+        """What its message shows now: the earlier runs' output (a continuation's), then its own."""
+        own = self.renderer.output()
+        return [*self.prefix, *own] if self.prefix else own
 
     def mark_missed(self, reason: str) -> None:
         """The stream may lack some of the run's events (joined mid-run, a gap, a reconnect)."""

@@ -16,17 +16,17 @@ or its absence from a list after a gap or a reconnect. Reason pushes and rows ne
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from owc import ids
 from owc.emit import Emitter
 from owc.gateway import HelloInfo, NotConnected, Resync, SessionClosed
-from owc.protocol import AgentEvent, ChatEvent, Event, SessionsChanged, Tick
+from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged, Shutdown, Tick
 from owc.registry import WRITERS, WriterRegistry
 from owc.rules.lifecycle import (
     Action,
@@ -46,7 +46,9 @@ from owc.rules.lifecycle import (
     WriteOutcome,
     WriteResult,
 )
+from owc.rules.owner import Row, Seen, row_at_terminal
 from owc.runs.correct import Corrections
+from owc.runs.cuts import Cuts
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import Run, RunKey
@@ -79,6 +81,9 @@ class RunTable:
         self.conn = conn
         self.ledger = bridge.ledger
         self._nursery = nursery
+        #: False once the connection has ended: its nursery takes no new task (the runs hear ``ConnectionClosed``
+        #: next, and the next connection's table starts what they need).
+        self.live = True
         self.writer_id = bridge.registry.writer_id(conn.id)
         self.ctx = WriterContext(
             store=bridge.store,
@@ -90,8 +95,9 @@ class RunTable:
             stats=bridge.stats,
             claim_turn=self.claim_turn,
             correct_later=bridge.corrections.add,
-            next_tick=self._next_tick,
+            next_tick=self.next_tick,
             stop=bridge.stop_run,
+            uncut=bridge.cuts.uncut,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -145,17 +151,31 @@ class RunTable:
                 if run.writer is not None and isinstance(event, (Terminal, Stop, Handover)):
                     run.writer.end(event)
             elif action is Action.ABORT_RUN:
-                self._nursery.start_soon(abort_run, self.conn.request, run)
+                self._start_soon(abort_run, self.conn.request, run, name=f"owc.abort:{run.run_id}")
             elif action is Action.RETIRE:
                 self.ledger.retire(run)
+                self.bridge.cuts.settled(self, run)
         run.poke()
         self.bridge.wake()
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Start a task of this connection (it ends with the connection)."""
+        self._nursery.start_soon(fn, *args)
 
     def _start_writer(self, run: Run) -> None:
         if run.writer_live:
             return  # the run's writer reads the new state when it looks next (it was poked)
-        run.starting = True
-        self._nursery.start_soon(self._spawn, run, name=f"owc.writer:{run.run_id}")
+        if self._start_soon(self._spawn, run, name=f"owc.writer:{run.run_id}"):
+            run.starting = True
+
+    def _start_soon(self, fn: Callable[..., Awaitable[object]], *args: object, name: str) -> bool:
+        """Start a task of this connection, unless the connection has ended (a caller holding this table past its
+        connection's end, like a request whose task ends during the close, is never crashed by it)."""
+        if not self.live:
+            log.warning("runs.connection_gone task=%s (the connection ended: the next one takes it up)", name)
+            return False
+        self._nursery.start_soon(fn, *args, name=name)
+        return True
 
     async def _spawn(self, run: Run) -> None:
         try:
@@ -167,10 +187,17 @@ class RunTable:
     async def claim_turn(self, run: Run) -> None:
         """Wait until ``run`` may claim (``WriterContext.claim_turn``): no earlier run of its chat is still
         claiming or checking (``Ledger.claim_blocker``), and no reconcile pass still owes its chat older runs."""
+        self.bridge.cuts.adopt(run)
+        await self.bridge.cuts.adopt_stored(run)
+        if self.bridge.cuts.may_link(run):
+            await self.bridge.cuts.link(self, run)  # a restart recovery writes into the message of the run it recovers
 
         def may_claim() -> bool:
             if run.life.state is not State.CLAIMING:
                 return True
+            if self.bridge.cuts.awaited(run):
+                # A recovery waits for this cut run's message: it goes first, whatever a pass still owes the chat.
+                return self.ledger.claim_blocker(run, self.carried) is None
             if not run.reconciled and run.key not in self.carried:
                 if self.hello is None:
                     return False  # the hello's list (which says what the pass owes) is not in yet
@@ -230,6 +257,7 @@ class RunTable:
         known = self.ledger.get(session_key, run_id) is not None
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
+            self.bridge.cuts.adopt(run)  # a resume owc sent continues its cut's message
             chat = run.ref.chat_id
             run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
             self.bridge.wake()
@@ -261,6 +289,7 @@ class RunTable:
             self._correct()
             return
         if isinstance(event, SessionsChanged):
+            self.bridge.cuts.row(self, event)
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
             run = self._open(
@@ -279,6 +308,12 @@ class RunTable:
                     # Its chat terminal (which would show a short answer held back as a possible sentinel
                     # prefix) has not come: the transcript decides whether the run showed something.
                     run.mark_missed("ended with its text held back")
+                if run.life.terminal is None and (event.status in ("killed", "failed") or self.conn.notice is not None):
+                    # Its chat terminal did not come first: the row this push carries says how it ended.
+                    push = Row(event.status, False, event.last_run_id, event.last_run_error)
+                    self.bridge.cuts.decide(
+                        self, run, row_at_terminal(None, None, None, run.run_id, push), self._seen()
+                    )
                 self.apply(run, Terminal(f"sessions.changed {event.phase}"))
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
@@ -297,7 +332,19 @@ class RunTable:
         if not run.life.showable and run.renderer.showable:
             self.apply(run, Showable())
         if isinstance(event, ChatEvent) and event.is_terminal:
+            if event.state in ("aborted", "error") and run.life.terminal is None:
+                row = row_at_terminal(event.state, event.stop_reason, event.error_message, run.run_id)
+                self.bridge.cuts.decide(self, run, row, self._seen())
             self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
+
+    def _seen(self, *, terminal: bool = True, notice: Shutdown | None = None) -> Seen:
+        """What this connection saw of a cut: a ``shutdown`` notice before the run's terminal, and its kind."""
+        notice = notice if notice is not None else self.conn.notice
+        return Seen(
+            terminal=terminal,
+            notice_before_terminal=notice is not None,
+            restart_expected=notice is not None and notice.restart_expected_ms is not None,
+        )
 
     def on_gap(self) -> None:
         """Events were lost: any run still going may have lost some, so a run that then ends showing nothing
@@ -320,6 +367,7 @@ class RunTable:
         listed = {(row.key, run_id) for row in resync.rows for run_id in row.active_run_ids or ()}
         unknown = set(resync.active_unknown)
         ended = set(resync.ended)
+        rows = {row.key: row for row in resync.rows}
         for run in self.ledger.unsettled():
             if run.key not in self.carried:
                 continue
@@ -332,16 +380,44 @@ class RunTable:
             if info.boot_changed:
                 # A run lives in its Gateway process: after a new boot it is over, whatever the list says (a
                 # session active without run ids is the boot's recovery, a new run: 004, "a fresh run ID").
+                # No terminal reached owc: the row says who continues it (a crash leaves it running: the
+                # Gateway's recovery; a stop leaves it killed after the notice: owc's resume).
+                self._decide_unterminated(run, rows.get(run.session_key), info)
                 self.apply(run, Terminal("the Gateway restarted (a new boot): no run outlives its boot"))
             elif run.key in listed or run.session_key in unknown:
                 self.apply(run, Listed())
             elif run.key in ended:
+                self._decide_unterminated(run, rows.get(run.session_key), info)
                 self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
+        for row in resync.rows:
+            self.bridge.cuts.row(self, row)
+        self.bridge.cuts.hello(self)
         self._resync(resync, carried=True)
         watermark = self.bridge.watermark_ms
         self.reconciling += 1
-        self._nursery.start_soon(self._reconcile, resync, watermark)
+        self._start_soon(self._reconcile, resync, watermark, name="owc.reconcile")
         self.bridge.wake()  # claims held until the hello's list was in look again
+
+    def _decide_unterminated(self, run: Run, row: SessionRow | None, info: HelloInfo) -> None:
+        """The owner rule for a carried run whose terminal never reached owc, from the hello's list."""
+        if row is None and not info.boot_changed:
+            return  # not listed: it ended on its own, as far as anyone can tell
+        listed = Row(row.status, False, row.last_run_id, row.last_run_error) if row is not None else Row(None)
+        if row is not None and row.status == "running" and not info.boot_changed:
+            return  # still running on the same boot: not cut
+        if (
+            info.boot_changed
+            and row is not None
+            and row.status in ("running", "done")
+            and row.last_run_id not in (None, run.run_id)
+        ):
+            # A newer run on the session since the boot, running or done: most likely the boot's recovery of this
+            # very run (it starts at once, and may have ended before this hello). Link rule E tells, from the
+            # transcript, when that run claims: it writes into this run's message, or (a run of its own) ends it
+            # with a cut-off note. A row that failed or was killed under a newer run is not one the boot left
+            # running for a recovery (a container stop fails every run: measured): that run decides.
+            listed = Row("running", False, run.run_id)
+        self.bridge.cuts.decide(self, run, listed, self._seen(terminal=False, notice=info.notice))
 
     async def on_resync(self, resync: Resync) -> None:
         self._resync(resync)
@@ -384,7 +460,7 @@ class RunTable:
             self.reconciling -= 1
             self.bridge.wake()
 
-    async def _next_tick(self) -> None:
+    async def next_tick(self) -> None:
         seen = self.bridge.ticks
         self.bridge.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
         await self.bridge.until(lambda: self.bridge.ticks > seen)
@@ -393,7 +469,7 @@ class RunTable:
         """Messages finished while the transcript could not be read: read it again (``correct.py``)."""
         corrections = self.bridge.corrections
         if corrections.pending and not corrections.running:
-            self._nursery.start_soon(self._correct_pass)
+            self._start_soon(self._correct_pass, name="owc.correct")
 
     async def _correct_pass(self) -> None:
         try:
@@ -410,7 +486,7 @@ class RunTable:
         resync, watermark = self._hello_pass
         log.info("runs.reconcile_again (the hello's pass did not cover everything)")
         self.reconciling += 1
-        self._nursery.start_soon(partial(self._reconcile, resync, watermark, retry=True))
+        self._start_soon(partial(self._reconcile, resync, watermark, retry=True), name="owc.reconcile")
 
     # ------------------------------------------------------------------ commands
 
@@ -458,6 +534,8 @@ class Bridge:
         self.stats = Stats()
         #: Messages finished from a stream with gaps while the transcript could not be read (``correct.py``).
         self.corrections = Corrections()
+        #: Cut runs whose continuation is owed (the owner rule, link rule E), across connections.
+        self.cuts = Cuts(self)
         #: Gateway ticks seen on any connection: what a writer waiting to read a transcript again waits for.
         self.ticks = 0
         self.reconcile_limit = reconcile_limit
@@ -488,17 +566,39 @@ class Bridge:
             try:
                 async with trio.open_nursery() as nursery:
                     table = self.table = RunTable(self, conn, nursery)
+                    await nursery.start(self._lifetime, table)
                     self.wake()
                     try:
                         yield table
                     finally:
-                        nursery.cancel_scope.cancel()  # the connection is over: so are its writers
+                        # The connection is over: so are its writers, and from now on the table starts nothing
+                        # (a request ending meanwhile waits for the next connection: ``request_ended``).
+                        table.live = False
+                        if self.table is table:
+                            self.table = None
+                        nursery.cancel_scope.cancel()
             finally:
                 if table is not None:
                     table.closed()
                     if self.table is table:
                         self.table = None
                 self.wake()
+
+    async def _lifetime(
+        self, table: RunTable, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The table's first task: whatever cancels the connection's nursery (its close, from inside or outside),
+        this task's end lets go of the table before the nursery can close, so a request ending in that moment
+        finds no table and waits for the next connection instead of starting a task the nursery refuses (CI,
+        stop 21: "Nursery is closed to new arrivals")."""
+        try:
+            task_status.started()
+            await trio.sleep_forever()  # timer-ok: no clock; waits only for the connection's cancel
+        finally:
+            table.live = False
+            if self.table is table:
+                self.table = None
+            self.wake()
 
     def stop_run(self, run: Run) -> None:
         """A Stop for ``run`` from a tab, whenever it comes: the current connection's table acts on it (a writer's
@@ -535,6 +635,8 @@ class Bridge:
             return False
         if self.corrections.pending:
             return False  # a message to correct once the transcript answers: the next tick looks again
+        if self.cuts.busy():
+            return False  # a cut run's continuation is owed: its resume or its recovery is still to come
         return not any(run.writer_live or (run.life.ended and not run.life.settled) for run in self.ledger.unsettled())
 
     def totals(self) -> tuple[int, int]:

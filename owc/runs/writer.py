@@ -30,13 +30,12 @@ from owc.gateway import GatewayError, NotConnected, ReplyTooLarge, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
 from owc.registry import WriterRegistry
 from owc.render import (
-    diff,
+    Shown,
     finish,
     heartbeat_turn,
     output_from_transcript,
     output_text,
     reaches_run_start,
-    snapshot_event,
 )
 from owc.rules.lifecycle import (
     ClaimOutcome,
@@ -49,6 +48,8 @@ from owc.rules.lifecycle import (
     WriteResult,
     WriterFailed,
 )
+from owc.rules.link import ended_in
+from owc.rules.owner import Owner
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
@@ -121,6 +122,8 @@ class WriterContext:
     next_tick: Callable[[], Awaitable[None]]
     #: A tab's Stop for the run (its writer's Open WebUI task was cancelled), on whatever connection is current.
     stop: Callable[[Run], None]
+    #: The transcript says a run held for the Gateway's recovery had ended on its own: no cut (``Cuts.uncut``).
+    uncut: Callable[[Run], None] = lambda run: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -207,7 +210,8 @@ class _Writer:
         self.ctx = ctx
         self.run_ = run
         self.handle = handle
-        self.shown: list[dict[str, Any]] = []
+        #: What the tabs were shown: a flush diffs only what changed since (``owc.render.diff.Shown``).
+        self.shown = Shown()
         #: The tabs may hold another writer's items (a take-over): the first flush sends the whole output
         #: as a snapshot instead of a diff from nothing, which would show their text twice.
         self.snapshot_first = False
@@ -301,7 +305,8 @@ class _Writer:
                 task_id=task_id,
                 create=create,
                 adopt_writerless=True,
-                reopen=r.handed_over,
+                # A handover, or a continuation of a cut run (its message may have been finished meanwhile).
+                reopen=self.takes_back,
             )
         except StoreError as exc:
             log.error("runs.claim_failed run=%s chat=%s error=%s", r.run_id, r.ref.chat_id, exc)
@@ -310,8 +315,12 @@ class _Writer:
         # Reported before any await: a cancel from here on must find the claim recorded.
         if isinstance(result, (Claimed, TakenOver)):
             ctx.stats.claims += 1
+            if r.chain and r.prefix is None:
+                # A continuation this process did not see cut: M's output so far is what it shows first.
+                output = result.message.get("output") if isinstance(result, TakenOver) else None
+                r.prefix = list(output) if isinstance(output, list) else []
             ctx.apply(r, ClaimResult(ClaimOutcome.WON))
-            if r.handed_over:
+            if self.takes_back:
                 await self._reopen()
             elif isinstance(result, Claimed):
                 parent = (
@@ -336,9 +345,11 @@ class _Writer:
                 )
             return
         if isinstance(result, AlreadyThere):
-            if result.writer == ctx.writer_id and (not result.done or r.handed_over):
+            if result.writer == ctx.writer_id and (not result.done or self.takes_back):
+                if r.chain and r.prefix is None:
+                    r.prefix = await self._stored_output()
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
-                if r.handed_over:
+                if self.takes_back:
                     await self._reopen()
                 return
             log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
@@ -380,6 +391,21 @@ class _Writer:
         ctx.apply(r, ClaimResult(ClaimOutcome.LOCKED))
         await r.wait_changed()  # try again on the run's next event
 
+    @property
+    def takes_back(self) -> bool:
+        """Its claim takes M back even if M was marked done: a handover, or a continuation of a cut run."""
+        return self.run_.handed_over or bool(self.run_.chain)
+
+    async def _stored_output(self) -> list[dict[str, Any]]:
+        r = self.run_
+        try:
+            chat = await self.ctx.store.read_chat(r.ref.chat_id)
+        except StoreError:
+            return []
+        message = ((chat or {}).get("history") or {}).get("messages", {}).get(r.message_id)
+        output = message.get("output") if isinstance(message, dict) else None
+        return list(output) if isinstance(output, list) else []
+
     async def _reopen(self) -> None:
         """A handover of a user turn whose run goes on: Open WebUI's request saved M ``done`` with the output it
         had and its tabs marked it done. M is put back ``done: false`` with the full output (a crash from here on
@@ -389,7 +415,7 @@ class _Writer:
         self.snapshot_first = True
         if r.life.ended:
             return  # finalized next, from the transcript
-        output = r.renderer.output()
+        output = r.output()
         try:
             result = await self.ctx.store.write(
                 r.ref.chat_id, r.message_id, content=output_text(output), output=output, done=False
@@ -415,22 +441,18 @@ class _Writer:
                 await r.wait_changed()
 
     async def _flush(self) -> None:
+        """Whatever changed since the last flush (coalesced: however many events arrived meanwhile), to the tabs
+        and to the live copy. Costs what changed, not the run's length: the output is frozen and shared, never
+        copied or compared whole."""
         r = self.run_
-        now = r.renderer.output()
-        if now == self.shown and not self.snapshot_first:
+        flush = self.shown.flush(r.renderer, r.prefix, snapshot=self.snapshot_first)
+        if flush is None:
             return
-        if self.snapshot_first:
-            self.snapshot_first = False
-            await self._emit(snapshot_event(now))
-        else:
-            d = diff(self.shown, now)
-            for event in d.events:
-                await self._emit(event)
-            if d.needs_snapshot:
-                await self._emit(snapshot_event(now))
-        self.shown = now
+        self.snapshot_first = False
+        for event in flush.events:
+            await self._emit(event)
         try:
-            await self.ctx.emitter.save_stream(r.ref.chat_id, r.message_id, now)
+            await self.ctx.emitter.save_stream(r.ref.chat_id, r.message_id, flush.output)
         except Exception:
             log.exception("runs.save_stream_failed run=%s", r.run_id)
 
@@ -462,13 +484,74 @@ class _Writer:
     async def _read_history(self) -> ChatHistory | None:
         return await read_run_window(self.ctx.request, self.run_.session_key, self.run_.run_id)
 
+    def _chain_output(self, history: ChatHistory | None) -> list[dict[str, Any]]:
+        """The earlier runs of a continuation's message, as the finalize shows them: each from the transcript when
+        every one of them is there, else what the message showed before this run (a run a crash cut stored
+        nothing of what it streamed)."""
+        r = self.run_
+        if history is not None:
+            parts = [output_from_transcript(history, run_id) for run_id in r.chain]
+            if all(parts):
+                return [item for part in parts for item in part or []]
+        return list(r.prefix or [])
+
+    async def _keep_open(self, output: list[dict[str, Any]]) -> None:
+        """The owner rule keeps M open for a continuation (``owc/runs/cuts.py``): M is written ``done: false`` with
+        what the run left (its error is not shown: the run goes on), and the continuation shows it first."""
+        r, ctx = self.run_, self.ctx
+        r.kept_output = output
+        with trio.CancelScope(shield=True):
+            try:
+                result: object = await ctx.store.write(
+                    r.ref.chat_id,
+                    r.message_id,
+                    content=output_text(output),
+                    output=output,
+                    done=False,
+                    # The resume count is written by the resume itself (``Cuts``): never lowered here.
+                    meta={"openclaw_chain": [*r.chain, r.run_id]},
+                    # The continuation (another process's, or a Gateway recovery it linked) wrote M already.
+                    unless_continued=r.run_id,
+                )
+            except StoreError as exc:
+                result = exc
+        if isinstance(result, AlreadyDone):
+            log.info("runs.continued_elsewhere run=%s message=%s", r.run_id, r.message_id)
+            r.kept_output = None  # ``Cuts.settled``: nothing for this process to continue
+            ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
+            return
+        if not isinstance(result, Written):
+            log.error(
+                "runs.NOT_WRITTEN run=%s chat=%s (kept open for its continuation): %s", r.run_id, r.ref.chat_id, result
+            )
+        log.info("runs.kept_open run=%s message=%s owner=%s", r.run_id, r.message_id, r.cut.value if r.cut else None)
+        # Reported as written either way: the continuation writes M (and makes it, if this write could not).
+        ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
+        await self._emit(
+            {"type": "chat:messages", "data": {"messages": {r.message_id: {"id": r.message_id, "done": False}}}}
+        )
+
     async def _finalize(self, *, unless_done: bool) -> None:
         r, ctx = self.run_, self.ctx
         if (r.life.stop or isinstance(self.handle.intent, Stop)) and r.life.terminal is None and not self.aborted:
             await self._abort()
         history = await self._history()
         finished = finish(r.renderer, history)
+        if r.chain:
+            finished = attrs.evolve(finished, output=[*self._chain_output(history), *finished.output])
+            finished = attrs.evolve(finished, content=output_text(finished.output))
+        if r.cut is Owner.GATEWAY and history is not None and ended_in(history, r.run_id):
+            # Held for a recovery because no terminal reached owc before a new boot, but its last stored message
+            # ended it (a final answer, an error): the boot recovers runs still running, not this one.
+            log.info("runs.ended_before_the_boot run=%s (not the boot's to recover)", r.run_id)
+            r.cut = None
+            ctx.uncut(r)
+        if r.cut is not None:
+            await self._keep_open(finished.output)
+            return
         error = finished.error
+        if r.cut_note is not None:
+            error = {"content": r.cut_note}
         if not finished.output and error is None:
             # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that
             # streamed it died): the message is finished with a word on why it is empty, not left open.
@@ -487,6 +570,8 @@ class _Writer:
                 done=True,
                 error=error["content"] if error else None,
                 unless_done=unless_done,
+                unless_continued=r.run_id,  # a continuation wrote M after this run: it holds this run's part too
+                meta={"openclaw_chain": [*r.chain, r.run_id]} if r.chain else None,
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.

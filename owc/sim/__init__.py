@@ -1,5 +1,6 @@
 """A protocol-faithful OpenClaw Gateway simulator (Trio + trio-websocket), with fault injection."""
 
+from owc.sim.devices import Devices, PairingRefused
 from owc.sim.script import CANNED_ANSWER, Delay, End, Hold, Text, Tool, default_recovery, fake_model_responder
 from owc.sim.server import RESTART_MODES, SimConn, SimRun, Simulator, open_simulator
 
@@ -7,8 +8,10 @@ __all__ = [
     "CANNED_ANSWER",
     "RESTART_MODES",
     "Delay",
+    "Devices",
     "End",
     "Hold",
+    "PairingRefused",
     "SimConn",
     "SimRun",
     "Simulator",

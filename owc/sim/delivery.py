@@ -66,6 +66,10 @@ class SimConn:
     instance_id: str | None = None
     caps: frozenset[str] = frozenset()
     scopes: frozenset[str] = frozenset()
+    #: ``scopes`` in the order the client asked them: ``hello-ok.auth.scopes`` keeps that order (measured).
+    scope_order: tuple[str, ...] = ()
+    #: The device this connection proved (``connect.device.id``), None for a token-only client.
+    device_id: str | None = None
     subscribed: bool = False
     message_keys: set[str] = attrs.field(factory=set)  # agent session keys of sessions.messages.subscribe
     seq: int = 0

@@ -104,6 +104,8 @@ class Run:
     run_id: str
     key: str
     owner: str | None = None
+    #: The device of the connection that sent it, if that connection proved one (``ownerDeviceId``).
+    owner_device: str | None = None
     heartbeat: bool = False
     origin: str = "chat.send"
     hide_ids: bool = False
@@ -115,6 +117,8 @@ class Run:
     open_tools: dict[str, str] = attrs.field(factory=dict)  # toolCallId -> name, started without a result
     state: str = "active"  # active | ended
     terminal: str | None = None  # the terminal it ended with (final/error/aborted); None if cut without one
+    #: A boot's restart recovery: the run it recovers (the simulator's ground truth, for the tests' oracle).
+    recovers: str | None = None
 
     def next_seq(self) -> int:
         self.run_seq += 1
@@ -407,3 +411,21 @@ def sessions_changed_payload(
     payload["session"] = row
     payload.update({k: v for k, v in row.items() if k != "key"})
     return payload
+
+
+def failed_before_reply(run: Run, error: str, now_ms: int) -> dict[str, Any]:
+    """What a CLI runtime's failed turn leaves in the transcript instead of an assistant message (measured on
+    2026.9.6: ``chat.history`` shows it; owc reads no ``custom`` message)."""
+    return {
+        "role": "custom",
+        "customType": "run-failed-before-reply",
+        "content": f"This turn ended before a reply: {error}",
+        "display": True,
+        "timestamp": now_ms,
+        "__openclaw": {"runId": run.run_id},
+    }
+
+
+def failed_before_reply_text(error: str) -> str:
+    """The second error terminal of a failed CLI turn (the send's reply path; measured on 2026.9.6)."""
+    return f"⚠️ Agent failed before reply: {error}.\nTo view logs, run `openclaw logs --follow` in a terminal."

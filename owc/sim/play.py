@@ -239,6 +239,8 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
 def _unfinished(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[tuple[str, str]]:
     names = {run_id: name for name, run_id in player.run_ids.items()}
     ended = {run.run_id for run in player.sim.runs.values() if run.state == "ended"}
+    # A message a cut run keeps open for its continuation is unfinished only once that has ended too.
+    ended -= {r.recovers for r in player.sim.runs.values() if r.recovers and r.state != "ended"}
     out = []
     for chat, messages in chats.items():
         for message in messages.values():
@@ -256,7 +258,10 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
     out = []
     for run in player.sim.runs.values():
         chat = by_key.get(run.key)
-        message_id = ids.message_id(run.key, run.run_id)
+        source = run
+        while source.recovers is not None and source.recovers in player.sim.runs:  # a recovery writes into its source's
+            source = player.sim.runs[source.recovers]
+        message_id = ids.message_id(source.key, source.run_id)
         if chat is None or message_id is None or run.heartbeat or run.state != "ended" or message_id in chats[chat]:
             continue
         session = player.sim.sessions.get(run.key)

@@ -59,6 +59,8 @@ class Restarts:
         self._notify = notify
         #: session key -> the recoveries planned for it, used one per boot that recovers the session.
         self.planned: dict[str, list[PlannedRecovery]] = {}
+        #: session key -> the run a restart interrupted there (the one its boot's recovery continues).
+        self._interrupted: dict[str, str] = {}
 
     def plan_recovery(self, key: str, run_id: str, steps: Sequence[Step] | None) -> None:
         """The next boot that recovers ``key`` does it with this run (id, steps) instead of the default."""
@@ -67,9 +69,12 @@ class Restarts:
     async def restart(self, mode: str, *, down_seconds: float = 0.0) -> None:
         """Stop and boot the Gateway again in one of the four modes of seed 000 section 2.7 F3.
 
-        * ``restart``: ``shutdown`` with ``restartExpectedMs``; active runs are cancelled with stopReason
-          ``restart`` and their rows stay ``running`` + ``abortedLastRun``; recovery runs at boot.
-        * ``stop``: ``shutdown`` without ``restartExpectedMs``; active runs aborted (rows ``killed``); no recovery.
+        * ``restart``: ``shutdown`` with ``restartExpectedMs``; active runs are cut with no chat terminal and no
+          lifecycle end (an empty aborted assistant message in the transcript) and their rows stay ``running`` +
+          ``abortedLastRun``; recovery runs at boot (measured on 2026.9.6: a forced restart).
+        * ``stop``: ``shutdown`` without ``restartExpectedMs``; a run still active when the drain runs out is
+          aborted with stopReason ``restart`` and its row stays ``running``: recovered at the next boot, like a
+          restart (measured on 2026.9.6; the seeds' "killed after a stop notice" does not occur there).
         * ``container``: the CLI child exits 143 first: rows ``failed`` with ``Claude Code process exited with
           code 143``; then the shutdown notice and the close; no recovery.
         * ``crash``: no terminal, no notice, connections cut (1006); rows stay ``running``; recovery at boot.
@@ -81,6 +86,10 @@ class Restarts:
             raise ValueError(f"unknown restart mode {mode!r}; one of {RESTART_MODES}")
         fanout, driver, boot = self._fanout, self._driver, self._boot
         if mode == "container":
+            # The whole container goes down: its queues die with the Gateway's process (no queued run begins), and
+            # every CLI child exits 143: every row keeps its error and nothing is recovered (measured on 2026.9.6).
+            for session in driver.sessions.values():
+                driver.cancel_queued(session)
             for run in [s.active for s in driver.sessions.values() if s.active is not None]:
                 driver.end(run, End("error", error=m.CONTAINER_STOP_ERROR))
         if mode != "crash":
@@ -89,11 +98,12 @@ class Restarts:
                 notice["restartExpectedMs"] = 1500
             fanout.emit("shutdown", notice, audience=everyone, drop_if_slow=False)
         for run in [s.active for s in driver.sessions.values() if s.active is not None]:
+            self._interrupted[run.key] = run.run_id  # what a recovery at boot continues (a crash persists no end)
             if mode == "restart":
-                driver.end(run, End("aborted", stop_reason="restart"))
+                driver.interrupt_for_restart(run)
             elif mode == "stop":
-                driver.end(run, End("aborted", stop_reason="rpc"))
-            else:  # crash (or a container stop's run begun from a queue): the process dies under it
+                driver.end(run, End("aborted", stop_reason="restart"))
+            else:  # crash: the process dies under it
                 driver.cut(run)
         for conn in list(fanout.conns.values()):
             if mode == "crash":
@@ -121,12 +131,12 @@ class Restarts:
             if session.status != "running" or session.active is not None:
                 continue
             session.aborted_last_run = True  # markStartupOrphanedMainSessionsForRecovery
-            source = session.last_run_id if session.last_run_id else None
+            source = self._interrupted.pop(session.key, None) or session.last_run_id or None
             planned = self.planned.get(session.key)
             plan = planned.pop(0) if planned else None
             if planned == []:
                 del self.planned[session.key]
-            self._driver.start_run(
+            recovery = self._driver.start_run(
                 session.key,
                 plan.run_id if plan is not None else None,
                 origin="recovery",
@@ -134,3 +144,4 @@ class Restarts:
                 provenance=dict(m.RECOVERY_PROVENANCE),
                 steps=plan.steps if plan is not None else self.recovery(session.key, source),
             )
+            recovery.run.recovers = source

@@ -85,6 +85,18 @@ def required_scope(method: str, params: Any) -> str | None:
     return METHOD_SCOPES.get(method)
 
 
+def may_abort(conn: SimConn, run: m.Run) -> bool:
+    """``canRequesterAbortChatRun`` (2026.9.6, ``chat-abort-runtime-B6OgOyLI.mjs:39-52``; measured): an admin may
+    abort any run; anyone else a run with no owner (cron, heartbeats, a boot's recovery), or one their own connection
+    or device sent. So a client without ``operator.admin`` cannot stop what another client started, nor, without a
+    device, a run it sent on an earlier connection."""
+    if ADMIN in conn.scopes:
+        return True
+    if run.owner is None and run.owner_device is None:
+        return True
+    return (run.owner_device is not None and run.owner_device == conn.device_id) or run.owner == conn.conn_id
+
+
 def model_key(provider: str, model_id: str) -> str:
     """The Gateway's ``provider/model`` key (``modelKey``; ``owc.owui.models.model_key`` is owc's copy)."""
     if model_id.lower().startswith(provider.lower() + "/"):
@@ -453,6 +465,11 @@ class Rpc:
         key = require_str(params, "sessionKey")
         message = require_str(params, "message")
         run_id = require_str(params, "idempotencyKey")
+        system = params.get("systemInputProvenance") or params.get("systemProvenanceReceipt")
+        if (system or params.get("suppressCommandInterpretation") is True) and ADMIN not in conn.scopes:
+            # 2026.9.6 (``chat-send-handler-BlzZtMKP.mjs:5448-5451``; measured): only an admin may say where a
+            # message came from. owc sends none of these: it asks read and write only.
+            raise Refused("INVALID_REQUEST", "system provenance fields require admin scope")
         if message.strip().lower() in STOP_COMMANDS:
             # Measured on 2026.9.6 (tests/test_realgw_stop_command.py): a stop phrase is a command, handled before a
             # run is admitted: the session's runs are aborted (stopReason "stop"), the reply is chat.abort's shape,
@@ -486,6 +503,7 @@ class Rpc:
                 user_text=message,
                 steps=steps,
                 owner=conn.conn_id,
+                owner_device=conn.device_id,
                 provenance=provenance,
             )
         )
@@ -497,6 +515,9 @@ class Rpc:
         session = self._driver.sessions.get(key)
         aborted: list[str] = []
         if session is not None:
+            targets = [r for r in [*session.queued, session.active] if r is not None and run_id in (None, r.run_id)]
+            if any(not may_abort(conn, r) for r in targets):
+                raise Refused("INVALID_REQUEST", "unauthorized")
             aborted += self._driver.cancel_queued(session, run_id)
             active = session.active
             if active is not None and (run_id is None or active.run_id == run_id):

@@ -143,6 +143,7 @@ class RunDriver:
         hide_ids: bool = False,
         steps: Sequence[Step] | None = None,
         owner: str | None = None,
+        owner_device: str | None = None,
         cli_runtime: bool | None = None,
     ) -> SimRun:
         """Start a run on ``key`` as another client would (cron, sessions_send, a sub-agent announce, a
@@ -155,6 +156,7 @@ class RunDriver:
             run_id=run_id or str(uuid.uuid4()),
             key=key,
             owner=owner,
+            owner_device=owner_device,
             heartbeat=heartbeat,
             origin=origin,
             hide_ids=hide_ids or cli_runtime,
@@ -380,6 +382,11 @@ class RunDriver:
         state = step.state
         sid = session.session_id
         if state == "final":
+            last = session.transcript[-1] if session.transcript else None
+            if not run.parts and last is not None and last.get("role") == "toolResult":
+                # The agent loop ends on an assistant message without tool calls, stored with stopReason "stop"
+                # even when it says nothing (a run whose last action was a tool call still ends on one).
+                run.parts = [{"type": "text", "text": ""}]
             self._flush(session, run, "stop")
             fanout.agent(
                 run, "lifecycle", {"phase": "finishing", "stopReason": "stop", "aborted": False}, session_id=sid
@@ -412,7 +419,8 @@ class RunDriver:
         elif state == "aborted":
             stop_reason = step.stop_reason or "rpc"
             run.parts = []
-            if run.text.strip() and not self._committed(session, run):
+            if run.text.strip() and stop_reason != "restart" and not self._committed(session, run):
+                # (A stop past its drain keeps no partial: measured on 2026.9.6, every mid-reply cut loses it.)
                 # The partial is the run-wide chat buffer, every item said so far joined by blank lines, not
                 # just the item being written (measured on 2026.9.6: "Hello\n\nHello from" after a tool).
                 partial = session.append(m.aborted_partial(run, run.text, now, stop_reason), now)
@@ -431,9 +439,17 @@ class RunDriver:
             session.aborted_last_run = True
         elif state == "error":
             error = step.error or "run failed"
-            self._flush(session, run, "error")
+            if run.cli_runtime:
+                # A CLI runtime commits nothing of a failed turn: the transcript gets a custom note, and the
+                # send's own path says the error a second time (measured on 2026.9.6, tests/test_realgw_cuts.py).
+                run.parts = []
+                session.append(m.failed_before_reply(run, error, now), now)
+            else:
+                self._flush(session, run, "error")
             fanout.agent(run, "lifecycle", {"phase": "error", "error": error}, session_id=sid)
             fanout.chat(run, "error", drop_if_slow=False, errorMessage=error, stopReason=step.stop_reason)
+            if run.cli_runtime:
+                fanout.chat(run, "error", drop_if_slow=False, errorMessage=m.failed_before_reply_text(error))
             session.status, session.last_run_error = "failed", error
         else:
             raise ValueError(f"unknown end state {state!r}")
@@ -454,6 +470,25 @@ class RunDriver:
         if session.queued:
             self._begin(session, session.queued.pop(0))
         self._poke()
+
+    def interrupt_for_restart(self, run: m.Run) -> None:
+        """A restart cuts the run (measured on 2026.9.6, a forced restart or one past its 300 s wait): no chat
+        terminal and no lifecycle end reach clients; the transcript gets an empty aborted assistant message of the
+        run ("agent run aborted for restart": the partial is lost); the row stays ``running`` with
+        ``abortedLastRun`` for the boot's recovery, said in a settled push (seen once in three cuts)."""
+        session = self.sessions[run.key]
+        now = self._now_ms()
+        run.parts = []
+        message = m.assistant_message(run, [{"type": "text", "text": ""}], now, "aborted")
+        message["errorMessage"] = "agent run aborted for restart"
+        self._push(session, run, session.append(message, now))
+        run.state = "ended"
+        run.open_tools.clear()
+        session.active = None
+        session.status, session.aborted_last_run = "running", True
+        session.updated_at = now
+        self.release(run)
+        self._fanout.sessions_changed(session, reason="agent.input.settled")
 
     def cut(self, run: m.Run) -> None:
         """The process died under the run: it ends without a terminal and nothing of it is persisted."""

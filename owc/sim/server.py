@@ -4,6 +4,8 @@ It is owc's everyday Gateway (tests, the demo, benchmarks) and a product feature
 incidents with it). What it models, each from ``shared/reference/openclaw`` unless noted:
 
 * the handshake (challenge first; ``connect`` with protocol 4 and the token; the real refusals and close codes);
+  the ``Origin`` check, and device identity, pairing and device tokens (``devices``: the proof is verified, the
+  pairing store is ``sim.devices``, whose ``approve`` / ``revoke`` / ``remove`` are the Gateway owner's commands);
 * per-connection envelope ``seq``; ``dropIfSlow`` events that a slow connection loses still spend a number;
   a slow consumer is closed with 1008 on the first event that may not be dropped;
 * who gets what: ``chat`` / ``agent`` to every reader, ``agent`` tool events only to the run's sender that
@@ -44,10 +46,12 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import trio
-from trio_websocket import ConnectionClosed, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, Endpoint, WebSocketRequest, serve_websocket
 
 from owc.protocol import DEFAULT_MAX_PAYLOAD, ProtocolError, Request, decode_frame
+from owc.sim import devices as d
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, SimConn, dumps, everyone, write_frames
 from owc.sim.faults import Faults
@@ -105,6 +109,17 @@ class Simulator:
         self.conns: dict[str, SimConn] = {}
         self.requests: collections.Counter[str] = collections.Counter()  # RPCs received, by method
         self.refusals: list[tuple[str, str]] = []  # (error code, detail code) of refused handshakes
+        #: The pairing store and the owner's commands: ``sim.devices.pending()``, ``.approve(request_id)``,
+        #: ``.revoke(device_id)``, ``.remove(device_id)`` (the last two close the device's connections, 4001).
+        self.devices = d.Devices(self.now_ms, self._device_removed)
+        #: ``gateway.controlUi.allowedOrigins``: more ``Origin`` values that may connect (``"*"``: any).
+        self.allowed_origins: set[str] = set()
+        #: conn id -> (device id, role) of each live connection that proved a device (revoke and remove close them).
+        self.device_conns: dict[str, tuple[str, str]] = {}
+        #: A Gateway on another host: every client is judged as if it connected from this (non-loopback) address,
+        #: so a device is paired by the owner (``devices.approve``) and a token-only client gets no scopes. None:
+        #: the real peer address (loopback in tests).
+        self.remote_address: str | None = None
         self._changed = trio.Condition()
         self._epoch_ms = int(time.time() * 1000) - int(trio.current_time() * 1000)
         self.fanout = Fanout(self.conns, self.now_ms)
@@ -220,13 +235,17 @@ class Simulator:
 
     async def _handle(self, request: WebSocketRequest) -> None:
         """One connection's life: handshake, then read requests until it closes; a writer task sends."""
+        peer = _peer(request)
+        if self.remote_address is not None:
+            peer = attrs.evolve(peer, address=self.remote_address)
         ws = await request.accept()
         conn = SimConn(conn_id=str(uuid.uuid4()), ws=ws)
         try:
-            await self._handshake(conn)
+            await self._handshake(conn, peer)
         except ConnectionClosed:
             return
         if conn.closing:
+            await self._notify()  # a refusal (``refusals``) or a pairing request (``devices``) is state to wait on
             return
         send, recv = trio.open_memory_channel[Any](math.inf)
         conn.send = send
@@ -244,10 +263,14 @@ class Simulator:
                 nursery.cancel_scope.cancel()
         finally:
             self.conns.pop(conn.conn_id, None)
+            self.device_conns.pop(conn.conn_id, None)
             conn.closing = True
             await self._notify()
 
-    async def _handshake(self, conn: SimConn) -> None:
+    async def _handshake(self, conn: SimConn, peer: d.Peer | None = None) -> None:
+        """The ``connect`` handshake, in the real Gateway's order: the params' schema, the protocol, startup, the
+        role and the ``Origin``; then token-only clients as before, or the device path (``devices.admit``)."""
+        peer = peer or d.Peer()
         ws = conn.ws
         nonce = str(uuid.uuid4())
         challenge = {"nonce": nonce, "ts": self.now_ms(), "capabilities": ["model-catalog-snapshot"]}
@@ -275,6 +298,11 @@ class Simulator:
             msg = "invalid connect params: at /client/mode: must be equal to one of the allowed values"
             await self._refuse(conn, frame.id, "INVALID_REQUEST", msg, 1008)
             return
+        device = params.get("device")
+        schema = d.device_schema_error(device) if device is not None else None
+        if schema is not None:
+            await self._refuse(conn, frame.id, "INVALID_REQUEST", f"invalid connect params: {schema}", 1008)
+            return
         lo, hi = params.get("minProtocol"), params.get("maxProtocol")
         if not (isinstance(lo, int) and isinstance(hi, int) and lo <= self.protocol <= hi):
             details = {
@@ -289,7 +317,21 @@ class Simulator:
                 {"reason": "startup-sidecars"}, retryable=True, retry_after_ms=500, close_reason="gateway starting",
             )  # fmt: skip
             return
+        role = "operator" if params.get("role") is None else params["role"]
+        if role not in ("operator", "node"):  # ``parseGatewayRole`` (``message-handler-D5c0StBB.mjs:600-607``)
+            await self._refuse(conn, frame.id, "INVALID_REQUEST", "invalid role", 1008)
+            return
+        if peer.has_origin:  # every client, before any credential (``message-handler-D5c0StBB.mjs:640-651``)
+            assert peer.origin is not None
+            why = d.origin_refusal(peer.origin, request_host=peer.host, local=peer.local, allowed=self.allowed_origins)
+            if why is not None:
+                details = {"code": "CONTROL_UI_ORIGIN_NOT_ALLOWED", "reason": why}
+                await self._refuse(conn, frame.id, "INVALID_REQUEST", d.ORIGIN_REFUSED, 1008, details)
+                return
         auth = param(params, "auth", dict, {})
+        if device is not None:
+            await self._device_handshake(conn, frame.id, params, peer, challenge)
+            return
         secret = auth.get("token") or auth.get("password")
         if not secret:
             await self._refuse(
@@ -310,16 +352,60 @@ class Simulator:
                 conn, frame.id, "INVALID_REQUEST", msg, 1008, {"code": "CONTROL_UI_DEVICE_IDENTITY_REQUIRED"}
             )
             return
-        # Without a device identity only the local backend client (and the CLI) keep their declared scopes.
-        keeps_scopes = (client_id, mode) in {("gateway-client", "backend"), ("cli", "cli")}
+        # Without a device identity only the local backend client (and the CLI) keep their declared scopes, and
+        # only without an ``Origin`` (measured: with one, ``scopes: []``; ``node-connect-reconcile:74-82``).
+        where = d.locality(peer, client_id=client_id, mode=mode, shared_ok=True, auth_method="token")
+        keeps_scopes = not peer.has_origin and (
+            (
+                (client_id, mode) == ("gateway-client", "backend")
+                and where in ("direct_local", "shared_secret_loopback_local")
+            )
+            or ((client_id, mode) == ("cli", "cli") and where in ("direct_local", "cli_container_local"))
+        )
         scopes = param(params, "scopes", list, [])
         conn.scopes = frozenset(s for s in scopes if isinstance(s, str)) if keeps_scopes else frozenset()
-        conn.caps = frozenset(c for c in params.get("caps") or [] if isinstance(c, str))
-        conn.client_id, conn.mode = client_id, mode
-        conn.instance_id = param(client, "instanceId", str, None)
+        conn.scope_order = tuple(dict.fromkeys(s for s in scopes if isinstance(s, str) and s in conn.scopes))
+        self._admit(conn, params)
         await ws.send_message(dumps({"type": "res", "id": frame.id, "ok": True, "payload": self._hello(conn)}))
 
-    def _hello(self, conn: SimConn) -> dict[str, Any]:
+    async def _device_handshake(
+        self, conn: SimConn, req_id: str, params: dict[str, Any], peer: d.Peer, challenge: dict[str, Any]
+    ) -> None:
+        """A ``connect`` with a ``device`` block: judged by ``devices.admit`` against ``sim.devices``."""
+        auth = param(params, "auth", dict, {})
+        secret = auth.get("token") or auth.get("password")
+        shared_ok = isinstance(secret, str) and d.js_trim(secret) == self.token
+        verdict = d.admit(
+            self.devices, params, peer=peer, nonce=challenge["nonce"], shared_ok=shared_ok, now_ms=self.now_ms()
+        )
+        if isinstance(verdict, d.Refusal):
+            await self._refuse(
+                conn, req_id, verdict.code, verdict.message, verdict.close_code, verdict.details,
+                close_reason=verdict.close_reason,
+            )  # fmt: skip
+            return
+        conn.scopes = frozenset(verdict.scopes)
+        self._admit(conn, params)
+        self.device_conns[conn.conn_id] = (verdict.device_id, verdict.role)
+        conn.device_id = verdict.device_id
+        hello = self._hello(conn, auth=verdict.hello_auth())
+        await conn.ws.send_message(dumps({"type": "res", "id": req_id, "ok": True, "payload": hello}))
+
+    def _admit(self, conn: SimConn, params: dict[str, Any]) -> None:
+        client = param(params, "client", dict, {})
+        conn.caps = frozenset(c for c in params.get("caps") or [] if isinstance(c, str))
+        conn.client_id, conn.mode = client.get("id", ""), client.get("mode", "")
+        conn.instance_id = param(client, "instanceId", str, None)
+
+    def _device_removed(self, device_id: str, role: str | None) -> None:
+        """``disconnectClientsForDevice``: a removed device's (or revoked role's) live connections are closed with
+        4001 "device removed", after what is already queued to them."""
+        for conn_id, (dev, conn_role) in list(self.device_conns.items()):
+            conn = self.conns.get(conn_id)
+            if dev == device_id and (role is None or conn_role == role) and conn is not None:
+                self.fanout.close(conn, *d.DEVICE_REMOVED)
+
+    def _hello(self, conn: SimConn, auth: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
             "type": "hello-ok",
             "protocol": self.protocol,
@@ -352,7 +438,7 @@ class Simulator:
                 },
                 "authMode": "token",
             },
-            "auth": {"method": "token", "role": "operator", "scopes": sorted(conn.scopes)},
+            "auth": auth or {"method": "token", "role": "operator", "scopes": list(conn.scope_order)},
             "policy": {
                 "maxPayload": self.max_payload,
                 "maxBufferedBytes": MAX_BUFFERED_BYTES,
@@ -407,6 +493,23 @@ class Simulator:
     def _poke(self) -> None:
         """Wake ``wait_*`` callers from synchronous code."""
         self._nursery.start_soon(self._notify)
+
+
+def _peer(request: WebSocketRequest) -> d.Peer:
+    """Where a connection comes from, as the handshake judges it: the peer address, ``Origin``, ``Host`` and
+    whether forwarding headers are present. trio-websocket 0.12 gives no public access to ``Host`` (wsproto keeps it
+    out of the header list), so it is read from the parsed request where present."""
+    origin: str | None = None
+    forwarded = False
+    for name, value in request.headers:
+        key = name.lower()
+        if key == b"origin" and origin is None:
+            origin = value.decode("latin-1")
+        forwarded = forwarded or key in (b"forwarded", b"x-real-ip") or key.startswith(b"x-forwarded-")
+    remote = request.remote
+    address = str(remote.address) if isinstance(remote, Endpoint) else None
+    host = getattr(getattr(request, "_event", None), "host", None)
+    return d.Peer(address=address, origin=origin, host=host if isinstance(host, str) else None, forwarded=forwarded)
 
 
 @asynccontextmanager

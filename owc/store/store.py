@@ -372,6 +372,55 @@ class ChatStore:
 
     # ------------------------------------------------------------------ handover and finalize
 
+    def reserve_resume(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        source: str,
+        chain: Sequence[str],
+        content: str,
+        output: list[Any],
+        limit: int,
+    ) -> tuple[int, bool]:
+        """Reserve M's next resume for the cut run ``source``, in one locked transaction: returns ``(n, new)``, the
+        resume's number and whether this call made it. A cut another process already resumed gets that resume's
+        number back (``new`` False): two processes deciding the same cut send the same run id, and the Gateway
+        starts one run. M keeps its count (``meta.openclaw_resumes``, the budget: a restart of owc does not reset
+        it) and, per cut run, the resume it got (``meta.openclaw_resumed``). M is written open with the cut's
+        chain and output unless its chain already goes on past ``source`` (its continuation wrote it). With ``limit``
+        resumes spent, nothing is written and ``(limit + 1, False)`` comes back: the budget is over."""
+        with self._locked(chat_id) as (conn, row):
+            chat = self._load(chat_id, row, None)
+            existing = chat["history"]["messages"].get(message_id)
+            if not isinstance(existing, dict):
+                raise MessageMissing(chat_id, message_id)
+            meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+            resumed = meta.get("openclaw_resumed") if isinstance(meta.get("openclaw_resumed"), dict) else {}
+            count = meta.get("openclaw_resumes") if isinstance(meta.get("openclaw_resumes"), int) else 0
+            if isinstance(resumed.get(source), int):
+                return resumed[source], False
+            if count >= limit:
+                return limit + 1, False
+            n = count + 1
+            fields = {"openclaw_resumes": n, "openclaw_resumed": {**resumed, source: n}}
+            if tree.continued_past(existing, source):
+                existing["meta"] = {**meta, **fields}
+                message = existing
+            else:
+                message = tree.update_message(
+                    chat,
+                    message_id,
+                    content=content,
+                    output=output,
+                    done=False,
+                    meta={**fields, "openclaw_chain": list(chain)},
+                )
+            now = int(time.time())
+            self._save(conn, chat_id, chat, now)
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            return n, True
+
     def write(
         self,
         chat_id: str,
@@ -383,6 +432,7 @@ class ChatStore:
         error: str | None = None,
         meta: dict[str, Any] | None = None,
         unless_done: bool = False,
+        unless_continued: str | None = None,
         run_order: Sequence[str] = (),
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
@@ -390,7 +440,9 @@ class ChatStore:
         (``tree.reorder_run_line``).
         One transaction per attempt; a locked database is retried ``finalize_attempts`` times, each attempt
         waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
-        (``AlreadyDone``): a process finishing a run another process may be finishing too."""
+        (``AlreadyDone``): a process finishing a run another process may be finishing too. ``unless_continued``: the
+        same for a message whose chain (``meta.openclaw_chain``) goes on past that run: its continuation wrote it,
+        and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
         last, attempt = "", 0
         for attempt in range(1, self.finalize_attempts + 1):
             try:
@@ -402,6 +454,8 @@ class ChatStore:
                     if not isinstance(existing, dict):
                         raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
                     if unless_done and existing.get("done") is True:
+                        return AlreadyDone(message=existing)
+                    if unless_continued is not None and tree.continued_past(existing, unless_continued):
                         return AlreadyDone(message=existing)
                     now = int(time.time())
                     message = tree.update_message(
@@ -580,6 +634,9 @@ class TrioChatStore:
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
+
+    async def reserve_resume(self, chat_id: str, message_id: str, **kwargs: Any) -> tuple[int, bool]:
+        return await self._run(self.sync.reserve_resume, chat_id, message_id, **kwargs)
 
     async def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
         await self._run(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)

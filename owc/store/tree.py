@@ -273,3 +273,13 @@ def strip_nul(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: strip_nul(v) for k, v in value.items()}
     return value
+
+
+def continued_past(message: dict[str, Any], run_id: str) -> bool:
+    """The message's chain (``meta.openclaw_chain``: the runs it holds, in order) goes on past ``run_id``: a
+    continuation of that run has written it."""
+    meta = message.get("meta")
+    chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+    if not isinstance(chain, list) or run_id not in chain:
+        return False
+    return chain.index(run_id) < len(chain) - 1

@@ -12,6 +12,9 @@ same interaction can be driven against both and compared:
   user words of its own (the runner's prompt is fixed); the ``text`` of the ``wake`` that started it reaches
   the model only as a system event line in that context block, so that is where a test steers one heartbeat;
 * it contains ``SLOW``: the canned answer, one word every ``SLOW_DELAY`` seconds (long enough to abort);
+* it contains ``LONG`` (and none of the above): ``LONG_ANSWER``, the canned answer 20 times (200 words), one word
+  every ``LONG_DELAY`` seconds: ~400 s, longer than the Gateway's 315 s stop drain. Not when the request holds the
+  Gateway's restart-recovery prompt (``RECOVERY_MARK``): a recovery of a LONG turn answers at once;
 * otherwise: the canned answer, streamed a word at a time.
 
 The Gateway wraps each user turn (a ``[date]`` prefix and a runtime suffix) and appends an internal-context
@@ -36,6 +39,10 @@ ECHO = ANSWER.split(" ")[0]  # what ECHO_TOOL says before its tool call
 ECHO_PAUSE = 0.5
 SHORT = "NO"  # what SAY_NO answers: only a prefix of the silent sentinel NO_REPLY
 HEARTBEAT_OK = "HEARTBEAT_OK"  # what SAY_HEARTBEAT_OK answers: the acknowledgement chat.history hides
+LONG_ANSWER = " ".join([ANSWER] * 20)  # what LONG answers: 200 words
+LONG_DELAY = 2.0  # LONG: seconds between words (~400 s in all)
+#: In the Gateway's restart-recovery prompt (``[System] Your previous turn was interrupted by a gateway restart ...``).
+RECOVERY_MARK = "Your previous turn was interrupted by a gateway restart"
 
 
 def _text(message: dict[str, Any]) -> str:
@@ -48,8 +55,8 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def plan(body: dict[str, Any]) -> tuple[str, bool]:
-    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)``, ``("heartbeat_ok", _)`` or
-    ``("text", slow)``."""
+    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)``, ``("heartbeat_ok", _)``,
+    ``("long", _)`` or ``("text", slow)``."""
     messages = body.get("messages") or []
     user_words = ""
     context = ""  # the internal context after the last real user message: this turn's, not an older one's
@@ -71,6 +78,8 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         return "tool", False
     if "SAY_NO" in user_words:
         return "no", False
+    if "LONG" in user_words and not any(RECOVERY_MARK in _text(m) for m in messages):
+        return "long", False
     return "text", "SLOW" in user_words
 
 
@@ -136,8 +145,10 @@ class Handler(BaseHTTPRequestHandler):
                 chunk({}, "tool_calls")
             else:
                 words = {"no": [SHORT], "heartbeat_ok": [HEARTBEAT_OK]}.get(kind) or ANSWER.split(" ")
+                if kind == "long":
+                    words = LONG_ANSWER.split(" ")
                 for i, word in enumerate(words):
-                    time.sleep(SLOW_DELAY if slow else 0.02)
+                    time.sleep(LONG_DELAY if kind == "long" else SLOW_DELAY if slow else 0.02)
                     chunk({"content": word if i == 0 else " " + word})
                 chunk({}, "stop")
             chunk(None, usage={"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20})

@@ -338,13 +338,9 @@ class RealGateway:
             _stop(self.model, "fake model")
 
 
-def start(install: Install, home: Path | None = None) -> RealGateway:
-    home = home or Path(tempfile.mkdtemp(prefix="owc-realgw-"))
-    for sub in ("logs", "state", "home", "workspace", "tmp"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-    port, model_port = free_port(), free_port()
-    token = secrets.token_hex(16)
-    config = {
+def _offline_config(home: Path, port: int, model_port: int, token: str) -> dict:
+    """The Gateway's offline config: loopback, the shared token, the fake model as the only provider."""
+    return {
         "gateway": {"mode": "local", "port": port, "bind": "loopback", "auth": {"mode": "token", "token": token}},
         "models": {
             "mode": "replace",
@@ -370,12 +366,17 @@ def start(install: Install, home: Path | None = None) -> RealGateway:
         "agents": {"defaults": {"model": {"primary": "fake/fake-model"}, "workspace": str(home / "workspace")}},
         "logging": {"file": str(home / "logs" / "openclaw.log")},
     }
-    config_path = home / "state" / "openclaw.json"
-    config_path.write_text(json.dumps(config, indent=2))
-    config_path.chmod(0o600)
-    env = dict(
+
+
+def _gateway_env(
+    install: Install, home: Path, config_path: Path, *, path: tuple[Path, ...] = (), env: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The Gateway's environment: its own home, state and config, nothing that reaches the network; ``path`` in
+    front of its PATH, ``env`` added."""
+    front = os.pathsep.join(str(p) for p in path)
+    return dict(
         os.environ,
-        PATH=f"{install.node_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        PATH=os.pathsep.join(x for x in (front, str(install.node_bin), os.environ.get("PATH", "")) if x),
         HOME=str(home / "home"),
         TMPDIR=str(home / "tmp"),
         OPENCLAW_STATE_DIR=str(home / "state"),
@@ -387,7 +388,21 @@ def start(install: Install, home: Path | None = None) -> RealGateway:
         OPENCLAW_SKIP_BROWSER_CONTROL_SERVER="1",
         OPENCLAW_SKIP_CANVAS_HOST="1",
         OPENCLAW_NO_RESPAWN="1",
+        **(env or {}),
     )
+
+
+def start(install: Install, home: Path | None = None) -> RealGateway:
+    home = home or Path(tempfile.mkdtemp(prefix="owc-realgw-"))
+    for sub in ("logs", "state", "home", "workspace", "tmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    port, model_port = free_port(), free_port()
+    token = secrets.token_hex(16)
+    config = _offline_config(home, port, model_port, token)
+    config_path = home / "state" / "openclaw.json"
+    config_path.write_text(json.dumps(config, indent=2))
+    config_path.chmod(0o600)
+    env = _gateway_env(install, home, config_path)
     model_log = open(home / "logs" / "model.out", "wb")
     model = subprocess.Popen(
         [sys.executable, str(HERE / "fake_model.py"), str(model_port)], stdout=model_log, stderr=subprocess.STDOUT
@@ -439,3 +454,201 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except FileNotFoundError:
         return ""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A Gateway that can be cut and brought back (issue 14: tests/test_realgw_cuts.py). Same install, same offline
+# setup as ``start``; the differences: its own process group (so the stop reaches what it spawned: the spawn broker,
+# a CLI runtime's child), optional config additions and PATH entries (a fake ``claude``), and ``relaunch`` on the
+# same state folder, port and token after a kill, which is what "the Gateway came back" means to a client.
+
+
+def _merge(into: dict, extra: dict) -> None:
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+@attrs.define
+class CuttableGateway:
+    """A real Gateway whose process a test may signal, restart in-process, or kill and launch again."""
+
+    install: Install
+    home: Path
+    port: int
+    token: str
+    env: dict[str, str]
+    model: subprocess.Popen
+    gateway: subprocess.Popen | None = None
+    #: ``[gateway] ready`` lines the log held when the current boot was asked for: the next one is its.
+    boots: int = 0
+    launched: list[subprocess.Popen] = attrs.field(factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "logs" / "gateway.out"
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(_ANSI.sub("", _read(self.log_path)).splitlines()[-lines:])
+
+    def cli(self, *args: str, timeout: float = 120) -> str:
+        """The Gateway's own CLI, offline, on this Gateway's state (what a person runs on the Gateway host, e.g.
+        ``devices approve <id>``); its stdout. A failing command raises."""
+        out = subprocess.run(
+            [str(self.install.node_bin / "node"), str(self.install.openclaw_mjs), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+        return out.stdout
+
+    def ready_count(self) -> int:
+        ready = re.compile(r"\[gateway\] ready$")
+        return sum(1 for line in _ANSI.sub("", _read(self.log_path)).splitlines() if ready.search(line.strip()))
+
+    def launch(self) -> None:
+        """Start the Gateway process (the first time, or again on the same state folder, port and token)."""
+        assert self.gateway is None or self.gateway.poll() is not None, "the Gateway is still running"
+        self.boots = self.ready_count() + 1
+        log = open(self.log_path, "ab")
+        self.gateway = subprocess.Popen(
+            [str(self.install.node_bin / "node"), str(self.install.openclaw_mjs), "gateway", "run",
+             "--port", str(self.port), "--bind", "loopback"],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=str(self.home), start_new_session=True,
+        )  # fmt: skip
+        self.launched.append(self.gateway)
+
+    def expect_boot(self) -> None:
+        """The running process will boot again by itself (an in-process restart): wait for one more ready line."""
+        self.boots = self.ready_count() + 1
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> float:
+        """Until the current boot's ``[gateway] ready`` line (blocking: call it in a thread from async code).
+        Returns the seconds waited. An external process's readiness has no event to wait on: the log is polled."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if self.gateway is not None and self.gateway.poll() is not None:
+                raise RealGatewayUnavailable(f"gateway exited with {self.gateway.returncode}:\n{self.log_tail()}")
+            if self.ready_count() >= self.boots:
+                return time.monotonic() - started
+            time.sleep(0.25)
+        raise RealGatewayUnavailable(f"gateway not ready after {timeout} s:\n{self.log_tail()}")
+
+    def signal(self, sig: int) -> None:
+        assert self.gateway is not None
+        self.gateway.send_signal(sig)
+
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the current Gateway's process group (its own, from ``launch``: the Gateway and the workers
+        it did not put in a session of their own), as a service manager's stop does."""
+        assert self.gateway is not None
+        os.killpg(self.gateway.pid, sig)
+
+    def wait_exit(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        assert self.gateway is not None
+        return self.gateway.wait(timeout=timeout)
+
+    def state_lock(self) -> dict:
+        """The running Gateway's state lock (``pid``, ``ownerId``, ``port``): what a targeted restart request names."""
+        return json.loads((self.home / "state" / "tmp" / f"openclaw-{os.getuid()}" / "gateway.state.lock").read_text())
+
+    def descendants(self, needle: str) -> list[int]:
+        """Pids of the current Gateway's descendants whose command line contains ``needle``."""
+        if self.gateway is None:
+            return []
+        procs: dict[int, tuple[int, str]] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                args = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+            procs[int(entry.name)] = (ppid, args)
+
+        def under(pid: int) -> bool:
+            seen: set[int] = set()
+            while pid in procs and pid not in seen:
+                seen.add(pid)
+                if pid == self.gateway.pid:
+                    return True
+                pid = procs[pid][0]
+            return False
+
+        return [pid for pid, (_, args) in procs.items() if needle in args and pid != self.gateway.pid and under(pid)]
+
+    def stop(self) -> None:
+        """Stop every Gateway process this object launched, and what each spawned (its process group), then the
+        model. By pid and process-group id only."""
+        try:
+            for proc in self.launched:
+                try:
+                    _stop(proc, "gateway")
+                finally:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)  # its own group: the broker, a CLI child left over
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        finally:
+            _stop(self.model, "fake model")
+
+
+FAKE_CLAUDE = HERE / "fake_claude.py"
+
+
+def fake_claude_bin(home: Path) -> Path:
+    """A folder holding a ``claude`` executable that runs ``fake_claude.py`` with this Python: put it on the
+    Gateway's PATH and a ``claude-cli/...`` model runs offline."""
+    folder = home / "fakebin"
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "claude"
+    script.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_CLAUDE} "$@"\n')
+    script.chmod(0o755)
+    return folder
+
+
+def start_cuttable(
+    install: Install,
+    home: Path | None = None,
+    *,
+    config: dict | None = None,
+    path: tuple[Path, ...] = (),
+    env: dict[str, str] | None = None,
+    wait: bool = True,
+) -> CuttableGateway:
+    """Like ``start``, for a Gateway a test will cut: ``config`` is merged into the offline config, ``path`` goes
+    in front of the Gateway's PATH, ``env`` is added to its environment."""
+    home = home or Path(tempfile.mkdtemp(prefix="owc-realgw-cut-"))
+    for sub in ("logs", "state", "home", "workspace", "tmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    port, model_port = free_port(), free_port()
+    token = secrets.token_hex(16)
+    body = _offline_config(home, port, model_port, token)
+    _merge(body, config or {})
+    config_path = home / "state" / "openclaw.json"
+    config_path.write_text(json.dumps(body, indent=2))
+    config_path.chmod(0o600)
+    gw_env = _gateway_env(install, home, config_path, path=path, env=env)
+    model_log = open(home / "logs" / "model.out", "ab")
+    model = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_model.py"), str(model_port)], stdout=model_log, stderr=subprocess.STDOUT
+    )
+    gw = CuttableGateway(install=install, home=home, port=port, token=token, env=gw_env, model=model)
+    try:
+        gw.launch()
+        if wait:
+            gw.wait_ready()
+    except BaseException:
+        gw.stop()
+        raise
+    return gw

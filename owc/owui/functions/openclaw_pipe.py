@@ -19,6 +19,15 @@ class Pipe:
             default="", description="Gateway token (else GATEWAY_TOKEN_FILE or $OWC_GATEWAY_TOKEN)"
         )
         GATEWAY_TOKEN_FILE: str = Field(default="", description="A file holding the Gateway token (mode 0600)")
+        DEVICE_DIR: str = Field(
+            default="",
+            description="Folder of owc's device identity, which a Gateway on another host pairs (default"
+            " DATA_DIR/owc; 'off': the token alone, enough only on the Gateway's own host)",
+        )
+        GATEWAY_CA_FILE: str = Field(default="", description="wss://: a CA file to trust besides the system's")
+        GATEWAY_TLS_PIN: str = Field(
+            default="", description="wss://: the Gateway certificate's SHA-256 fingerprint, to accept only it"
+        )
         MODEL_WHITELIST: str = Field(
             default="", description="Gateway models to list, comma-separated (keys, ids, names or aliases)"
         )

@@ -1,0 +1,133 @@
+"""Link rule E (seed 000 section 2.7, case 5): which message a Gateway restart-recovery run writes into. Pure.
+
+At boot the Gateway recovers every session whose row it left ``running`` with a new run R' (a fresh run id,
+004: "a fresh run ID"). R''s user turn carries the restart-recovery provenance. R' continues the interrupted run
+S, so it writes into S's message M, not a message of its own: one continuation, into the same message.
+
+R' links to S when (1) the Gateway booted since S was sent (the caller checks the boot ids), (2) R':user carries
+the restart-recovery provenance, and (3) S is the newest non-recovery ``<id>:user`` before R':user in the
+transcript. S may itself be a continuation (an owc resume cut again): M then follows from S by the identity rule.
+
+An agent turn (a cron job, a ``sessions_send``) has no ``<S>:user``: its user turn is keyed by an id of its own,
+and an inter-session one is hidden from ``chat.history`` altogether. Such an S is not named by the transcript
+(``RECOVERY``): the caller links R' to the cut it holds for the session (a session runs one run at a time, so the
+run the boot recovers is the session's cut one), and a run owc never saw cut keeps a message of its own. A
+``<id>:user`` with another run's messages after it is not S either (S's own turn is hidden).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attrs
+
+from owc.protocol import ChatHistory
+
+#: The stop reasons of a run's last stored message that say it ended (a final answer, an error, an abort's stored
+#: partial: ``openclawAbort``, from a Stop, a stop command or a chat.abort). A Gateway restart, stop or crash
+#: stores nothing of the turn it cuts (measured on 2026.9.6: the partial is lost), so a cut run's last stored
+#: message is an earlier turn's (a tool call) or the restart's empty aborted message (no ``openclawAbort``).
+ENDED = frozenset({"stop", "error", "openclawAbort"})
+
+
+class Verdict(enum.Enum):
+    LINKED = "linked"  # R' recovers ``source``
+    RECOVERY = "recovery"  # R' is a restart recovery, of a run the transcript does not name
+    #: R' is a run of its own: its user turn is no restart recovery, or it has none keyed by its id (the Gateway
+    #: writes a recovery's ``<R'>:user`` as the run starts, before it shows anything: a run asked about once it
+    #: has shown something and without one is an agent turn, whose user turn has an id of its own).
+    NOT_RECOVERY = "not_recovery"
+
+
+@attrs.frozen
+class Link:
+    verdict: Verdict
+    source: str | None = None
+
+
+def recovery_source(history: ChatHistory, run_id: str) -> Link:
+    """Whether run ``run_id`` is a restart recovery, and of which run (conditions 2 and 3 above)."""
+    messages = history.messages
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].user_run_id == run_id), None)
+    if at is None:
+        return Link(Verdict.NOT_RECOVERY)
+    if not messages[at].is_restart_recovery_turn:
+        return Link(Verdict.NOT_RECOVERY)
+    recoveries = {m.user_run_id for m in messages if m.is_restart_recovery_turn and m.user_run_id}
+    others: set[str] = set()  # runs with messages after the candidate's user turn (walking back)
+    stops: list[tuple[str, str | None]] = []  # (run, stop reason) of the messages after the candidate, newest first
+    hidden_turn = messages[at].turn_boundary
+    for index in range(at - 1, -1, -1):
+        message = messages[index]
+        after = messages[index + 1]
+        if message.seq is not None and after.seq is not None and after.seq - message.seq > 1:
+            # A message chat.history hides lies between (``__openclaw.seq`` numbers the stored transcript): it may
+            # be the hidden user turn of the run the boot recovered (an announce: fuzzer, seed 1569).
+            hidden_turn = True
+        if message.role == "user":
+            if message.is_restart_recovery_turn:
+                hidden_turn = hidden_turn or message.turn_boundary
+                continue  # an earlier recovery of the same source: look further back
+            source = message.user_run_id
+            if source is None:
+                return Link(Verdict.RECOVERY)  # an agent turn's user turn: its run is not named here
+            if others - {source} - recoveries:
+                # Another run stored messages after it: the run the boot recovered began later, and its own
+                # user turn is hidden from the transcript (an inter-session message): not named here.
+                return Link(Verdict.RECOVERY)
+            if hidden_turn:
+                # A hidden message came after it (a heartbeat's prompt, marked ``turnBoundary`` on the next shown
+                # message, or any other a ``seq`` gap shows): the run the boot recovered may be that one's.
+                return Link(Verdict.RECOVERY)
+            last = next((stop for run, stop in stops if run == source or run in recoveries), None)
+            if last in ENDED:
+                # The source's last message (or its earlier recovery's) ended it before the boot (a final answer,
+                # an error): the Gateway recovers runs still running, so the recovered run is one the transcript
+                # does not show (an inter-session turn or a heartbeat's, hidden from chat.history).
+                return Link(Verdict.RECOVERY)
+            return Link(Verdict.LINKED, source)
+        hidden_turn = hidden_turn or message.turn_boundary
+        owner = message.assistant_run_id
+        if owner is not None:
+            others.add(owner)
+            stops.append((owner, "openclawAbort" if message.aborted else message.stop_reason))
+    return Link(Verdict.RECOVERY)
+
+
+def ended_in(history: ChatHistory, run_id: str) -> bool:
+    """Run ``run_id``'s last stored message ended it (a final answer, an error): it was not running when it was
+    last written, so a boot's recovery is not of it."""
+    last = next((m for m in reversed(history.messages) if m.assistant_run_id == run_id), None)
+    return last is not None and (last.aborted or last.stop_reason in ENDED)
+
+
+def followed(history: ChatHistory, run_id: str) -> bool:
+    """Another run began after run ``run_id``'s last stored message: a user turn that is no restart recovery's, or
+    another run's assistant message, comes after it. The boot then recovered that later run, not this one (a
+    session runs one run at a time). False when the page holds nothing of ``run_id``."""
+    messages = history.messages
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
+    if last is None:
+        return False
+    for message in messages[last + 1 :]:
+        if message.role == "user" and not message.is_restart_recovery_turn:
+            return True
+        owner = message.assistant_run_id
+        if owner is not None and owner != run_id and not _recovery_run(history, owner):
+            return True
+    return False
+
+
+def _of(message: object, run_id: str) -> bool:
+    return getattr(message, "user_run_id", None) == run_id or getattr(message, "assistant_run_id", None) == run_id
+
+
+def _recovery_run(history: ChatHistory, run_id: str) -> bool:
+    return any(m.user_run_id == run_id and m.is_restart_recovery_turn for m in history.messages)
+
+
+def before(history: ChatHistory, run_id: str, later: str) -> bool:
+    """Run ``run_id`` stored something before ``later``'s user turn (``<later>:user``) on this page."""
+    messages = history.messages
+    at = next((i for i, m in enumerate(messages) if m.user_run_id == later), None)
+    return at is not None and any(_of(m, run_id) for m in messages[:at])

@@ -1,0 +1,640 @@
+"""Cut runs and their one continuation (seed 000 section 2.7; issue 14): the owner rule and link rule E, applied.
+
+When a Gateway restart, stop, container stop or crash cuts a run S, exactly one party continues it, into S's
+message M: the Gateway (its restart recovery R', linked to M by rule E), owc (a resume run
+``msg-<chat>-<M>-resume-<t>``, which the identity rule maps to M), or nobody (a Stop, a real error: M is finalized
+as always). The pure rules are ``owc/rules/owner.py`` and ``owc/rules/link.py``; this module holds what they need
+across connections, and acts:
+
+* ``decide`` at S's terminal (or, for a run no terminal reached, at the first hello after it): the owner rule. A
+  continuing decision registers a ``Cut`` on S's session and marks S: its writer writes M *open* (``done:
+  false``, with the chain of runs M holds) instead of finalizing it.
+* when S is settled here (``settled``), a resume is sent at once, unless the Gateway is going down (its
+  ``shutdown`` notice came on this connection) or the session is busy: then it waits for the next hello-ok or
+  the busy run's settled row. A refused ``chat.send`` is held on the cut and sent again, under the same run id
+  (the idempotency key: never two runs), at the next hello-ok. At most ``MAX_RESUMES`` per M, counted on M
+  (``meta.openclaw_resumes``); after that M ends with a cut-off note.
+* a run that may be a recovery (its session has a cut the Gateway owns, or its row says ``abortedLastRun``)
+  waits, before it claims, for the transcript to say (``link``): a recovery writes into M, after what M holds.
+
+No clock decides anything here: every wait ends on a Gateway input (a hello, a row, a run's own event or end).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from owc import ids
+from owc.gateway import GatewayError, NotConnected, SessionClosed
+from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
+from owc.render import output_text
+from owc.rules.lifecycle import State
+from owc.rules.link import Verdict, before, followed, recovery_source
+from owc.rules.owner import (
+    BUDGET_NOTE,
+    CUT_OFF,
+    MAX_RESUMES,
+    NEWER_RUN_NOTE,
+    RESUME_DIRECTIVE,
+    Owner,
+    Row,
+    Seen,
+    continues,
+    may_resume,
+    owner,
+)
+from owc.runs.run import Run
+from owc.store import StoreError, Written
+
+if TYPE_CHECKING:
+    from owc.runs.table import Bridge, RunTable
+
+log = logging.getLogger("owc.runs")
+
+
+@attrs.define(eq=False)
+class Cut:
+    """A message whose run was cut and whose continuation is owed."""
+
+    session_key: str
+    ref: ids.SessionRef
+    message_id: str
+    #: The runs M holds, in order; the cut one is last.
+    chain: tuple[str, ...]
+    owner: Owner
+    seen: Seen
+    #: The boot the cut run was sent under (a recovery comes from a later one).
+    boot_id: str | None
+    resumes: int = 0
+    #: M's output as the cut run left it (what a continuation shows before its own), once the cut run is settled.
+    output: list[dict[str, Any]] | None = None
+    #: The cut run is settled here: M is written open (or the run had nothing to write).
+    ready: bool = False
+    #: The cut run is settled here, whatever became of M (``Cuts.settled``: written open, dropped, or finished by
+    #: another process): what a recovery waiting for M (``link``) waits for, so no way of settling it leaves the
+    #: recovery waiting for ever (fuzzer, seed 172).
+    settled: bool = False
+    #: A resume run id whose ``chat.send`` did not go through: sent again, under the same id, at the next hello.
+    held: str | None = None
+    sending: bool = False
+    #: The Gateway said it is stopping: the resume waits for the next hello-ok.
+    after_hello: bool = False
+    #: The ledger's open count when the cut was decided: a run opened after it is newer than the cut run.
+    opened: int = 0
+    #: Nobody continues it: M ends (with this note, or none) as soon as the cut run is settled here.
+    ending: bool = False
+    note: str | None = None
+    #: The cut run turned out to have no message (``settled``): nothing to continue, nothing to link to.
+    dropped: bool = False
+    #: A recovery waits for M to be written open (``link``): the cut run claims without waiting for a reconcile
+    #: pass that owes the recovery its message (each would wait on the other).
+    awaited: bool = False
+
+    @property
+    def source(self) -> str:
+        return self.chain[-1]
+
+
+def _row(source: SessionRow | SessionsChanged) -> Row:
+    return Row(
+        status=source.status,
+        has_active_run=bool(source.has_active_run),
+        last_run_id=source.last_run_id,
+        last_run_error=source.last_run_error,
+    )
+
+
+class Cuts:
+    """The bridge's cut runs (one per session at most: a session runs one run at a time), across connections."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+        self.by_key: dict[str, Cut] = {}
+        #: The newest row seen per session key (a push with the row, or a list): busy or not, aborted last run.
+        self.rows: dict[str, SessionRow | SessionsChanged] = {}
+        #: Resumes sent, for tests and the CLI's summary.
+        self.resumes_sent: list[str] = []
+        #: Cuts nobody continues whose run is not settled yet (cut run id -> cut): M ends when it is.
+        self._ending: dict[str, Cut] = {}
+        #: Messages being ended (a cut nobody continues): written in a task of their own.
+        self._writing = 0
+        #: Resume run id -> the cut it continues (its chain, M's output, the count), taken when the run claims.
+        self._expected: dict[str, Cut] = {}
+
+    def uncut(self, run: Run) -> None:
+        """``run`` was not cut after all (its transcript says it ended): its cut goes, and a recovery waiting for its
+        message takes one of its own."""
+        cut = self.by_key.get(run.session_key)
+        if cut is not None and cut.source == run.run_id:
+            log.info("runs.uncut run=%s chat=%s", run.run_id, cut.ref.chat_id)
+            cut.dropped = True
+            del self.by_key[run.session_key]
+            self.bridge.wake()
+
+    def awaited(self, run: Run) -> bool:
+        """A recovery waits for ``run``'s message, written open for it (``link``)."""
+        cut = self.by_key.get(run.session_key)
+        return cut is not None and cut.awaited and cut.source == run.run_id
+
+    def busy(self) -> bool:
+        """A continuation is owed or being sent (for ``Bridge.quiet``)."""
+        return bool(self.by_key or self._ending or self._writing)
+
+    # ------------------------------------------------------------------ the owner rule
+
+    def decide(self, table: RunTable, run: Run, row: Row, seen: Seen) -> Owner | None:
+        """The owner rule for ``run``, cut (an abnormal terminal, or none before a new boot). Returns the decision,
+        or None for a run the rule does not cover (a heartbeat, a run already decided)."""
+        if run.cut is not None or run.renderer.heartbeat or run.life.settled:
+            return None
+        self.adopt(run)
+        resume = ids.parse_run_id(row.last_run_id or "")
+        if (
+            resume is not None
+            and resume.kind == "resume"
+            and resume.message_id == run.message_id
+            and row.last_run_id != run.run_id
+            and row.last_run_id not in run.chain
+        ):
+            # The session's last run is M's own resume (another process, or this one before a restart, sent it):
+            # the cut is being continued. M is written open (never over what the resume wrote: ``unless_continued``)
+            # and no second resume goes (its count on M would give it another id: a double continuation).
+            log.info("runs.cut_continued run=%s chat=%s by=%s", run.run_id, run.ref.chat_id, row.last_run_id)
+            run.cut = Owner.RESUME
+            return Owner.RESUME
+        decision = owner(run.run_id, row, seen)
+        log.info(
+            "runs.cut run=%s chat=%s owner=%s status=%s error=%s notice=%s",
+            run.run_id,
+            run.ref.chat_id,
+            decision.value,
+            row.status,
+            (row.last_run_error or "")[:120],
+            seen.notice_before_terminal,
+        )
+        if decision is Owner.NEWER_RUN:
+            run.cut_note = NEWER_RUN_NOTE
+            return decision
+        if not continues(decision):
+            return decision
+        run.cut = decision
+        older = self.by_key.get(run.session_key)
+        if older is not None and older.source not in run.chain:
+            # A newer run took the session before the older cut's continuation came, and was cut in turn.
+            self._end(table, older, NEWER_RUN_NOTE)
+        self.by_key[run.session_key] = Cut(
+            session_key=run.session_key,
+            ref=run.ref,
+            message_id=run.message_id,
+            chain=(*run.chain, run.run_id),
+            owner=decision,
+            seen=seen,
+            boot_id=run.life.boot_id or (table.hello.hello.boot_id if table.hello else None),
+            resumes=run.resumes,
+            opened=self.bridge.ledger.opened,
+        )
+        return decision
+
+    def settled(self, table: RunTable, run: Run) -> None:
+        """``run`` is settled here. If it was cut, M is written open: its continuation may go (or, if nobody
+        continues it after all, M ends now)."""
+        cut = self.by_key.get(run.session_key)
+        if cut is None or cut.source != run.run_id:
+            cut = self._ending.pop(run.run_id, None)
+        if cut is None or cut.settled:
+            return
+        cut.settled = True  # set before any branch returns: a recovery waiting in ``link`` goes on after each of them
+        if run.life.state is State.ABANDONED:
+            # The run has no message: its transcript shows nothing of it and nothing was streamed. It may be a
+            # heartbeat's turn (whose empty start chat.history cannot tell: a resume would show a heartbeat), and
+            # nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a heartbeat).
+            log.info(
+                "runs.cut_dropped run=%s chat=%s (it has no message: nothing to continue)", run.run_id, cut.ref.chat_id
+            )
+            cut.dropped = True
+            if self.by_key.get(cut.session_key) is cut:
+                del self.by_key[cut.session_key]
+            self.bridge.wake()
+            return
+        if run.kept_output is None and run.life.state is State.DONE:
+            # Its message was finished by another process (which saw the same cut and its continuation end). A
+            # recovery this process linked to M goes on into M (``link``): its claim finds M finished and backs off.
+            log.info("runs.cut_finished_elsewhere run=%s message=%s", run.run_id, cut.message_id)
+            if self.by_key.get(cut.session_key) is cut:
+                del self.by_key[cut.session_key]
+            self.bridge.wake()
+            return
+        cut.ready = True
+        cut.output = run.kept_output if run.kept_output is not None else []
+        if cut.ending:
+            self._spawn_end(table, cut, cut.note)
+            return
+        self._act(table, cut)
+
+    def _act(self, table: RunTable, cut: Cut) -> None:
+        if not cut.ready or cut.sending:
+            return
+        if cut.owner is Owner.RESUME:
+            if cut.after_hello:
+                return  # the next hello-ok sends it
+            if table.conn.notice is not None and table.conn.notice.restart_expected_ms is None and cut.held is None:
+                # The Gateway said it is stopping: a send now would be refused or cut again. The next hello sends.
+                cut.after_hello = True
+                log.info(
+                    "runs.resume_waits chat=%s (the Gateway is going down; the next hello sends it)", cut.ref.chat_id
+                )
+                return
+            row = self.rows.get(cut.session_key)
+            if row is not None and row.has_active_run and cut.held is None:
+                cut.owner = Owner.WAIT
+                log.info("runs.resume_waits chat=%s (the session is busy)", cut.ref.chat_id)
+                return
+            if row is not None and row.last_run_id not in (None, *cut.chain, cut.held):
+                self._end(table, cut, NEWER_RUN_NOTE)  # a newer run took the session: it decides
+                return
+            cut.sending = True
+            table.spawn(self._resume, table, cut)
+
+    # ------------------------------------------------------------------ rows and hellos
+
+    def row(self, table: RunTable, source: SessionRow | SessionsChanged) -> None:
+        """A row of a session (a push that carries it, or a list's): a cut waiting on the session looks again."""
+        key = source.session_key if isinstance(source, SessionsChanged) else source.key
+        if key is None or source.has_active_run is None:
+            return
+        self.rows[key] = source
+        cut = self.by_key.get(key)
+        if cut is None or not cut.ready or source.has_active_run:
+            return
+        row = _row(source)
+        if cut.owner is Owner.WAIT:
+            # The busy run settled: decide again (a newer run that took the session ends M; else resume).
+            decision = owner(cut.source, row, cut.seen)
+            self._redecide(table, cut, Owner.RESUME if decision is Owner.WAIT else decision)
+        elif cut.owner is Owner.GATEWAY and row.status not in ("running", None) and row.last_run_id == cut.source:
+            # The Gateway let the row go without a recovery (a later boot marked it killed or failed).
+            self._redecide(table, cut, owner(cut.source, row, attrs.evolve(cut.seen, terminal=True)))
+
+    def _redecide(self, table: RunTable, cut: Cut, decision: Owner) -> None:
+        log.info("runs.cut_again chat=%s run=%s owner=%s", cut.ref.chat_id, cut.source, decision.value)
+        if continues(decision):
+            cut.owner = decision
+            self._act(table, cut)
+        else:
+            self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
+
+    def seen_chat(self, chat_id: str, messages: dict[str, Any]) -> None:
+        """A chat's messages as a reconcile pass read them: a cut whose message another process has continued (its
+        chain goes on past the cut run) or ended (with a cut-off note) is no longer this process's to continue."""
+        for key, cut in list(self.by_key.items()):
+            if cut.ref.chat_id != chat_id or not cut.ready:
+                continue
+            message = messages.get(cut.message_id)
+            meta = message.get("meta") if isinstance(message, dict) else None
+            chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+            error = message.get("error") if isinstance(message, dict) else None
+            ended = isinstance(error, dict) and str(error.get("content") or "").startswith(CUT_OFF)
+            # ``done`` alone says nothing: Open WebUI's own end-of-request save marks a user turn's M done, and may
+            # land after M was written open (CI, a container stop under a user turn: the resume was dropped).
+            if isinstance(message, dict) and (
+                (message.get("done") is True and ended) or (isinstance(chain, list) and len(chain) > len(cut.chain))
+            ):
+                log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
+                del self.by_key[key]
+                self.bridge.wake()
+
+    def hello(self, table: RunTable) -> None:
+        """A new connection said hello-ok (its list is in): held resumes go now."""
+        for cut in list(self.by_key.values()):
+            if cut.owner is Owner.RESUME and cut.ready and not cut.sending:
+                cut.after_hello = False
+                self._act(table, cut)
+
+    # ------------------------------------------------------------------ resume
+
+    def _resume_id(self, cut: Cut) -> str:
+        """The n-th resume of M has one run id in every process (n counted on M): two deploys that both resume the
+        same cut send the same idempotency key, and the Gateway starts one run."""
+        return ids.resume_run_id(cut.ref.chat_id, cut.message_id, str(cut.resumes))
+
+    async def _resume(self, table: RunTable, cut: Cut) -> None:
+        try:
+            await self._send_resume(table, cut)
+        finally:
+            cut.sending = False
+
+    async def _send_resume(self, table: RunTable, cut: Cut) -> None:
+        if cut.held is None:
+            counted = max(cut.resumes, await self._counted(cut))
+            try:
+                # On M before the send (a crash after it must not reset the budget), and once per cut run: a cut
+                # another process resumed already gets that resume's number, so both send one run id.
+                n, new = await self.bridge.store.reserve_resume(
+                    cut.ref.chat_id,
+                    cut.message_id,
+                    source=cut.source,
+                    chain=list(cut.chain),
+                    content=output_text(cut.output or []),
+                    output=cut.output or [],
+                    limit=MAX_RESUMES,
+                )
+            except StoreError as exc:  # M not there (the cut run showed nothing): the count lives on the cut alone
+                log.info("runs.resume_count_unsaved chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+                n, new = counted + 1, True
+            if not may_resume(n - 1):
+                self._end(table, cut, BUDGET_NOTE.format(n=n))
+                return
+            if not new:
+                log.info(
+                    "runs.resume_shared chat=%s message=%s n=%d (another process resumed this cut)",
+                    cut.ref.chat_id,
+                    cut.message_id,
+                    n,
+                )
+            cut.resumes = n
+            cut.held = self._resume_id(cut)
+        run_id = cut.held
+        # The resume run takes the chain when it claims (``adopt``): its events may come before the send's reply.
+        self._expected[run_id] = cut
+        params = {"sessionKey": cut.session_key, "message": RESUME_DIRECTIVE, "idempotencyKey": run_id}
+        try:
+            await table.conn.request("chat.send", params)
+        except (NotConnected, SessionClosed) as exc:
+            log.info("runs.resume_held run=%s (%s; sent at the next hello)", run_id, exc)
+            return
+        except (GatewayError, ProtocolError) as exc:
+            if getattr(exc, "retryable", False) or getattr(exc, "code", None) == "UNAVAILABLE":
+                # The Gateway is draining or starting (or its store did not answer): the next hello sends it.
+                log.info("runs.resume_held run=%s (%s; sent at the next hello)", run_id, exc)
+                return
+            log.error("runs.resume_refused run=%s error=%s", run_id, exc)
+            self.by_key.pop(cut.session_key, None)
+            self._expected.pop(run_id, None)
+            self._end(table, cut, f"{CUT_OFF}, and the Gateway refused its resume: {exc}")
+            return
+        log.info(
+            "runs.resumed run=%s chat=%s message=%s count=%d", run_id, cut.ref.chat_id, cut.message_id, cut.resumes
+        )
+        known = self.bridge.ledger.get(cut.session_key, run_id)
+        if known is not None:
+            self.adopt(known)  # its events came first (another process sent it too)
+        elif self.bridge.ledger.is_settled(cut.session_key, run_id):
+            self._expected.pop(run_id, None)
+        self.resumes_sent.append(run_id)
+        if self.by_key.get(cut.session_key) is cut:
+            del self.by_key[cut.session_key]  # the resume run carries the chain now
+
+    async def _kept_open(self, run: Run) -> str | None:
+        """The message of the chat a cut run left open for its continuation (``done: false`` with a chain), if
+        there is one: the newest."""
+        try:
+            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+        except StoreError:
+            return None
+        messages = ((chat or {}).get("history") or {}).get("messages") or {}
+        kept = [
+            (m.get("timestamp") or 0, mid)
+            for mid, m in messages.items()
+            if isinstance(m, dict)
+            and m.get("role") == "assistant"
+            and m.get("done") is False
+            and isinstance(m.get("meta"), dict)
+            and m["meta"].get("openclaw_chain")
+        ]
+        return max(kept)[1] if kept else None
+
+    async def _stored(self, cut: Cut) -> list[dict[str, Any]] | None:
+        """M's output as stored (None: M is not there)."""
+        try:
+            chat = await self.bridge.store.read_chat(cut.ref.chat_id)
+        except StoreError:
+            return cut.output or []
+        message = ((chat or {}).get("history") or {}).get("messages", {}).get(cut.message_id)
+        if not isinstance(message, dict):
+            return None
+        output = message.get("output")
+        return list(output) if isinstance(output, list) else []
+
+    async def _counted(self, cut: Cut) -> int:
+        """The resumes M already had (its meta): a restart of owc does not reset the budget."""
+        try:
+            chat = await self.bridge.store.read_chat(cut.ref.chat_id)
+        except StoreError:
+            return 0
+        message = ((chat or {}).get("history") or {}).get("messages", {}).get(cut.message_id)
+        meta = message.get("meta") if isinstance(message, dict) else None
+        count = meta.get("openclaw_resumes") if isinstance(meta, dict) else None
+        return count if isinstance(count, int) else 0
+
+    # ------------------------------------------------------------------ ending M without a continuation
+
+    def _end(self, table: RunTable, cut: Cut, note: str | None) -> None:
+        if self.by_key.get(cut.session_key) is cut:
+            del self.by_key[cut.session_key]
+        cut.ending, cut.note = True, note
+        if cut.ready:
+            self._spawn_end(table, cut, note)
+        else:
+            self._ending[cut.source] = cut  # M is being written open: it ends once that is done
+
+    def _spawn_end(self, table: RunTable, cut: Cut, note: str | None) -> None:
+        self._writing += 1
+        table.spawn(self._write_end, cut, note)
+
+    async def _write_end(self, cut: Cut, note: str | None) -> None:
+        try:
+            await self._end_message(cut, note)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
+    async def _end_message(self, cut: Cut, note: str | None) -> None:
+        """M ends with what it holds (and a cut-off note): nobody continues its run."""
+        bridge = self.bridge
+        output = await self._stored(cut)
+        if output is None:
+            log.info("runs.cut_end_nothing chat=%s message=%s (no message to end)", cut.ref.chat_id, cut.message_id)
+            return
+        try:
+            result = await bridge.store.write(
+                cut.ref.chat_id,
+                cut.message_id,
+                content=output_text(output),
+                output=output,
+                done=True,
+                error=note,
+            )
+        except StoreError as exc:
+            log.info("runs.cut_end_unwritten chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+            return
+        if not isinstance(result, Written):
+            log.warning("runs.cut_end_unwritten chat=%s result=%s", cut.ref.chat_id, type(result).__name__)
+            return
+        log.info("runs.cut_ended chat=%s message=%s note=%s", cut.ref.chat_id, cut.message_id, bool(note))
+        data: dict[str, Any] = {"done": True, "output": output, "content": output_text(output)}
+        if note:
+            data["error"] = {"content": note}
+        for event in (
+            {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}},
+            {"type": "chat:completion", "data": data},
+        ):
+            try:
+                await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+            except Exception:
+                log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    # ------------------------------------------------------------------ link rule E
+
+    def adopt(self, run: Run) -> None:
+        """A resume owc sent: it continues its cut's message, after what M holds."""
+        cut = self._expected.pop(run.run_id, None)
+        if cut is not None and not run.chain:
+            run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
+
+    async def adopt_stored(self, run: Run) -> None:
+        """A resume of M that another process sent (or this one, before it restarted): its chain is M's, as stored
+        (``meta.openclaw_chain``, without the resume itself); M's output so far is read at the claim."""
+        ref = ids.parse_run_id(run.run_id)
+        if run.chain or ref is None or ref.kind != "resume":
+            return
+        try:
+            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+        except StoreError as exc:
+            log.warning("runs.chain_unread run=%s error=%s (M's output is read at the claim)", run.run_id, exc)
+            return
+        message = ((chat or {}).get("history") or {}).get("messages", {}).get(run.message_id)
+        meta = message.get("meta") if isinstance(message, dict) else None
+        chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+        if ref.token.isdigit():
+            run.resumes = max(run.resumes, int(ref.token))  # the n-th resume: M had n resumes when it began
+        if isinstance(chain, list) and not run.chain:
+            run.chain = tuple(str(x) for x in chain if x != run.run_id)
+            log.info("runs.chain_adopted run=%s chain=%d", run.run_id, len(run.chain))
+
+    def may_link(self, run: Run) -> bool:
+        """``run`` may be a restart recovery: not a run owc sent, and its session has a cut the Gateway owns (or
+        its row says the Gateway recovered it: ``abortedLastRun``, which also covers a cut this process never
+        saw, such as one before owc started)."""
+        if run.link_checked or run.chain or run.cut is not None or ids.parse_run_id(run.run_id) is not None:
+            return False
+        cut = self.by_key.get(run.session_key)
+        if cut is not None and cut.owner is Owner.GATEWAY and cut.source != run.run_id:
+            return True
+        if run.history is not None and any(
+            m.user_run_id == run.run_id and m.is_restart_recovery_turn for m in run.history.messages
+        ):
+            return True  # a recovery that ended while owc was away: the reconcile's transcript says so
+        row = self.rows.get(run.session_key)
+        return bool(row is not None and row.aborted_last_run and row.status == "running")
+
+    async def link(self, table: RunTable, run: Run) -> None:
+        """Before ``run`` claims: if the transcript says it recovers a cut run, it writes into that run's message
+        (after what M holds). The newest transcript page holds the run's user turn (written as it starts); a read
+        that fails is tried again at the Gateway's next tick."""
+        from owc.runs.writer import history_params, read_history_page  # the writer imports this module's callers
+
+        def told_of(page: ChatHistory) -> bool:
+            return any(m.user_run_id == run.run_id for m in page.messages)
+
+        def told(page: ChatHistory | None) -> bool:
+            # A page read before the run wrote its user turn says nothing of it: the real Gateway lists a boot's
+            # recovery as active before it stores ``<R'>:user`` (measured on 2026.9.6, tests/test_realgw_cuts.py).
+            # Once the run has shown something (or ended), its user turn is stored, if it has one.
+            return page is not None and (told_of(page) or shown)
+
+        # The reconcile's page, if it holds the run's user turn or the run had ended (read after its end).
+        history = run.history if run.history is not None and (run.life.ended or told_of(run.history)) else None
+        shown = bool(run.renderer.output()) or run.life.ended
+        while not told(history):
+            if history is not None:
+                log.info("runs.link_waits run=%s (its user turn is not stored yet: read again as it shows)", run.run_id)
+                await run.wait_changed()
+                if run.life.settled:
+                    return
+            shown = bool(run.renderer.output()) or run.life.ended
+            try:
+                history = await read_history_page(table.conn.request, history_params(run.session_key))
+            except (GatewayError, ProtocolError) as exc:
+                log.warning("runs.link_unread run=%s error=%s (read again at the next tick)", run.run_id, exc)
+                history = None
+                await table.next_tick()
+                if run.life.settled:
+                    return
+        link = recovery_source(history, run.run_id)
+        run.link_checked = True
+        log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
+        cut = self.by_key.get(run.session_key)
+        if link.verdict is Verdict.NOT_RECOVERY:
+            if cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
+                # A run of its own took the session after the cut: the Gateway did not recover the cut run.
+                self._end(table, cut, NEWER_RUN_NOTE)
+            return
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and link.source not in (None, *cut.chain)
+            and before(history, cut.source, link.source)
+        ):
+            # The transcript names a run that began after the cut this process holds (the held run's messages
+            # come before the named run's user turn): that run is the one the boot recovered, and the held cut's
+            # run was followed by it (it decides: M ends with the note). A held run the transcript does not place
+            # (it stored nothing) is the newer one: owc saw it begin (fuzzer, seed 1211).
+            log.info("runs.link_named_elsewhere run=%s source=%s held=%s", run.run_id, link.source, cut.source)
+            self._end(table, cut, NEWER_RUN_NOTE)
+            cut = None
+        if cut is not None and cut.owner is Owner.GATEWAY and link.source is None and followed(history, cut.source):
+            # Unnamed, and another run began after the held cut's run (fuzzer, seed 1081: it had ended while owc was
+            # away, and a later agent turn was the one the boot recovered): not this cut's recovery.
+            log.info("runs.link_followed run=%s held=%s (a later run was the one recovered)", run.run_id, cut.source)
+            self._end(table, cut, NEWER_RUN_NOTE)
+            self.bridge.wake()
+            return  # a message of its own (the recovered run's was never one owc saw begin)
+        if cut is not None and cut.owner is Owner.GATEWAY:
+            # The cut this process saw on the session is the run the boot recovers (one run at a time), named or not.
+            message_id = cut.message_id
+        elif link.source is not None:
+            message_id = ids.message_id(run.session_key, link.source)
+        elif (kept := await self._kept_open(run)) is not None:
+            message_id = kept  # another process saw the run cut and wrote its message open for this recovery
+        else:
+            log.warning(
+                "runs.link_unnamed run=%s (a recovery of a run owc cannot name: a message of its own)", run.run_id
+            )
+            return
+        if message_id is None:
+            return
+        run.message_id = message_id
+        if cut is not None and cut.message_id == message_id:
+            # M is written open first (the cut run's writer may still be at it): the recovery then takes it over.
+            run.linking = cut.awaited = True
+            self.bridge.wake()
+            try:
+                # Until the cut run is settled here, however (before, only "written open" or "dropped" ended this
+                # wait: a cut run whose M another process had finished left its recovery claiming for ever).
+                await self.bridge.until(lambda: cut.settled or cut.dropped)
+            finally:
+                run.linking = False
+            if cut.dropped:
+                if link.source is not None:
+                    # Named by the transcript: the recovery makes the message the cut run never had.
+                    run.message_id = ids.message_id(run.session_key, link.source) or run.message_id
+                    run.chain = (link.source,)
+                    log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, run.message_id)
+                else:
+                    log.info("runs.link_dropped run=%s (the cut run has no message: one of its own)", run.run_id)
+                    run.message_id = ids.message_id(run.session_key, run.run_id) or run.message_id
+                self.bridge.wake()
+                return
+            # ``cut.output`` is None when another process finished M: M's output is then read at the claim.
+            run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
+            if self.by_key.get(run.session_key) is cut:
+                del self.by_key[run.session_key]
+        else:
+            run.chain = (
+                (link.source,) if link.source else ()
+            )  # a cut this process did not see: M's output is read at the claim
+        log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, message_id)
+        self.bridge.wake()

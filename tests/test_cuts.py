@@ -1,0 +1,341 @@
+"""Interrupted runs (issue 14; seed 000 section 2.7 and case 5): the owner rule, the resume budget and link rule E,
+played through owc against the simulator's four restart modes. One continuation, into the same message, never
+two; every cut run's message ends finished once its continuation (or nobody's) is over."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from owc import ids
+from owc.rules.lifecycle import State
+from owc.rules.owner import BUDGET_NOTE, MAX_RESUMES, NEWER_RUN_NOTE, RESUME_DIRECTIVE
+from owc.sim.script import End, Hold, Text, Tool
+from owc.store import TrioChatStore
+
+from fuzzing import PLAY_BOUND_S, virtual_time
+from harness import open_env
+
+
+@pytest.fixture(autouse=True)
+def _clock(mock_clock):
+    """Trio's clock, moved only by idleness (a restart's downtime and the reconnect backoff cost no real time); it
+    jumps only after 5 s of real idleness, never while a database thread works (threads do not count as busy)."""
+    mock_clock.autojump_threshold = 5
+    return mock_clock
+
+
+EXIT_143 = "Claude Code process exited with code 143"
+EXIT_137 = "Claude Code process exited with code 137"
+
+
+def resume_runs(env: Any) -> list[str]:
+    return [
+        run_id for run_id in env.sim.runs if (ids.parse_run_id(run_id) or ids.RunRef("", "", "", "")).kind == "resume"
+    ]
+
+
+def recoveries(env: Any) -> list[str]:
+    return [run.run_id for run in env.sim.runs.values() if run.origin == "recovery"]
+
+
+async def _cut_run(env: Any, key: str, run_id: str = "S") -> Any:
+    run = env.sim.start_run(key, run_id, user_text="Do the long job")
+    run.text("Working on the first half.")
+    bridge = env.bridges["A"]
+    await bridge.until(lambda: bridge.totals()[0] >= 1)  # its message is claimed and streaming
+    return run
+
+
+async def test_a_crash_is_recovered_by_the_gateway_into_the_same_message_with_no_resume(tmp_path) -> None:
+    """CrashDoubleContinuationTest: the Gateway recovers a crash-cut run (its row stays running); owc sends no resume
+    and the recovery writes into the cut run's message, after what it showed."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.recovery = lambda k, source: [Text("Picked up after the crash."), End()]
+        await _cut_run(env, key)
+        await env.sim.restart("crash")
+        await env.settled()
+        m = ids.message_id(key, "S")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}, "the recovery has no message of its own"
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Working on the first half.\nPicked up after the crash."
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+        assert messages[m]["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert env.illegal() == []
+
+
+async def test_a_restart_mode_abort_keeps_the_message_open_until_the_recovery_links(tmp_path) -> None:
+    """Row 1: ``stopReason: "restart"`` is not a finalize. M stays ``done: false`` across the restart, and the
+    recovery (held running after the boot) streams into it live; it is finished at the recovery's end."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        # It holds at once (so owc is back before it says anything), then speaks, then holds again.
+        env.sim.plan_recovery(key, "R1", [Hold(), Text("Recovering now."), Hold(), Text(" Done."), End()])
+        await _cut_run(env, key)
+        m = ids.message_id(key, "S")
+        await env.sim.restart("restart")
+        bridge = env.bridges["A"]
+        await env.until(lambda: any(r.run_id == "R1" and r.message_id == m for r in bridge.ledger.unsettled()))
+        env.sim.handle("R1").release()
+        # The recovery streams into M live, after what S showed (it holds again: only a live writer shows this).
+        await env.emitter.until(lambda: "Recovering now." in str(env.emitter.streams.get((chat_id, m))))
+        assert "Working on the first half." in str(env.emitter.streams[(chat_id, m)])
+        kept = (await env.messages(chat_id))[m]
+        assert kept["done"] is False and kept["content"].startswith("Working on the first half.")
+        finals = [e for e in env.emitter.of(m, "chat:completion") if e.event["data"].get("done")]
+        assert finals == [], "nothing finalized it yet"
+        env.sim.handle("R1").release()
+        await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Working on the first half.\nRecovering now. Done."
+        assert ids.message_id(key, "R1") not in await env.messages(chat_id)
+        assert resume_runs(env) == []
+
+
+async def test_a_stop_past_its_drain_is_the_gateways_to_recover(tmp_path) -> None:
+    """A Gateway stop whose drain runs out aborts the run with ``stopReason: "restart"`` and leaves its row running
+    (measured on 2026.9.6): the next boot recovers it. owc keeps M open and sends no resume."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.recovery = lambda k, source: [Text("Picked up after the stop."), End()]
+        await _cut_run(env, key)
+        await env.sim.restart("stop", down_seconds=3.0)
+        await env.settled()
+        m = ids.message_id(key, "S")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Working on the first half.\nPicked up after the stop."
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
+async def test_a_resume_the_gateway_cannot_take_is_held_until_the_next_hello(tmp_path, caplog) -> None:
+    """ResumeQueuedUntilHelloTest: the run's CLI child is killed from outside (exit 143) while the Gateway refuses
+    sends (``UNAVAILABLE``: draining, starting); the resume is held on the cut and sent, under the same run id, at
+    the next hello-ok: exactly one resume run, into M, and nothing sent before that hello."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        env.sim.responder = lambda k, message: [Text("Resumed and finished."), End()]
+        env.sim.fail_requests("chat.send")
+        run.end("error", error=EXIT_143)
+        await env.until(lambda: any(m.getMessage().startswith("runs.resume_held") for m in caplog.records))
+        assert resume_runs(env) == [], "nothing started while the Gateway refused"
+        held = next(m.getMessage() for m in caplog.records if m.getMessage().startswith("runs.resume_held"))
+        env.sim.disconnect()  # the next connection's hello-ok sends it
+        await env.settled()
+        m = ids.message_id(key, "S")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        [resume] = resume_runs(env)
+        assert resume in held, "the held run id is the one sent"
+        assert ids.parse_run_id(resume).message_id == m
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Working on the first half.\nResumed and finished."
+        assert messages[m]["meta"]["openclaw_resumes"] == 1
+        user_turns = [msg for msg in env.sim.sessions[key].transcript if msg.get("idempotencyKey") == f"{resume}:user"]
+        assert [u["content"] for u in user_turns] == [RESUME_DIRECTIVE]
+
+
+async def test_a_container_stop_is_resumed_into_the_message_with_its_tool_card(tmp_path) -> None:
+    """Row 4: the CLI child killed from outside (exit 143) fails the row; owc resumes it. The tool card the cut run
+    made stays, followed by the resume's text."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = env.sim.start_run(key, "S", user_text="Build it")
+        run.tool("exec", {"cmd": "make"}, "ok")
+        bridge = env.bridges["A"]
+        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        env.sim.responder = lambda k, message: [Text("Build resumed: all green."), End()]
+        await env.sim.restart("container")
+        await env.settled()
+        m = ids.message_id(key, "S")
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and "error" not in final
+        assert [i["type"] for i in final["output"]] == ["function_call", "function_call_output", "message"]
+        assert final["content"] == "Build resumed: all green."
+        assert len(resume_runs(env)) == 1 and recoveries(env) == []
+
+
+async def test_four_outside_kills_in_a_row_make_three_resumes_then_the_cut_off_note(tmp_path) -> None:
+    """OomResumeLoopTest: every resume is OOM-killed again (exit 137). The budget is counted on M: three resumes,
+    then M is finished with what it has and the cut-off note."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        said = iter(range(1, 10))
+        env.sim.responder = lambda k, message: [Text(f"Attempt {next(said)}."), End("error", error=EXIT_137)]
+        run = env.sim.start_run(key, "S", user_text="Crunch the data")
+        run.text("Loading.")
+        bridge = env.bridges["A"]
+        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        run.end("error", error=EXIT_137)
+        await env.settled()
+        m = ids.message_id(key, "S")
+        final = (await env.messages(chat_id))[m]
+        assert len(resume_runs(env)) == MAX_RESUMES
+        assert final["done"] is True
+        assert final["content"] == "Loading.\nAttempt 1.\nAttempt 2.\nAttempt 3."
+        assert final["error"]["content"] == BUDGET_NOTE.format(n=MAX_RESUMES + 1)
+        assert final["meta"]["openclaw_resumes"] == MAX_RESUMES
+
+
+async def test_the_budget_is_read_from_the_message_after_an_owc_restart(tmp_path) -> None:
+    """A restart of owc does not reset the count: M's meta says how many resumes it had."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.responder = lambda k, message: [Text("Again."), End("error", error=EXIT_137)]
+        run = env.sim.start_run(key, "S", user_text="Crunch")
+        run.text("Loading.")
+        bridge = env.bridges["A"]
+        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        m = ids.message_id(key, "S")
+        # What an earlier owc process left on M: two resumes already.
+        output = (await env.messages(chat_id))[m]["output"]
+        await env.store.write(
+            chat_id, m, content="Loading.", output=output, done=False, meta={"openclaw_resumes": MAX_RESUMES - 1}
+        )
+        run.end("error", error=EXIT_137)
+        await env.settled()
+        assert len(resume_runs(env)) == 1
+        assert (await env.messages(chat_id))[m]["error"]["content"] == BUDGET_NOTE.format(n=MAX_RESUMES + 1)
+
+
+async def test_no_resume_while_a_recovery_holds_the_session(tmp_path) -> None:
+    """Row 3: a run cut from outside while the session is busy (here: a run queued behind it starts at once) is not
+    resumed into it; when that run settles it is the session's newest, so M ends with the cut-off note."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        nxt = env.sim.start_run(key, "NEXT", user_text="Another job", steps=[Text("Next job done."), Hold(), End()])
+        run.end("error", error=EXIT_143)
+        m = ids.message_id(key, "S")
+        bridge = env.bridges["A"]
+        await env.until(lambda: ids.message_id(key, "NEXT") in {r.message_id for r in bridge.ledger.unsettled()})
+        nxt.release()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert resume_runs(env) == []
+        assert messages[m]["done"] is True and messages[m]["error"]["content"] == NEWER_RUN_NOTE
+        assert messages[m]["content"] == "Working on the first half."
+        assert messages[ids.message_id(key, "NEXT")]["content"] == "Next job done."
+
+
+async def test_a_real_error_and_a_user_stop_are_not_continued(tmp_path) -> None:
+    """Rows 6 and 7: a Stop (killed without a notice) and a real error (a CLI exit 1) finalize M; nobody resumes."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        run.end("error", error="Claude Code process exited with code 1")
+        run2 = env.sim.start_run(key, "S2", user_text="Again")
+        run2.text("Second.")
+        run2.end("aborted", stop_reason="rpc")
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert resume_runs(env) == []
+        assert messages[ids.message_id(key, "S")]["error"]["content"].endswith("code 1")
+        assert messages[ids.message_id(key, "S2")]["done"] is True
+
+
+@pytest.mark.parametrize("mode", ["restart", "stop", "container", "crash"])
+async def test_a_user_turn_cut_in_each_mode_gets_one_continuation(tmp_path, mode: str) -> None:
+    """The Pipe's user turn (its request hands M over first): each mode gives exactly one continuation, into M."""
+    from test_inline import _open_webui_ends_its_task, _stream, _user_turn_chat
+
+    async with open_env(tmp_path) as env:
+        await env.connect()
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Tool("exec", {"cmd": "make"}, "ok"), Text("Half of it"), Hold()]
+        env.sim.recovery = lambda k, source: [Text("Recovered the rest."), End()]
+        turn = await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "go")
+        await _stream(turn, until="Half of it")
+        env.sim.responder = lambda k, msg: [Text("Resumed the rest."), End()]
+        await env.sim.restart(mode)
+        streamed = await _stream(turn)
+        await _open_webui_ends_its_task(env, turn, streamed)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        final = messages[m]
+        continuations = len(resume_runs(env)) + len(recoveries(env))
+        assert continuations == 1, (resume_runs(env), recoveries(env))
+        assert final["done"] is True
+        tail = "Resumed the rest." if mode == "container" else "Recovered the rest."
+        assert final["content"].endswith(tail), final["content"]
+        assert sum(1 for i in final["output"] if i["type"] == "function_call") == 1
+        assert [mid for mid, msg in messages.items() if msg["role"] == "assistant"] == [m]
+
+
+class _ClaimsHeldBack:
+    """One process's view of the shared database whose claims of one message wait until the test lets them go: the
+    order two processes reach that message in is the test's to choose, not the worker threads'."""
+
+    def __init__(self, store: TrioChatStore, message_id: str) -> None:
+        self._store = store
+        self._message_id = message_id
+        self.go = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id:
+            await self.go.wait()
+        return await self._store.claim(chat_id, message_id, **kwargs)
+
+
+async def test_a_recovery_waiting_for_a_cut_run_that_another_process_finished_links_all_the_same(
+    tmp_path, mock_clock
+) -> None:
+    """Two processes see a crash cut S. A writes M open, links the Gateway's recovery into it and finishes M; only
+    then does B's writer of S reach M, find it done and settle S as "finished elsewhere". B's recovery, which was
+    waiting (``Cuts.link``) for S to be settled, must go on into M (it finds M done and backs off). Before, that path
+    released nothing the recovery waited on: it stayed claiming and B never went quiet (fuzzer, seed 172, about 1
+    play in 30 under load)."""
+    # Virtual time (the crash's downtime and the reconnect cost no real time), bounded: a hang fails at once.
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _ClaimsHeldBack(env.store, m)
+        a = await env.connect("A")
+        b = await env.connect("B", store=held)  # type: ignore[arg-type]  # the store, its claims of M held back
+        env.sim.plan_recovery(key, "R1", [Hold(), Text("Picked up after the crash."), End()])
+        await _cut_run(env, key)  # A claims M; B's claim of it waits
+        await env.sim.restart("crash")
+
+        def state(bridge: Any, run_id: str) -> State | None:
+            run = bridge.ledger.get(key, run_id)
+            return run.life.state if run is not None else None
+
+        def b_recovery_linking() -> bool:
+            run = b.ledger.get(key, "R1")
+            return run is not None and run.linking
+
+        # A streams its recovery into M; B's recovery waits for B's writer of S, held back at M.
+        await env.until(lambda: state(a, "R1") is State.STREAMING and b_recovery_linking())
+        env.sim.handle("R1").release()
+        await env.until(lambda: a.ledger.is_settled(key, "R1"))
+        assert (await env.messages(chat_id))[m]["done"] is True, "A finished M"
+        assert state(b, "S") is State.CLAIMING and b_recovery_linking()
+        held.go.set()  # B's S finds M done: "finished elsewhere"
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        assert b.ledger.is_settled(key, "S") and b.ledger.is_settled(key, "R1")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}, "the recovery has no message of its own"
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Working on the first half.\nPicked up after the crash."
+        assert messages[m]["meta"]["openclaw_chain"] == ["S", "R1"]
+        assert resume_runs(env) == []

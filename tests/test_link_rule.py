@@ -1,0 +1,155 @@
+"""Link rule E (``owc/rules/link.py``; seed 000 section 2.7, case 5): a restart-recovery run writes into the message
+of the run it recovers, named by the transcript alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from owc.protocol import parse_chat_history
+from owc.rules.link import Verdict, before, ended_in, followed, recovery_source
+
+PROV = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
+
+
+def user(run: str, text: str = "hi", provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    m: dict[str, Any] = {"role": "user", "content": text, "idempotencyKey": f"{run}:user"}
+    if provenance is not None:
+        m["provenance"] = provenance
+    return m
+
+
+def said(run: str, text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], "__openclaw": {"runId": run}}
+
+
+def history(*messages: dict[str, Any], has_more: bool = False) -> Any:
+    return parse_chat_history({"sessionKey": "k", "messages": list(messages), "hasMore": has_more})
+
+
+def test_a_recovery_links_to_the_newest_non_recovery_turn_before_it() -> None:
+    h = history(user("a"), said("a", "one"), user("s"), said("s", "cut"), user("r", "continue", PROV), said("r", "on"))
+    link = recovery_source(h, "r")
+    assert link.verdict is Verdict.LINKED and link.source == "s"
+
+
+def test_a_recovery_of_a_recovery_maps_back_to_the_same_source() -> None:
+    h = history(user("s"), said("s", "cut"), user("r1", "c", PROV), said("r1", "x"), user("r2", "c", PROV))
+    assert recovery_source(h, "r2").source == "s"
+
+
+def test_a_resume_cut_again_is_the_source_of_its_recovery() -> None:
+    resume = "msg-11111111-1111-1111-1111-111111111111-22222222-2222-2222-2222-222222222222-resume-1"
+    h = history(user("s"), said("s", "cut"), user(resume, "continue"), user("r", "c", PROV))
+    assert recovery_source(h, "r").source == resume
+
+
+def test_a_run_without_the_provenance_is_its_own() -> None:
+    h = history(user("s"), said("s", "cut"), user("r", "a new question"))
+    assert recovery_source(h, "r").verdict is Verdict.NOT_RECOVERY
+    # Another kind of internal provenance (an inter-session announce) is not a recovery either.
+    h = history(user("s"), user("r", "x", {"kind": "inter_session", "sourceTool": "subagent_announce"}))
+    assert recovery_source(h, "r").verdict is Verdict.NOT_RECOVERY
+
+
+def test_a_run_without_a_user_turn_of_its_own_is_no_recovery() -> None:
+    # Asked once it has shown something: a recovery's user turn is written as it starts, so this is an agent turn.
+    assert recovery_source(history(user("s"), said("s", "cut")), "r").verdict is Verdict.NOT_RECOVERY
+
+
+def test_an_agent_turn_is_not_named_by_the_transcript() -> None:
+    inbound = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    # Its user turn is keyed by an id of its own: a recovery of an unnamed run (the caller's cut names it).
+    for h in (
+        history(user("a"), said("a", "x"), inbound, said("s", "cut"), user("r", "c", PROV)),
+        history(user("a"), said("a", "x"), inbound, user("r", "c", PROV)),
+        history(user("r", "c", PROV)),
+    ):
+        link = recovery_source(h, "r")
+        assert link.verdict is Verdict.RECOVERY and link.source is None
+    # Its user turn hidden (an inter-session message): the newest <id>:user is an older run's, and another run
+    # stored messages after it: not that run either.
+    h = history(user("a"), said("a", "x"), said("s", "cut"), user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+
+
+def _ended(run: str, text: str, stop_reason: str) -> dict[str, Any]:
+    return {**said(run, text), "stopReason": stop_reason}
+
+
+def test_a_source_whose_last_message_ended_it_is_not_named() -> None:
+    """The Gateway recovers runs still running at its boot: a run whose last stored message is its final answer or
+    its error had ended, so the recovered run is one the transcript does not show (fuzzer, seeds 17 and 81: an
+    inter-session turn or a heartbeat, hidden from chat.history, came after it)."""
+    for reason in ("stop", "error"):
+        h = history(user("s"), _ended("s", "done", reason), user("r", "continue", PROV))
+        assert recovery_source(h, "r").verdict is Verdict.RECOVERY and recovery_source(h, "r").source is None
+    # A turn that called a tool, or an aborted partial, leaves the run open to a recovery.
+    for reason in ("toolUse", "aborted"):
+        h = history(user("s"), _ended("s", "calling", reason), user("r", "continue", PROV))
+        assert recovery_source(h, "r").source == "s"
+
+
+def test_a_hidden_heartbeat_turn_after_the_source_leaves_it_unnamed() -> None:
+    """chat.history hides a heartbeat's prompt and marks the next shown message ``turnBoundary`` (measured on
+    2026.9.6): the boot may have recovered the heartbeat's run, so the earlier run is not named."""
+    r_user = {**user("r", "continue", PROV), "__openclaw": {"turnBoundary": True}}
+    h = history(user("s"), said("s", "cut"), r_user)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # The mark on a message between them says the same.
+    marked = {**said("x", "ok"), "__openclaw": {"runId": "s", "turnBoundary": True}}
+    h = history(user("s"), said("s", "cut"), marked, user("r", "continue", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Without the mark the source is named.
+    assert recovery_source(history(user("s"), said("s", "cut"), user("r", "c", PROV)), "r").source == "s"
+
+
+def test_a_source_whose_earlier_recovery_ended_is_not_named_again() -> None:
+    """A recovery that finished its source's turn ended the chain: a later boot's recovery is of a run the transcript
+    does not show (fuzzer, seed 257: an announce's hidden turn), not of the same source again."""
+    h = history(user("s"), said("s", "cut"), user("r1", "c", PROV), _ended("r1", "done", "stop"), user("r2", "c", PROV))
+    assert recovery_source(h, "r2").verdict is Verdict.RECOVERY
+    # A recovery cut in turn (its last message a tool call) leaves the source named for the next one.
+    h = history(user("s"), said("s", "cut"), user("r1", "c", PROV), _ended("r1", "x", "toolUse"), user("r2", "c", PROV))
+    assert recovery_source(h, "r2").source == "s"
+
+
+def test_an_aborted_partial_ends_its_run_and_the_restarts_empty_message_does_not() -> None:
+    """A Stop's stored partial (``openclawAbort``, whose stop reason says "stop": measured) ended its run: a later
+    recovery is of a run the transcript does not show (fuzzer, seed 854). A restart's empty aborted message
+    ("agent run aborted for restart", no ``openclawAbort``) leaves its run to the boot's recovery."""
+    partial = {**_ended("s", "half", "stop"), "openclawAbort": {"aborted": True, "origin": "rpc", "runId": "s"}}
+    h = history(user("s"), partial, user("r", "continue", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY and ended_in(h, "s")
+    restart = {**_ended("s", "", "aborted"), "errorMessage": "agent run aborted for restart"}
+    h = history(user("s"), restart, user("r", "continue", PROV))
+    assert recovery_source(h, "r").source == "s" and not ended_in(h, "s")
+
+
+def test_a_run_followed_by_another_run_is_not_the_one_recovered() -> None:
+    """``followed``: another run's turn after the run's last message means the boot recovered that later run
+    (fuzzer, seed 1081: the held cut had ended while owc was away, and a later agent turn was cut)."""
+    inbound = {"role": "user", "content": "[sessions_send] next", "idempotencyKey": "beef"}
+    h = history(user("s"), said("s", "one"), inbound, user("r", "continue", PROV))
+    assert followed(h, "s")
+    assert not followed(history(user("s"), said("s", "one"), user("r", "continue", PROV), said("r", "on")), "s")
+    assert followed(history(user("s"), said("s", "one"), said("x", "other")), "s")
+    assert not followed(history(user("a"), said("a", "x")), "s")  # nothing of the run on the page
+
+
+def test_before_places_a_run_ahead_of_a_later_user_turn() -> None:
+    h = history(user("a"), said("a", "x"), user("b"), said("b", "y"))
+    assert before(h, "a", "b") and not before(h, "b", "a") and not before(h, "c", "b")
+
+
+def test_a_hidden_message_between_leaves_the_source_unnamed() -> None:
+    """``__openclaw.seq`` numbers the stored transcript and chat.history hides some messages (an announce's user
+    turn): a gap between the candidate and the recovery means the recovered run may be the hidden one (fuzzer,
+    seed 1569)."""
+
+    def at(message: dict[str, Any], seq: int) -> dict[str, Any]:
+        return {**message, "__openclaw": {**(message.get("__openclaw") or {}), "seq": seq}}
+
+    gap = history(at(user("s"), 1), at(said("s", "x"), 2), at(user("r", "c", PROV), 4))
+    assert recovery_source(gap, "r").verdict is Verdict.RECOVERY
+    none = history(at(user("s"), 1), at(said("s", "x"), 2), at(user("r", "c", PROV), 3))
+    assert recovery_source(none, "r").source == "s"
