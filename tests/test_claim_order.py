@@ -84,3 +84,70 @@ async def test_each_chat_keeps_its_own_order_and_others_are_not_held(tmp_path, c
         await env.settled()
         a = await env.messages(chat_a)
         assert chain(a, ids.message_id(key_a, "a2")) == ["u1", held, ids.message_id(key_a, "a2")]
+
+
+def _blocker_by_full_scan(ledger, run, carried):
+    """The claim-order rule read straight off every run of the ledger (the oracle for ``Ledger.claim_blocker``,
+    which looks only at its per-chat index of claiming runs)."""
+    from owc.rules.lifecycle import State
+
+    for other in ledger.runs.values():
+        if (
+            other is not run
+            and (not run.reconciled or other.reconciled or other.key in carried or other.rank == 0)
+            and other.ref.chat_id == run.ref.chat_id
+            and other.place < run.place
+            and other.life.state in (State.CLAIMING, State.CHECKING)
+            and other.writer_live
+            and not other.check_waits
+            and not other.linking
+        ):
+            return other
+    return None
+
+
+async def test_many_runs_starting_together_on_one_chat_claim_in_order(tmp_path, clock) -> None:
+    """Forty runs begin at once on one chat while the first one's claim is held: each claims after the one
+    before it, every answer of the ledger's indexed ``claim_blocker`` agrees with a scan of every run (whether
+    some run blocks), and nothing is left in the index once all are settled."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        names = [f"r{i:02d}" for i in range(40)]
+        first = ids.message_id(key, names[0])
+        real_claim = env.store.claim
+        release = trio.Event()
+        asked: list[str] = []
+
+        async def slow_first_claim(chat, message_id, **kwargs):
+            asked.append(message_id)
+            if message_id == first:
+                await release.wait()
+            return await real_claim(chat, message_id, **kwargs)
+
+        env.store.claim = slow_first_claim
+        ledger = bridge.ledger
+        indexed = ledger.claim_blocker
+        answers = {"blocked": 0, "free": 0}
+
+        def checked(run, carried=frozenset()):
+            got = indexed(run, carried)
+            want = _blocker_by_full_scan(ledger, run, carried)
+            assert (got is None) == (want is None), (run.run_id, got, want)
+            answers["free" if got is None else "blocked"] += 1
+            return got
+
+        ledger.claim_blocker = checked
+        for name in names:
+            env.sim.start_run(key, name).text(f"{name}.").end()
+        await env.sim.wait_for(env.sim.quiescent)
+        await trio.testing.wait_all_tasks_blocked()
+        assert asked == [first]
+        release.set()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        order = [ids.message_id(key, n) for n in names]
+        assert chain(messages, order[-1]) == ["u1", *order]
+        assert all(messages[m]["done"] for m in order)
+        assert answers["blocked"] > 0 and answers["free"] >= len(names) - 1, answers
+        assert ledger._claiming == {}

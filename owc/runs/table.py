@@ -134,6 +134,7 @@ class RunTable:
             if self.ledger.strict:
                 raise
             return
+        self.ledger.moved(run)
         log.debug(
             "runs.input run=%s %s -> %s on %s", run.run_id, before.value, run.life.state.value, type(event).__name__
         )
