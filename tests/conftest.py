@@ -18,6 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: ``background``: a long, mostly idle test in a pytest process of its own beside the session (tests/background.py).
+pytest_plugins = ["background", "pytester"]
+
 #: The shared token the tests' Gateways accept. Every secret a test uses is registered in ``SECRETS`` (with
 #: ``secret()``), and the secrets guard fails the test in whose time any of them reached a log record or the
 #: test's captured stdout / stderr.

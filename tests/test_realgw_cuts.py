@@ -54,6 +54,7 @@ from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim import Hold, Text, open_simulator
 from owc.store import open_store
 
+from background import OUT_ENV
 from conftest import TOKEN, secret
 from rawclient import RawClient, raw_client
 from realgw.fake_model import ANSWER, LONG_ANSWER
@@ -320,12 +321,41 @@ REAL_CUTS: dict[str, CutForm] = {}
 
 
 def _record(mode: str, form: CutForm) -> None:
-    """Keep the real cut's form for ``test_the_simulator_cuts_like_the_real_gateway[mode]``, and print it."""
+    """Keep the real cut's form for ``test_the_simulator_cuts_like_the_real_gateway[mode]``, and print it. A cut
+    played in a background process (tests/background.py) also writes it to its results folder, for
+    ``background_finished`` in the session's own process."""
     REAL_CUTS[mode] = form
     _report(f"form {mode} (real Gateway)", **dataclasses.asdict(form))
+    out = os.environ.get(OUT_ENV)
+    if out:
+        fields = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in dataclasses.asdict(form).items()}
+        (Path(out) / f"cut-{mode}.json").write_text(json.dumps(fields))
 
 
-async def _gateway_recovered_cut(
+def _form_from_json(fields: dict[str, Any]) -> CutForm:
+    fields = dict(fields)
+    fields["terminal_states"] = frozenset(fields["terminal_states"])
+    fields["terminals"] = tuple(tuple(t) for t in fields["terminals"])
+    return CutForm(**fields)
+
+
+def background_finished(nodeid: str, out: Path) -> None:
+    """A cut played in its own process passed (tests/background.py): take the form it recorded."""
+    for path in out.glob("cut-*.json"):
+        REAL_CUTS[path.stem.removeprefix("cut-")] = _form_from_json(json.loads(path.read_text()))
+
+
+async def _gateway_recovered_cut(gw: CuttableGateway, *args: Any, **kwargs: Any) -> None:
+    """``_recovered_cut``; on any failure, the Gateway's own log is printed with it (a boot that never came, in CI
+    once, showed up only as owc's reconnects timing out)."""
+    try:
+        await _recovered_cut(gw, *args, **kwargs)
+    except BaseException:
+        print(f"\nthe Gateway's log, last lines:\n{gw.log_tail(80)}")
+        raise
+
+
+async def _recovered_cut(
     gw: CuttableGateway,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -432,6 +462,9 @@ async def test_a_forced_restart_mid_reply_is_recovered_into_the_same_message(
         gw.expect_boot()  # the process restarts itself (no respawn): its next ready line is the new boot's
         answer = await other.request("gateway.restart.request", params)
         assert answer.ok and answer.payload.get("status") == "emitted", (answer.payload, answer.error)
+        # Its new boot, or a failure that names the Gateway's own log (a boot that never came in CI once showed
+        # up only as owc's reconnects timing out).
+        await trio.to_thread.run_sync(gw.wait_ready, abandon_on_cancel=True)
 
     await _gateway_recovered_cut(gw, tmp_path, caplog, "forced restart", "restart", cut)
     assert gw.gateway.poll() is None and len(gw.launched) == 1  # the same process booted again
@@ -459,6 +492,7 @@ STOP_DRAIN_S = 315
 STOP_SLACK_S = 60
 
 
+@pytest.mark.background  # six minutes of the Gateway's drain: played beside the rest of the session
 async def test_a_stop_past_its_drain_mid_reply_is_recovered_into_the_same_message(
     cuttable, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
