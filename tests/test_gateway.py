@@ -9,6 +9,7 @@ import ssl
 import orjson
 import pytest
 import trio
+import trio.testing
 import trustme
 
 from owc.gateway import (
@@ -261,6 +262,43 @@ async def test_ticks_keep_a_quiet_connection_alive(autojump_clock) -> None:
             first = await client.wait_connection()
             await trio.sleep(600)  # twenty ticks, nothing else
             assert client.connection is first and client.connections_opened == 1
+
+
+async def test_a_steady_stream_of_frames_never_trips_the_watchdog(autojump_clock) -> None:
+    """The watchdog re-arms from the reader's stamp: frames 89 s apart (never three ticks of silence) keep a
+    connection whose ticks stopped alive for as long as they come; the bound then runs from the last one."""
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
+            first = await client.wait_connection()
+            sim.mute()  # no tick any more: only the frames below
+            for _ in range(20):
+                await trio.sleep(89)
+                sim.inject(orjson.dumps({"type": "event", "event": "tick", "payload": {"ts": 1}}))
+                await trio.testing.wait_all_tasks_blocked()
+                assert client.connection is first and not first.closed
+            last = first.last_frame_at
+            await first.wait_closed()
+            assert trio.current_time() == last + 90 and "3 missed ticks" in first.close_reason
+
+
+async def test_silence_trips_the_watchdog_at_exactly_the_bound(autojump_clock, caplog) -> None:
+    """No frame for exactly 3 x tickIntervalMs after the last one closes the connection at that instant (not a
+    tick later, not a frame's processing later), with the same log line and close reason as ever."""
+    caplog.set_level(logging.WARNING, logger="owc.gateway")
+    async with open_simulator(token=TOKEN, tick_interval_ms=1_000) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
+            first = await client.wait_connection()
+            await trio.sleep(10.5)  # ticks keep it alive
+            assert not first.closed
+            sim.mute()
+            last = first.last_frame_at
+            assert trio.current_time() - last < 1
+            await first.wait_closed()
+            assert trio.current_time() == last + 3
+            assert first.close_code is None and first.close_reason == "no frame for 3 s (3 missed ticks)"
+            assert any(
+                "gateway.dead_socket" in r.getMessage() and "silent_for=3" in r.getMessage() for r in caplog.records
+            )
 
 
 class RecordingBackoff(Backoff):
