@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = [
     "owc.ids",
     "owc.protocol",
+    "owc.protocol.websocket",
     "owc.render",
     "owc.rules.intent",
     "owc.rules.lifecycle",

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
+from trio_websocket import ConnectionClosed, HandshakeError
 
 from owc import __version__, device
 from owc.gateway.active import ActiveRuns, Resync
@@ -45,6 +45,7 @@ from owc.gateway.errors import (
     SessionClosed,
 )
 from owc.gateway.url import check_gateway_url, redact_url
+from owc.gateway.websocket import WebSocket, connect_websocket
 from owc.protocol import (
     DEFAULT_MAX_PAYLOAD,
     ConnectParams,
@@ -193,7 +194,7 @@ class Connection:
     word is the Gateway's agent session, named by a session key). ``nursery`` is the connection's nursery:
     everything that must not outlive this socket (its reader, its resync, its run table and writers) is in it."""
 
-    def __init__(self, ws: WebSocketConnection, hello: HelloOk, config: GatewayConfig, nursery: trio.Nursery) -> None:
+    def __init__(self, ws: WebSocket, hello: HelloOk, config: GatewayConfig, nursery: trio.Nursery) -> None:
         self.ws = ws
         self.hello = hello
         self.config = config
@@ -466,17 +467,11 @@ class GatewayClient:
         kept exactly as ``run`` would keep it."""
         check_gateway_url(self._url)
         self.attempts += 1
-        try:
-            async with self._opened() as (_, hello):
-                return hello
-        except BaseExceptionGroup as group:  # the WebSocket's nursery wraps what the handshake raised
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
-            raise
+        async with self._opened() as (_, hello):
+            return hello
 
     @asynccontextmanager
-    async def _opened(self) -> AsyncIterator[tuple[WebSocketConnection, HelloOk]]:
+    async def _opened(self) -> AsyncIterator[tuple[WebSocket, HelloOk]]:
         cfg = self.config
         pin = cfg.pin_sha256 if cfg.ssl_context is None else None
         async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout, cfg.origin, pin) as ws:
@@ -487,7 +482,7 @@ class GatewayClient:
                 raise GatewayError(f"handshake not finished within {cfg.connect_timeout:g} s") from None
             yield ws, hello
 
-    async def _handshake(self, ws: WebSocketConnection) -> HelloOk:
+    async def _handshake(self, ws: WebSocket) -> HelloOk:
         challenge = decode_frame(await ws.get_message())
         if not isinstance(challenge, EventFrame) or challenge.event != "connect.challenge":
             raise ProtocolError("the gateway did not open with connect.challenge")
@@ -619,7 +614,7 @@ class GatewayClient:
         await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, None)
         log.warning("gateway.device_token_dropped url=%s device=%s (%s)", self.url, identity.device_id, why)
 
-    async def _serve(self, ws: WebSocketConnection, hello: HelloOk) -> None:
+    async def _serve(self, ws: WebSocket, hello: HelloOk) -> None:
         conn: Connection | None = None
         healthy = False
         try:
@@ -686,17 +681,23 @@ class GatewayClient:
 
     async def _reader(self, conn: Connection) -> None:
         """Read frames until the socket closes, then end the connection (which cancels everything in its
-        nursery). Each frame stamps ``conn.last_frame_at`` for the watchdog: one clock read, no scope."""
+        nursery). Batch dispatch: every message already received is decoded and dispatched before the reader
+        reads (and yields) again: one wake-up per read, not per frame. Each batch stamps ``conn.last_frame_at``
+        for the watchdog: one clock read, no scope."""
         max_payload = conn.hello.policy.max_payload
         ws = conn.ws
+        on_message = self._on_message
         while True:
             try:
-                message = await ws.get_message()
+                messages = await ws.get_messages()
             except ConnectionClosed as exc:
                 conn.close(*_close_of(exc))
                 return
             conn.last_frame_at = trio.current_time()
-            self._on_message(conn, message, max_payload)
+            for message in messages:
+                on_message(conn, message, max_payload)
+                if conn.closed:
+                    return  # a handler closed it: what follows is not this connection's to deliver
 
     async def _watchdog(self, conn: Connection) -> None:
         """Liveness: no frame at all for ``missed_ticks`` tick intervals means a dead socket (a half-open TCP
@@ -821,9 +822,10 @@ async def _open_websocket(
     timeout: float,
     origin: str | None = None,
     pin_sha256: str | None = None,
-) -> AsyncIterator[WebSocketConnection]:
+) -> AsyncIterator[WebSocket]:
     """TCP (and TLS, verified, with the handshake done first so a bad certificate is reported as such
-    rather than as a timeout), then the WebSocket handshake, all within ``timeout``."""
+    rather than as a timeout), then the WebSocket handshake, all within ``timeout``. The WebSocket is owc's own
+    client (``owc.gateway.websocket``, issue 16): no task of its own, so it needs no nursery here."""
     parts = check_gateway_url(url)
     port = parts.port or (443 if parts.scheme == "wss" else 80)
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -840,35 +842,32 @@ async def _open_websocket(
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             raise
-    async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
-        try:
-            with trio.fail_after(timeout):
-                ws = await wrap_client_stream(
-                    nursery,
-                    stream,
-                    host,
-                    resource,
-                    max_message_size=MAX_MESSAGE_READ,
-                    extra_headers=[(b"Origin", origin.encode())] if origin else None,
-                )
-        except BaseException:
-            with trio.CancelScope(shield=True):
+    try:
+        with trio.fail_after(timeout):
+            ws = await connect_websocket(
+                stream,
+                host,
+                resource,
+                max_message_size=MAX_MESSAGE_READ,
+                extra_headers=((b"Origin", origin.encode()),) if origin else (),
+            )
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        raise
+    try:
+        yield ws
+    finally:
+        # Cancelled (owc is shutting down): nobody may wait for the close reply, so drop the TCP stream.
+        # Otherwise close politely, bounded.
+        cancelled = trio.current_effective_deadline() == -math.inf
+        with trio.CancelScope(shield=True):
+            if cancelled:
                 await trio.aclose_forcefully(stream)
-            nursery.cancel_scope.cancel()
-            raise
-        try:
-            yield ws
-        finally:
-            # Cancelled (owc is shutting down): trio-websocket's reader is cancelled with us and could
-            # never read the close reply, so drop the TCP stream. Otherwise close politely, bounded.
-            cancelled = trio.current_effective_deadline() == -math.inf
-            with trio.CancelScope(shield=True):
-                if cancelled:
-                    await trio.aclose_forcefully(stream)
-                else:
-                    with trio.move_on_after(timeout):
-                        await ws.aclose()
-            nursery.cancel_scope.cancel()
+            else:
+                with trio.move_on_after(timeout):
+                    await ws.aclose()
+                await trio.aclose_forcefully(stream)
 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
