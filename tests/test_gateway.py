@@ -567,6 +567,45 @@ def test_a_run_known_only_by_its_events_is_ended_by_a_list_without_it() -> None:
     assert resync.ended == ((KEY, "phantom"),)
 
 
+def test_a_finished_run_is_forgotten_once_a_later_list_no_longer_shows_it() -> None:
+    """The finished-run set is bounded by what the Gateway still shows, not by the connection's age: a list that
+    still shows the run (its row lags the end), or was built before the end, keeps it (and does not start it again);
+    the first list after the end that does not show it forgets it. Its late events never make it heard again."""
+    from owc.gateway import ActiveRuns
+    from owc.protocol import AgentEvent, ChatEvent, SessionsChanged
+    from owc.protocol.results import SessionRow
+
+    active = ActiveRuns()
+    active.observe(SessionsChanged(session_key=KEY, phase="start", run_id="r1"), position=1)
+    active.observe(ChatEvent(run_id="r1", session_key=KEY, state="final"), position=5)
+    active.observe(AgentEvent(run_id="r1", stream="lifecycle", data={}, session_key=KEY), position=6)  # late
+    assert (KEY, "r1") in active.finished and active.known == {} and active.heard == {}
+    lagging = [SessionRow(key=KEY, has_active_run=True, active_run_ids=("r1",))]
+    early = active.resync(lagging, "gap", position=4)  # built before the end
+    late = active.resync(lagging, "gap", position=7)  # the row has not caught up yet
+    assert early.started == late.started == () and early.ended == late.ended == ()
+    assert (KEY, "r1") in active.finished
+    active.resync([SessionRow(key=KEY2, has_active_run=False, active_run_ids=())], "gap", complete=False, position=8)
+    assert (KEY, "r1") in active.finished  # a paged list without its session says nothing about it
+    over = active.resync([SessionRow(key=KEY, has_active_run=False, active_run_ids=())], "gap", position=9)
+    assert over.ended == () and active.finished == {}  # forgotten, and not reported ended (it was seen ending)
+
+
+def test_the_finished_run_set_has_a_hard_cap_oldest_first() -> None:
+    """A connection that never lists again (no gap, no reconnect) keeps at most ``FINISHED_CAP`` finished runs."""
+    from owc.gateway import ActiveRuns
+    from owc.gateway.active import FINISHED_CAP
+    from owc.protocol import ChatEvent
+
+    active = ActiveRuns()
+    for i in range(FINISHED_CAP + 500):
+        active.observe(ChatEvent(run_id=f"r{i}", session_key=KEY, state="final"), position=i)
+    assert len(active.finished) == FINISHED_CAP
+    assert next(iter(active.finished)) == (KEY, "r500") and (KEY, f"r{FINISHED_CAP + 499}") in active.finished
+    active.observe(ChatEvent(run_id="r500", session_key=KEY, state="error"), position=FINISHED_CAP + 500)
+    assert next(iter(active.finished)) == (KEY, "r501")  # an end seen again is the newest
+
+
 async def test_a_gap_during_the_resync_lists_once_more(autojump_clock) -> None:
     """A gap whose frames come after the running list's response is not covered by it: one more list."""
     release = trio.Event()

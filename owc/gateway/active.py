@@ -15,6 +15,10 @@ from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChang
 
 RunKey = tuple[str, str]  # (session_key, run_id)
 
+#: How many finished runs a connection remembers at most (oldest forgotten first). A list that no longer shows a
+#: finished run forgets it sooner; the cap bounds a connection that never lists (no gap, no reconnect) for days.
+FINISHED_CAP = 10_000
+
 
 @attrs.frozen
 class Resync:
@@ -38,6 +42,11 @@ class ActiveRuns:
     known: dict[RunKey, int] = attrs.field(factory=dict)
     #: runs heard of only by their events (no start push): a list that does not show them ends them too
     heard: dict[RunKey, int] = attrs.field(factory=dict)
+    #: runs whose end this connection saw -> the frame position of that end (oldest first): their late events do
+    #: not make them heard again, and a list built before the Gateway's row caught up with the end does not start
+    #: them again. Forgotten once a later list no longer shows them, and past ``FINISHED_CAP`` (oldest first), so
+    #: it is bounded by what is running, not by the connection's age (issue 16: it used to grow for good).
+    finished: dict[RunKey, int] = attrs.field(factory=dict)
 
     def observe(self, event: Event, position: int = 0) -> None:
         """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals. A run's
@@ -47,18 +56,27 @@ class ActiveRuns:
             if event.phase == "start":
                 self.known.setdefault(key, position)
                 self.heard.pop(key, None)
+                self.finished.pop(key, None)  # the Gateway's own start signal outweighs what was seen before
             elif event.phase in ("end", "error"):
-                self.known.pop(key, None)
-                self.heard.pop(key, None)
+                self._finish(key, position)
         elif isinstance(event, ChatEvent) and event.is_terminal:
-            self.known.pop((event.session_key, event.run_id), None)
-            self.heard.pop((event.session_key, event.run_id), None)
+            self._finish((event.session_key, event.run_id), position)
         elif isinstance(event, (ChatEvent, AgentEvent)) and event.session_key and event.run_id:
             # A run heard of by its events only (its start push lost, or a run the Gateway never listed): a later
-            # list that does not show it ends it (before, such a run stayed open for good).
+            # list that does not show it ends it (before, such a run stayed open for good). A run whose end was
+            # seen is not heard again by its late events (a lifecycle end after the chat final).
             key = (event.session_key, event.run_id)
-            if key not in self.known:
+            if key not in self.known and key not in self.finished:
                 self.heard.setdefault(key, position)
+
+    def _finish(self, key: RunKey, position: int) -> None:
+        self.known.pop(key, None)
+        self.heard.pop(key, None)
+        finished = self.finished
+        finished.pop(key, None)
+        finished[key] = position  # newest last
+        if len(finished) > FINISHED_CAP:
+            del finished[next(iter(finished))]
 
     def resync(
         self,
@@ -87,7 +105,7 @@ class ActiveRuns:
                     listed[(row.key, run_id)] = None
             elif row.has_active_run:
                 unknown.append(row.key)
-        started = tuple(k for k in listed if k not in self.known)
+        started = tuple(k for k in listed if k not in self.known and k not in self.finished)
         ended = []
         for key, learned_at in [*self.known.items(), *self.heard.items()]:
             row = by_key.get(key[0])
@@ -105,6 +123,15 @@ class ActiveRuns:
             self.heard.pop(key, None)
         for key in started:
             self.known[key] = position or 0
+        for key, ended_at in list(self.finished.items()):
+            if key in listed or (position is not None and ended_at > position):
+                continue  # still shown (the row lags the end), or the list was built before the end
+            row = by_key.get(key[0])
+            if row is None and (not complete or key[0] in unreadable):
+                continue  # the list says nothing about its session
+            if row is not None and row.has_active_run and row.active_run_ids is None:
+                continue  # active without ids: cannot tell
+            del self.finished[key]  # the Gateway's list agrees it is over: nothing more to guard against
         return Resync(reason=reason, started=started, ended=tuple(ended), active_unknown=tuple(unknown), rows=rows)
 
     def carry(self, keys: Iterable[RunKey]) -> None:
@@ -116,3 +143,4 @@ class ActiveRuns:
     def forget_all(self) -> None:
         self.known.clear()
         self.heard.clear()
+        self.finished.clear()
