@@ -158,4 +158,8 @@ async def connect_websocket(
     except HandshakeFailed as exc:
         raise HandshakeError(str(exc)) from None
     log.debug("gateway.websocket_open host=%s subprotocol=%s", host, protocol.subprotocol)
-    return WebSocket(stream, protocol)
+    ws = WebSocket(stream, protocol)
+    owed = protocol.data_to_send()
+    if owed:  # frames that came with the 101 (a ping) may owe an answer before anyone reads again
+        await ws._send(owed, final=protocol.closed is not None)
+    return ws
