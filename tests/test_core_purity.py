@@ -14,6 +14,8 @@ CORE = [
     "owc.ids",
     "owc.protocol",
     "owc.protocol.websocket",
+    "owc.protocol.machine",
+    "owc.protocol.active",
     "owc.render",
     "owc.rules.intent",
     "owc.rules.lifecycle",

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged
+from owc.protocol.events import AgentEvent, ChatEvent, Event, SessionsChanged
+from owc.protocol.results import SessionRow
 
 RunKey = tuple[str, str]  # (session_key, run_id)
 
