@@ -13,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = [
     "owc.ids",
     "owc.protocol",
+    "owc.protocol.websocket",
+    "owc.protocol.machine",
+    "owc.protocol.active",
     "owc.render",
     "owc.rules.intent",
     "owc.rules.lifecycle",

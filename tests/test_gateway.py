@@ -9,6 +9,7 @@ import ssl
 import orjson
 import pytest
 import trio
+import trio.testing
 import trustme
 
 from owc.gateway import (
@@ -261,6 +262,43 @@ async def test_ticks_keep_a_quiet_connection_alive(autojump_clock) -> None:
             first = await client.wait_connection()
             await trio.sleep(600)  # twenty ticks, nothing else
             assert client.connection is first and client.connections_opened == 1
+
+
+async def test_a_steady_stream_of_frames_never_trips_the_watchdog(autojump_clock) -> None:
+    """The watchdog re-arms from the reader's stamp: frames 89 s apart (never three ticks of silence) keep a
+    connection whose ticks stopped alive for as long as they come; the bound then runs from the last one."""
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
+            first = await client.wait_connection()
+            sim.mute()  # no tick any more: only the frames below
+            for _ in range(20):
+                await trio.sleep(89)
+                sim.inject(orjson.dumps({"type": "event", "event": "tick", "payload": {"ts": 1}}))
+                await trio.testing.wait_all_tasks_blocked()
+                assert client.connection is first and not first.closed
+            last = first.last_frame_at
+            await first.wait_closed()
+            assert trio.current_time() == last + 90 and "3 missed ticks" in first.close_reason
+
+
+async def test_silence_trips_the_watchdog_at_exactly_the_bound(autojump_clock, caplog) -> None:
+    """No frame for exactly 3 x tickIntervalMs after the last one closes the connection at that instant (not a
+    tick later, not a frame's processing later), with the same log line and close reason as ever."""
+    caplog.set_level(logging.WARNING, logger="owc.gateway")
+    async with open_simulator(token=TOKEN, tick_interval_ms=1_000) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, backoff=no_jitter()) as client:
+            first = await client.wait_connection()
+            await trio.sleep(10.5)  # ticks keep it alive
+            assert not first.closed
+            sim.mute()
+            last = first.last_frame_at
+            assert trio.current_time() - last < 1
+            await first.wait_closed()
+            assert trio.current_time() == last + 3
+            assert first.close_code is None and first.close_reason == "no frame for 3 s (3 missed ticks)"
+            assert any(
+                "gateway.dead_socket" in r.getMessage() and "silent_for=3" in r.getMessage() for r in caplog.records
+            )
 
 
 class RecordingBackoff(Backoff):
@@ -527,6 +565,45 @@ def test_a_run_known_only_by_its_events_is_ended_by_a_list_without_it() -> None:
     active.observe(ChatEvent(run_id="phantom", session_key=KEY, state="delta"), position=2)
     resync = active.resync([SessionRow(key=KEY, has_active_run=False, active_run_ids=())], "gap", position=5)
     assert resync.ended == ((KEY, "phantom"),)
+
+
+def test_a_finished_run_is_forgotten_once_a_later_list_no_longer_shows_it() -> None:
+    """The finished-run set is bounded by what the Gateway still shows, not by the connection's age: a list that
+    still shows the run (its row lags the end), or was built before the end, keeps it (and does not start it again);
+    the first list after the end that does not show it forgets it. Its late events never make it heard again."""
+    from owc.gateway import ActiveRuns
+    from owc.protocol import AgentEvent, ChatEvent, SessionsChanged
+    from owc.protocol.results import SessionRow
+
+    active = ActiveRuns()
+    active.observe(SessionsChanged(session_key=KEY, phase="start", run_id="r1"), position=1)
+    active.observe(ChatEvent(run_id="r1", session_key=KEY, state="final"), position=5)
+    active.observe(AgentEvent(run_id="r1", stream="lifecycle", data={}, session_key=KEY), position=6)  # late
+    assert (KEY, "r1") in active.finished and active.known == {} and active.heard == {}
+    lagging = [SessionRow(key=KEY, has_active_run=True, active_run_ids=("r1",))]
+    early = active.resync(lagging, "gap", position=4)  # built before the end
+    late = active.resync(lagging, "gap", position=7)  # the row has not caught up yet
+    assert early.started == late.started == () and early.ended == late.ended == ()
+    assert (KEY, "r1") in active.finished
+    active.resync([SessionRow(key=KEY2, has_active_run=False, active_run_ids=())], "gap", complete=False, position=8)
+    assert (KEY, "r1") in active.finished  # a paged list without its session says nothing about it
+    over = active.resync([SessionRow(key=KEY, has_active_run=False, active_run_ids=())], "gap", position=9)
+    assert over.ended == () and active.finished == {}  # forgotten, and not reported ended (it was seen ending)
+
+
+def test_the_finished_run_set_has_a_hard_cap_oldest_first() -> None:
+    """A connection that never lists again (no gap, no reconnect) keeps at most ``FINISHED_CAP`` finished runs."""
+    from owc.gateway import ActiveRuns
+    from owc.gateway.active import FINISHED_CAP
+    from owc.protocol import ChatEvent
+
+    active = ActiveRuns()
+    for i in range(FINISHED_CAP + 500):
+        active.observe(ChatEvent(run_id=f"r{i}", session_key=KEY, state="final"), position=i)
+    assert len(active.finished) == FINISHED_CAP
+    assert next(iter(active.finished)) == (KEY, "r500") and (KEY, f"r{FINISHED_CAP + 499}") in active.finished
+    active.observe(ChatEvent(run_id="r500", session_key=KEY, state="error"), position=FINISHED_CAP + 500)
+    assert next(iter(active.finished)) == (KEY, "r501")  # an end seen again is the newest
 
 
 async def test_a_gap_during_the_resync_lists_once_more(autojump_clock) -> None:

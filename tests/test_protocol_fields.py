@@ -146,3 +146,19 @@ def _frame(entry: dict) -> EventFrame | None:
         return None
     decoded = decode_frame(orjson.dumps(frame))
     return decoded if isinstance(decoded, EventFrame) else None
+
+
+def test_ids_refuse_control_characters_only() -> None:
+    """The id check's fast path (``str.isprintable``) changes nothing: an id with a character that is not
+    printable but not a control character either (a no-break space, a zero-width space, a line separator) is
+    taken as before; a control character anywhere is refused, including DEL."""
+    import pytest
+
+    from owc.protocol import ProtocolError
+    from owc.protocol.fields import req_id
+
+    for ok in ("run-1", "agent:main:openwebui-u1-x", "a\u00a0b", "a\u200bb", "a\u2028b", "é✓", ""):
+        assert req_id({"id": ok}, "id", "x") == ok
+    for bad in ("a\nb", "\x00", "a\x1fb", "a\x7fb", "\tlead", "\u00a0\x01"):
+        with pytest.raises(ProtocolError, match="control character"):
+            req_id({"id": bad}, "id", "x")

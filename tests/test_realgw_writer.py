@@ -124,7 +124,7 @@ async def test_run_ended_while_disconnected_is_finalized_from_the_real_transcrip
                     await emitter.until_streamed(chat_id, m, "canned")
                     assert not run.life.ended
                     shown_at_cut = run.renderer.text
-                    await trio.aclose_forcefully(first.ws._stream)  # the TCP stream under the WebSocket: a drop
+                    await trio.aclose_forcefully(first.ws.stream)  # the TCP stream under the WebSocket: a drop
                     waited = await other.request("agent.wait", {"runId": run_id, "timeoutMs": 60_000})
                     assert waited.ok and waited.payload["status"] == "ok", (waited.payload, waited.error)
                     # The run has ended at the Gateway and owc has not said hello again: it ended while owc was away.

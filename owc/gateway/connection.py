@@ -5,11 +5,16 @@ opens the next, forever (or until a refusal that cannot succeed). Each ``Connect
 from challenge to close, and owns one nursery: its reader, its resync task and (later) every run writer of
 the runs it shows are children of that nursery, so a closing socket cancels them all and nothing outlives it.
 
+What a connection knows and decides (the handshake's frames, requests and their positions in the frame stream,
+seq gaps and when to resync, the runs believed active) is the sans-I/O ``owc.protocol.machine``; this module is
+the pump around it: the WebSocket (``owc.gateway.websocket``), the request waiters, the handler, the tasks.
+
 The only timers here are the transport's own, each in one place:
 
 * the handshake bound (``connect_timeout``, 10 s) and the RPC response bound (``request_timeout``, 60 s):
   they bound a hung server and decide nothing when the server answers;
-* liveness in the reader: no frame at all for three tick intervals (90 s) means a dead socket;
+* liveness (``_watchdog``, one task per connection): no frame at all for three tick intervals (90 s) means a
+  dead socket;
 * the reconnect backoff (``Backoff``): 1 s doubling to 30 s, jittered, reset after a healthy hello.
 """
 
@@ -27,7 +32,7 @@ from typing import Any, Protocol
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, wrap_client_stream
+from trio_websocket import ConnectionClosed, HandshakeError
 
 from owc import __version__, device
 from owc.gateway.active import ActiveRuns, Resync
@@ -44,27 +49,21 @@ from owc.gateway.errors import (
     SessionClosed,
 )
 from owc.gateway.url import check_gateway_url, redact_url
+from owc.gateway.websocket import WebSocket, connect_websocket
 from owc.protocol import (
     DEFAULT_MAX_PAYLOAD,
     ConnectParams,
     Event,
-    EventDecoder,
-    EventFrame,
-    FrameTooLarge,
     HelloOk,
     ProtocolError,
-    Request,
     Response,
     SeqTracker,
     Shutdown,
-    Tick,
-    decode_frame,
-    encode_frame,
     parse_hello_ok,
     parse_subscribe,
-    response_id,
 )
-from owc.protocol.handshake import ConnectChallenge, missing_scopes_text, parse_challenge, scopes_missing
+from owc.protocol.handshake import missing_scopes_text, parse_challenge, scopes_missing
+from owc.protocol.machine import Answered, ConnectionMachine, Deliver, Handshake, Lost, RequestTooLarge
 from owc.protocol.results import parse_sessions_list
 
 log = logging.getLogger("owc.gateway")
@@ -176,44 +175,60 @@ class NullHandler:
 MAX_MESSAGE_READ = 2 * DEFAULT_MAX_PAYLOAD
 
 
-class _Pending:
-    __slots__ = ("done", "method", "position", "response", "too_large")
-
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.done = trio.Event()
-        self.response: Response | None = None
-        self.position = 0  # how many frames the connection had received when the response arrived
-        self.too_large: FrameTooLarge | None = None  # the reply came and was refused unparsed
-
-
 class Connection:
     """One WebSocket connection to the Gateway, from hello-ok to close (a *connection*, never a "session": that
     word is the Gateway's agent session, named by a session key). ``nursery`` is the connection's nursery:
-    everything that must not outlive this socket (its reader, its resync, its run table and writers) is in it."""
+    everything that must not outlive this socket (its reader, its resync, its run table and writers) is in it.
+    Its state (requests and their positions, seq, gaps, resyncs, active runs) is the sans-I/O ``machine``
+    (``owc.protocol.machine``); this class is the pump around it: waiters, the handler, the socket."""
 
-    def __init__(self, ws: WebSocketConnection, hello: HelloOk, config: GatewayConfig, nursery: trio.Nursery) -> None:
+    def __init__(
+        self, ws: WebSocket, hello: HelloOk, config: GatewayConfig, nursery: trio.Nursery, *, label: str = ""
+    ) -> None:
         self.ws = ws
         self.hello = hello
         self.config = config
         self.nursery = nursery
         self.id = hello.conn_id or str(uuid.uuid4())
-        self.seq = SeqTracker()
-        self.decoder = EventDecoder()
-        self.active = ActiveRuns()
-        self.notice: Shutdown | None = None
+        self.machine = ConnectionMachine(label=label, max_payload=hello.policy.max_payload)
         self.closed = False
         self.close_code: int | None = None
         self.close_reason = ""
-        self.gaps = 0
-        self.last_ts = 0  # the newest Gateway timestamp (ms) any event on this connection carried
         self.runs: ConnectionRuns = _NullRuns()  # the handler's view of this connection, once attached
-        self.resyncs = 0
-        self.frames = 0  # frames received so far: a position in the stream
-        self.last_gap_at = 0  # the position of the latest gap
-        self._pending: dict[str, _Pending] = {}
-        self._resync_running = False
+        #: When the last frame arrived (Trio's clock), stamped by the reader for the liveness watchdog; the
+        #: connection's start counts as one (the silence bound runs from the hello).
+        self.last_frame_at = trio.current_time()
+        self._waiters: dict[str, trio.Event] = {}
         self._closed = trio.Event()
+
+    # The machine's state, as the handler and the tests read it.
+    @property
+    def active(self) -> ActiveRuns:
+        return self.machine.active
+
+    @property
+    def seq(self) -> SeqTracker:
+        return self.machine.seq
+
+    @property
+    def notice(self) -> Shutdown | None:
+        return self.machine.notice
+
+    @property
+    def last_ts(self) -> int:
+        return self.machine.last_ts
+
+    @property
+    def gaps(self) -> int:
+        return self.machine.gaps
+
+    @property
+    def resyncs(self) -> int:
+        return self.machine.resyncs
+
+    @property
+    def frames(self) -> int:
+        return self.machine.frames
 
     @property
     def boot_id(self) -> str | None:
@@ -230,29 +245,30 @@ class Connection:
         that position was sent (or dropped) before the Gateway built the response."""
         if self.closed:
             raise SessionClosed(method)
-        req_id = str(uuid.uuid4())
-        data = encode_frame(Request(id=req_id, method=method, params=params))
-        limit = self.hello.policy.max_payload
-        if len(data) > limit:
-            raise PayloadTooLarge(method, len(data), limit)
-        pending = self._pending[req_id] = _Pending(method)
+        try:
+            req_id, data = self.machine.request(method, params)
+        except RequestTooLarge as exc:
+            raise PayloadTooLarge(method, exc.size, exc.limit) from None
+        done = self._waiters[req_id] = trio.Event()
         try:
             timeout = self.config.request_timeout if timeout is None else timeout
             with trio.move_on_after(timeout):  # the send too: a socket that stopped draining is a hung server
                 try:
-                    await self.ws.send_message(data.decode())
+                    await self.ws.send_message(data)
                 except ConnectionClosed:
                     raise SessionClosed(method) from None
-                await pending.done.wait()
-            response = pending.response
-            if response is None:
-                if pending.too_large is not None:
-                    raise ReplyTooLarge(method, pending.too_large.size, pending.too_large.limit)
-                if self.closed:
-                    raise SessionClosed(method)
-                raise RequestTimeout(method, timeout)
+                await done.wait()
         finally:
-            self._pending.pop(req_id, None)
+            self._waiters.pop(req_id, None)
+            pending = self.machine.done(req_id)
+        assert pending is not None
+        response = pending.response
+        if response is None:
+            if pending.too_large is not None:
+                raise ReplyTooLarge(method, pending.too_large.size, pending.too_large.limit)
+            if self.closed:
+                raise SessionClosed(method)
+            raise RequestTimeout(method, timeout)
         if not response.ok:
             assert response.error is not None
             raise RequestError(method, response.error)
@@ -269,8 +285,13 @@ class Connection:
     def _fail_pending(self) -> None:
         self.closed = True
         self._closed.set()
-        for pending in self._pending.values():
-            pending.done.set()
+        for done in self._waiters.values():
+            done.set()
+
+    def _answered(self, request_id: str) -> None:
+        done = self._waiters.get(request_id)
+        if done is not None:
+            done.set()
 
     async def wait_closed(self) -> None:
         """Until the connection ends (an event, not a clock)."""
@@ -279,35 +300,6 @@ class Connection:
     @property
     def close_info(self) -> CloseInfo:
         return CloseInfo(self.close_code, self.close_reason, self.notice, self.boot_id)
-
-    def _resolve(self, response: Response) -> None:
-        pending = self._pending.get(response.id)
-        if pending is None:
-            log.warning("gateway.unexpected_response id=%s", response.id[:64])
-            return
-        pending.response = response
-        pending.position = self.frames
-        pending.done.set()
-
-    def _refuse_reply(self, data: str | bytes, error: FrameTooLarge) -> None:
-        """A frame too large to parse: if it is a reply to a pending request, fail that request now rather
-        than let it wait out its timeout."""
-        req_id = response_id(data)
-        pending = self._pending.get(req_id) if req_id is not None else None
-        if pending is None:
-            return
-        pending.too_large = error
-        pending.position = self.frames
-        pending.done.set()
-
-    def want_resync(self) -> bool:
-        """Note a gap; True when a resync task must be started. One runs at a time: it covers every gap
-        whose frames came before its list's response, and lists once more only for a gap after that."""
-        self.last_gap_at = self.frames
-        if self._resync_running:
-            return False
-        self._resync_running = True
-        return True
 
 
 class GatewayClient:
@@ -462,17 +454,11 @@ class GatewayClient:
         kept exactly as ``run`` would keep it."""
         check_gateway_url(self._url)
         self.attempts += 1
-        try:
-            async with self._opened() as (_, hello):
-                return hello
-        except BaseExceptionGroup as group:  # the WebSocket's nursery wraps what the handshake raised
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
-            raise
+        async with self._opened() as (_, hello):
+            return hello
 
     @asynccontextmanager
-    async def _opened(self) -> AsyncIterator[tuple[WebSocketConnection, HelloOk]]:
+    async def _opened(self) -> AsyncIterator[tuple[WebSocket, HelloOk]]:
         cfg = self.config
         pin = cfg.pin_sha256 if cfg.ssl_context is None else None
         async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout, cfg.origin, pin) as ws:
@@ -483,17 +469,15 @@ class GatewayClient:
                 raise GatewayError(f"handshake not finished within {cfg.connect_timeout:g} s") from None
             yield ws, hello
 
-    async def _handshake(self, ws: WebSocketConnection) -> HelloOk:
-        challenge = decode_frame(await ws.get_message())
-        if not isinstance(challenge, EventFrame) or challenge.event != "connect.challenge":
-            raise ProtocolError("the gateway did not open with connect.challenge")
+    async def _handshake(self, ws: WebSocket) -> HelloOk:
+        steps = Handshake()
+        challenge = steps.challenge(await ws.get_message())
         params = ConnectParams(
             token=self._token,
             client_version=__version__,
             user_agent=f"owc/{__version__}",
             instance_id=self.config.instance_id,
         )
-        req_id = str(uuid.uuid4())
         body = params.to_json()
         identity = await self._device()
         if identity is not None:
@@ -504,11 +488,10 @@ class GatewayClient:
                 raise ProtocolError("connect.challenge without a ts to sign")
             nonce, ts = signed.nonce, signed.ts
             body["device"] = identity.sign_connect_params(body, nonce=nonce, signed_at_ms=ts)
-        await ws.send_message(encode_frame(Request(id=req_id, method="connect", params=body)).decode())
-        while True:  # events may not precede hello-ok, but tolerate them rather than fail the handshake
-            frame = decode_frame(await ws.get_message())
-            if isinstance(frame, Response) and frame.id == req_id:
-                break
+        await ws.send_message(steps.connect(body))
+        frame = None
+        while frame is None:  # events may not precede hello-ok, but tolerate them rather than fail the handshake
+            frame = steps.reply(await ws.get_message())
         if not frame.ok:
             # The Gateway closes right after a refusal: read its close code, on a bound of its own (shielded
             # from the handshake's), so a server that refuses without closing is still reported as a refusal
@@ -615,18 +598,20 @@ class GatewayClient:
         await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, None)
         log.warning("gateway.device_token_dropped url=%s device=%s (%s)", self.url, identity.device_id, why)
 
-    async def _serve(self, ws: WebSocketConnection, hello: HelloOk) -> None:
+    async def _serve(self, ws: WebSocket, hello: HelloOk) -> None:
         conn: Connection | None = None
         healthy = False
         try:
             async with trio.open_nursery() as nursery:
-                conn = Connection(ws, hello, self.config, nursery)
+                conn = Connection(ws, hello, self.config, nursery, label=self.url)
                 log.info("gateway.hello url=%s boot=%s conn=%s", self.url, hello.boot_id, conn.id)
                 # The handler's view of this connection lives exactly as long as it: entered before the first
                 # frame is read (events may precede the subscribe's reply), left when the connection closes.
                 async with self.handler.attach(conn) as runs:
                     conn.runs = runs
+                    conn.last_frame_at = trio.current_time()  # the silence bound runs from the first read
                     nursery.start_soon(self._reader, conn)
+                    nursery.start_soon(self._watchdog, conn)
                     try:
                         payload, position = await conn.request_at("sessions.subscribe", dict(self.config.list_params))
                         listed = parse_subscribe(payload)
@@ -650,7 +635,7 @@ class GatewayClient:
                     rows = listed.list.sessions if listed.list is not None else ()
                     complete = listed.list is None or listed.list.complete
                     unreadable = listed.list.unreadable_keys if listed.list is not None else ()
-                    resync = conn.active.resync(
+                    resync = conn.machine.resync(
                         rows, "hello", complete=complete, position=position, unreadable_keys=unreadable
                     )
                     await self._call(runs.on_hello(info, resync), "on_hello")
@@ -679,96 +664,71 @@ class GatewayClient:
             log.exception("gateway.handler_failed url=%s callback=%s", self.url, name)
 
     async def _reader(self, conn: Connection) -> None:
-        """Read frames until the socket closes or goes silent for ``missed_ticks`` tick intervals, then end
-        the connection (which cancels everything in its nursery)."""
-        policy = conn.hello.policy
-        silence = self.config.missed_ticks * policy.tick_interval_ms / 1000
+        """Read frames until the socket closes, then end the connection (which cancels everything in its
+        nursery). Batch dispatch: every message already received is decoded and dispatched before the reader
+        reads (and yields) again: one wake-up per read, not per frame. Each batch stamps ``conn.last_frame_at``
+        for the watchdog: one clock read, no scope."""
         ws = conn.ws
+        receive = conn.machine.receive
         while True:
-            with trio.move_on_after(silence) as liveness:
-                try:
-                    message = await ws.get_message()
-                except ConnectionClosed as exc:
-                    conn.close(*_close_of(exc))
-                    return
-            if liveness.cancelled_caught:
-                log.warning("gateway.dead_socket url=%s silent_for=%.0f", self.url, silence)
-                conn.close(None, f"no frame for {silence:g} s ({self.config.missed_ticks} missed ticks)")
+            try:
+                messages = await ws.get_messages()
+            except ConnectionClosed as exc:
+                conn.close(*_close_of(exc))
                 return
-            self._on_message(conn, message, policy.max_payload)
+            conn.last_frame_at = trio.current_time()
+            for message in messages:
+                step = receive(message)
+                if step is None:
+                    continue
+                if type(step) is Deliver:
+                    self._deliver(conn, step.event, step.name)
+                elif type(step) is Answered:
+                    conn._answered(step.request_id)
+                else:
+                    assert isinstance(step, Lost)
+                    self._lost(conn, step)
+                if conn.closed:
+                    return  # a handler closed it: what follows is not this connection's to deliver
 
-    def _on_message(self, conn: Connection, message: str | bytes, max_payload: int) -> None:
-        conn.frames += 1
-        try:
-            frame = decode_frame(message, max_payload=max_payload)
-        except ProtocolError as exc:
-            log.error("gateway.bad_frame url=%s error=%s", self.url, exc)
-            if isinstance(exc, FrameTooLarge):
-                conn._refuse_reply(message, exc)
-            return
-        if isinstance(frame, Response):
-            conn._resolve(frame)
-            return
-        if not isinstance(frame, EventFrame):
-            log.error("gateway.bad_frame url=%s error=a request frame from the gateway", self.url)
-            return
-        try:
-            event = conn.decoder.decode(frame)
-        except ProtocolError as exc:
-            # Not fed to the seq tracker: the event is lost to owc, so the next good one reports a gap and
-            # the resync recovers what it said (and a bogus seq cannot blind gap detection).
-            log.error("gateway.bad_event url=%s seq=%s error=%s", self.url, frame.seq, exc)
-            return
-        ts = getattr(event, "ts", None)
-        if isinstance(ts, int) and ts > conn.last_ts:
-            conn.last_ts = ts  # the Gateway's clock, from ticks too: how far this connection's view reaches
-        result = conn.seq.feed(frame.seq)
-        if result.is_gap:
-            conn.gaps += 1
-            log.log(
-                logging.ERROR if result.absurd else logging.WARNING,
-                "gateway.seq_gap url=%s expected=%s received=%s missed=%s kind=%s",
-                self.url,
-                result.expected,
-                result.received,
-                result.missed,
-                "absurd" if result.absurd else result.status.value,
-            )
-            try:
-                conn.runs.on_gap()
-            except Exception:
-                log.exception("gateway.handler_failed url=%s callback=on_gap", self.url)
-            if conn.want_resync():
-                conn.nursery.start_soon(self._resync, conn)
-        if isinstance(event, ConnectChallenge):
-            return
-        if isinstance(event, Tick):
-            # Not a run's event; the handler may still act on it (a message the database would not take is
-            # tried again on the next tick: the Gateway's own heartbeat, not a clock of owc's).
-            try:
-                conn.runs.on_event(event)
-            except Exception:
-                log.exception("gateway.handler_failed url=%s event=tick", self.url)
-            return
-        if isinstance(event, Shutdown):
-            conn.notice = event
-            log.info(
-                "gateway.shutdown_notice url=%s reason=%s restart_expected_ms=%s",
-                self.url,
-                event.reason,
-                event.restart_expected_ms,
-            )
-        conn.active.observe(event, conn.frames)
+    def _deliver(self, conn: Connection, event: Event, name: str) -> None:
         try:
             conn.runs.on_event(event)
         except Exception:  # a handler bug for one event must not kill the connection or other runs
-            log.exception("gateway.handler_failed url=%s event=%s", self.url, frame.event)
+            log.exception("gateway.handler_failed url=%s event=%s", self.url, name)
+
+    def _lost(self, conn: Connection, lost: Lost) -> None:
+        """A seq gap: the handler hears of it before the event that showed it; a resync starts if none runs."""
+        try:
+            conn.runs.on_gap()
+        except Exception:
+            log.exception("gateway.handler_failed url=%s callback=on_gap", self.url)
+        if lost.resync:
+            conn.nursery.start_soon(self._resync, conn)
+        if lost.event is not None:
+            self._deliver(conn, lost.event, lost.name)
+
+    async def _watchdog(self, conn: Connection) -> None:
+        """Liveness: no frame at all for ``missed_ticks`` tick intervals means a dead socket (a half-open TCP
+        connection never says so itself). One task per connection sleeping to "last frame + silence" and
+        re-arming from the reader's stamp, rather than a cancel scope around every receive: the per-frame scope
+        cost more than owc's whole decode (issue 16's profile: 10.6 % of the reader). It decides nothing about a
+        run: it only ends a connection that stopped talking, exactly as the receive bound did."""
+        silence = self.config.missed_ticks * conn.hello.policy.tick_interval_ms / 1000
+        while True:
+            deadline = conn.last_frame_at + silence
+            if trio.current_time() >= deadline:
+                break
+            await trio.sleep_until(deadline)
+        log.warning("gateway.dead_socket url=%s silent_for=%.0f", self.url, silence)
+        conn.close(None, f"no frame for {silence:g} s ({self.config.missed_ticks} missed ticks)")
 
     async def _resync(self, conn: Connection) -> None:
         """Re-read ``sessions.list`` after a gap, once per burst: gaps found meanwhile cause one more list."""
+        machine = conn.machine
         try:
             while True:
-                conn.resyncs += 1
+                machine.resync_listing()
                 try:
                     payload, position = await conn.request_at("sessions.list", dict(self.config.list_params))
                     listed = parse_sessions_list(payload)
@@ -780,7 +740,7 @@ class GatewayClient:
                     log.warning("gateway.resync_failed url=%s error=%s", self.url, exc)
                     conn.close(None, f"resync failed: {exc}")
                     return
-                resync = conn.active.resync(
+                resync = machine.resync(
                     listed.sessions,
                     "gap",
                     complete=listed.complete,
@@ -788,10 +748,10 @@ class GatewayClient:
                     unreadable_keys=listed.unreadable_keys,
                 )
                 await self._call(conn.runs.on_resync(resync), "on_resync")
-                if conn.last_gap_at <= position:
+                if machine.resync_covers(position):
                     return
         finally:
-            conn._resync_running = False
+            machine.resync_ended()
 
     def _wake(self) -> None:
         self._changed.set()
@@ -805,9 +765,10 @@ async def _open_websocket(
     timeout: float,
     origin: str | None = None,
     pin_sha256: str | None = None,
-) -> AsyncIterator[WebSocketConnection]:
+) -> AsyncIterator[WebSocket]:
     """TCP (and TLS, verified, with the handshake done first so a bad certificate is reported as such
-    rather than as a timeout), then the WebSocket handshake, all within ``timeout``."""
+    rather than as a timeout), then the WebSocket handshake, all within ``timeout``. The WebSocket is owc's own
+    client (``owc.gateway.websocket``, issue 16): no task of its own, so it needs no nursery here."""
     parts = check_gateway_url(url)
     port = parts.port or (443 if parts.scheme == "wss" else 80)
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -824,35 +785,32 @@ async def _open_websocket(
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             raise
-    async with trio.open_nursery() as nursery:  # trio-websocket's reader task lives here
-        try:
-            with trio.fail_after(timeout):
-                ws = await wrap_client_stream(
-                    nursery,
-                    stream,
-                    host,
-                    resource,
-                    max_message_size=MAX_MESSAGE_READ,
-                    extra_headers=[(b"Origin", origin.encode())] if origin else None,
-                )
-        except BaseException:
-            with trio.CancelScope(shield=True):
+    try:
+        with trio.fail_after(timeout):
+            ws = await connect_websocket(
+                stream,
+                host,
+                resource,
+                max_message_size=MAX_MESSAGE_READ,
+                extra_headers=((b"Origin", origin.encode()),) if origin else (),
+            )
+    except BaseException:
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(stream)
+        raise
+    try:
+        yield ws
+    finally:
+        # Cancelled (owc is shutting down): nobody may wait for the close reply, so drop the TCP stream.
+        # Otherwise close politely, bounded.
+        cancelled = trio.current_effective_deadline() == -math.inf
+        with trio.CancelScope(shield=True):
+            if cancelled:
                 await trio.aclose_forcefully(stream)
-            nursery.cancel_scope.cancel()
-            raise
-        try:
-            yield ws
-        finally:
-            # Cancelled (owc is shutting down): trio-websocket's reader is cancelled with us and could
-            # never read the close reply, so drop the TCP stream. Otherwise close politely, bounded.
-            cancelled = trio.current_effective_deadline() == -math.inf
-            with trio.CancelScope(shield=True):
-                if cancelled:
-                    await trio.aclose_forcefully(stream)
-                else:
-                    with trio.move_on_after(timeout):
-                        await ws.aclose()
-            nursery.cancel_scope.cancel()
+            else:
+                with trio.move_on_after(timeout):
+                    await ws.aclose()
+                await trio.aclose_forcefully(stream)
 
 
 def _leaves(group: BaseExceptionGroup) -> list[BaseException]:

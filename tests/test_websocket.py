@@ -1,0 +1,440 @@
+"""owc's client WebSocket (issue 16): the sans-I/O machine (``owc.protocol.websocket``) without a loop, checked
+against wsproto's own server side, and the Trio pump (``owc.gateway.websocket``) over real loopback sockets."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import orjson
+import pytest
+import trio
+import trio.testing
+from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Pong, Request, TextMessage
+from wsproto.utilities import generate_accept_token
+
+from owc.gateway import open_gateway_connection
+from owc.gateway.websocket import RECEIVE_SIZE, WebSocket, connect_websocket
+from owc.protocol import Tick
+from owc.protocol.websocket import (
+    ClientWebSocket,
+    HandshakeFailed,
+    HandshakeRejected,
+    State,
+    mask,
+)
+from owc.sim import open_simulator
+
+from conftest import TOKEN
+from recorder import RecordingHandler
+
+# ------------------------------------------------------------------------------------------------ the machine
+
+
+def server_frame(opcode: int, payload: bytes, *, fin: bool = True, rsv: int = 0, masked: bool = False) -> bytes:
+    """A frame as a server writes it (unmasked unless asked), built by hand so a test can break any rule."""
+    size = len(payload)
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
+    flag = 0x80 if masked else 0
+    if size < 126:
+        head += bytes([flag | size])
+    elif size < 1 << 16:
+        head += bytes([flag | 126]) + struct.pack("!H", size)
+    else:
+        head += bytes([flag | 127]) + struct.pack("!Q", size)
+    if masked:
+        key = b"\x01\x02\x03\x04"
+        return head + key + mask(key, payload)
+    return head + payload
+
+
+def text(payload: bytes | str) -> bytes:
+    return server_frame(0x1, payload.encode() if isinstance(payload, str) else payload)
+
+
+def accepted(**kwargs) -> tuple[ClientWebSocket, WSConnection]:
+    """A client machine whose handshake wsproto's server accepted; returns both ends."""
+    client = ClientWebSocket("gw.example:18789", "/", **kwargs)
+    server = WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.handshake_request())
+    (request,) = list(server.events())
+    assert isinstance(request, Request)
+    client.receive_data(server.send(AcceptConnection()))
+    assert client.state is State.OPEN
+    return client, server
+
+
+def server_reads(server: WSConnection, data: bytes) -> list:
+    server.receive_data(data)
+    return list(server.events())
+
+
+def test_handshake_request_is_one_wsproto_accepts_with_the_extra_headers() -> None:
+    client = ClientWebSocket("gw.example:18789", "/ws?x=1", extra_headers=((b"Origin", b"https://ui.example"),))
+    server = WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.handshake_request())
+    (request,) = list(server.events())
+    assert isinstance(request, Request)
+    assert request.host == "gw.example:18789" and request.target == "/ws?x=1"
+    assert (b"origin", b"https://ui.example") in [(k.lower(), v) for k, v in request.extra_headers]
+
+
+def test_frames_in_the_same_read_as_the_101_are_kept() -> None:
+    client = ClientWebSocket("h", "/")
+    server = WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.handshake_request())
+    list(server.events())
+    client.receive_data(server.send(AcceptConnection()) + server.send(TextMessage(data='{"a":1}')))
+    assert client.take_messages() == [b'{"a":1}']
+
+
+@pytest.mark.parametrize(
+    ("headers", "error"),
+    [
+        ("Upgrade: websocket\r\nSec-WebSocket-Accept: {accept}\r\n", "Connection: Upgrade"),
+        ("Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n", "Upgrade: websocket"),
+        ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: bad\r\n", "Bad accept token"),
+        (
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: {accept}\r\n"
+            "Sec-WebSocket-Protocol: x\r\n",
+            "unrecognized subprotocol x",
+        ),
+        (
+            "Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: {accept}\r\n"
+            "Sec-WebSocket-Extensions: permessage-deflate\r\n",
+            "unrecognized extension permessage-deflate",
+        ),
+    ],
+)
+def test_a_bad_upgrade_is_refused_as_wsproto_refuses_it(headers: str, error: str) -> None:
+    client = ClientWebSocket("h", "/")
+    request = client.handshake_request()
+    key = next(line.split(b": ")[1] for line in request.split(b"\r\n") if line.startswith(b"Sec-WebSocket-Key"))
+    answer = "HTTP/1.1 101 Switching Protocols\r\n" + headers.format(accept=generate_accept_token(key).decode())
+    with pytest.raises(HandshakeFailed, match=error):
+        client.receive_data((answer + "\r\n").encode())
+
+
+def test_an_offered_subprotocol_is_accepted() -> None:
+    client, server = ClientWebSocket("h", "/", subprotocols=("gw",)), WSConnection(ConnectionType.SERVER)
+    server.receive_data(client.handshake_request())
+    list(server.events())
+    client.receive_data(server.send(AcceptConnection(subprotocol="gw")))
+    assert client.state is State.OPEN and client.subprotocol == "gw"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 8\r\nRetry-After: 2\r\n\r\nstarting",
+        b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 2\r\nConnection: close\r\n\r\nstarting",  # until EOF
+    ],
+)
+def test_a_rejection_keeps_status_headers_and_body(answer: bytes) -> None:
+    client = ClientWebSocket("h", "/")
+    client.handshake_request()
+    with pytest.raises(HandshakeRejected) as info:
+        client.receive_data(answer)
+        client.receive_data(b"")
+    rejection = info.value.rejection
+    assert rejection.status_code == 503 and rejection.body == b"starting"
+    assert (b"retry-after", b"2") in rejection.headers
+    assert client.state is State.CLOSED
+
+
+def test_garbage_instead_of_http_and_an_early_close_fail_the_handshake() -> None:
+    client = ClientWebSocket("h", "/")
+    client.handshake_request()
+    with pytest.raises(HandshakeFailed, match="not HTTP"):
+        client.receive_data(b"\x15\x03\x01\x00\x02\x02\x46")  # a TLS alert: ws:// spoken to a TLS port
+    client = ClientWebSocket("h", "/")
+    client.handshake_request()
+    with pytest.raises(HandshakeFailed, match="closed the connection"):
+        client.receive_data(b"")
+
+
+def test_frames_split_at_every_byte_give_the_same_messages() -> None:
+    stream = b"".join(
+        [
+            text('{"seq":1}'),
+            text("x" * 200),  # 16-bit length
+            server_frame(0x2, b"\x00\xff" * 40_000),  # 64-bit length, binary
+            server_frame(0x1, b"frag", fin=False) + server_frame(0x0, b"men", fin=False) + server_frame(0x0, b"ted"),
+            text(b"bad \xff utf-8"),
+        ]
+    )
+    whole, _ = accepted()
+    whole.receive_data(stream)
+    expected = [b'{"seq":1}', b"x" * 200, b"\x00\xff" * 40_000, b"fragmented", b"bad \xff utf-8"]
+    assert whole.buffered == sum(map(len, expected))
+    assert whole.take_messages() == expected and whole.buffered == 0
+    for step in (1, 3, 7, 4096):
+        split, _ = accepted()
+        for i in range(0, len(stream), step):
+            split.receive_data(stream[i : i + step])
+        assert split.take_messages() == expected, step
+        assert split.closed is None
+
+
+def test_wsproto_reads_what_owc_sends_and_owc_reads_what_wsproto_sends() -> None:
+    client, server = accepted()
+    for payload in ("", "a", "é" * 70, "x" * 70_000):
+        (event,) = server_reads(server, client.send_text(payload.encode()))
+        assert isinstance(event, TextMessage) and event.data == payload
+        client.receive_data(server.send(TextMessage(data=payload)) + server.send(BytesMessage(data=b"\x00" * 3)))
+        assert client.take_messages() == [payload.encode(), b"\x00" * 3]
+
+
+def test_a_ping_is_answered_with_its_payload() -> None:
+    client, server = accepted()
+    client.receive_data(server_frame(0x9, b"are you there") + server_frame(0xA, b"late pong") + text("after"))
+    (pong,) = server_reads(server, client.data_to_send())
+    assert isinstance(pong, Pong) and pong.payload == b"are you there"
+    assert client.take_messages() == [b"after"] and client.data_to_send() == b""
+
+
+def test_a_close_is_answered_and_its_code_and_reason_kept() -> None:
+    client, server = accepted()
+    client.receive_data(text("last") + server_frame(0x8, struct.pack("!H", 1012) + b"service restart") + text("x"))
+    assert client.take_messages() == [b"last"]  # nothing after the close is read
+    assert (client.closed.code, client.closed.reason) == (1012, "service restart")
+    (answer,) = server_reads(server, client.data_to_send())
+    assert isinstance(answer, CloseConnection) and answer.code == 1012
+    empty, server = accepted()
+    empty.receive_data(server_frame(0x8, b""))
+    assert (empty.closed.code, empty.closed.reason) == (1005, "")
+
+
+def test_owc_closing_first_takes_the_server_answer_as_the_end() -> None:
+    client, server = accepted()
+    (close,) = server_reads(server, client.close(1000, "bye"))
+    assert isinstance(close, CloseConnection) and close.code == 1000 and client.state is State.CLOSING
+    assert client.close() == b""
+    client.receive_data(server.send(close.response()))
+    assert client.closed.code == 1000 and client.data_to_send() == b""  # an answer is not answered again
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        (server_frame(0x1, b"hi", masked=True), 1002),
+        (server_frame(0x1, b"hi", rsv=0x40), 1002),
+        (server_frame(0x3, b"hi"), 1002),
+        (server_frame(0x0, b"hi"), 1002),
+        (server_frame(0x9, b"p", fin=False), 1002),
+        (server_frame(0x9, b"p" * 126), 1002),
+        (server_frame(0x8, b"\x03"), 1002),
+        (server_frame(0x1, b"a", fin=False) + server_frame(0x1, b"b"), 1002),
+    ],
+)
+def test_a_protocol_violation_closes_with_a_close_frame(frame: bytes, code: int) -> None:
+    client, server = accepted()
+    client.receive_data(text("before") + frame + text("after"))
+    assert client.take_messages() == [b"before"] and client.closed.code == code
+    (answer,) = server_reads(server, client.data_to_send())
+    assert isinstance(answer, CloseConnection) and answer.code == code
+
+
+def test_a_message_too_big_closes_1009_from_its_header_alone() -> None:
+    client, server = accepted(max_message_size=1000)
+    client.receive_data(text("x" * 1000))
+    assert client.take_messages() == [b"x" * 1000]
+    client.receive_data(server_frame(0x1, b"y" * 5000)[:12])  # the header says 5,000: no need to buffer it
+    assert client.closed.code == 1009 and client.closed.reason == "Exceeded maximum message size"
+    (answer,) = server_reads(server, client.data_to_send())
+    assert isinstance(answer, CloseConnection) and answer.code == 1009
+    fragments, _ = accepted(max_message_size=1000)
+    fragments.receive_data(server_frame(0x1, b"a" * 600, fin=False) + server_frame(0x0, b"b" * 600))
+    assert fragments.closed.code == 1009 and fragments.take_messages() == []
+
+
+def test_the_end_of_the_stream_is_1006() -> None:
+    client, _ = accepted()
+    client.receive_data(text("a") + text("partial")[:4])
+    client.receive_data(b"")
+    assert client.take_messages() == [b"a"] and client.closed.code == 1006 and client.closed.reason is None
+
+
+# ------------------------------------------------------------------------------------------------ the pump
+
+
+@asynccontextmanager
+async def raw_server(serve: Callable[[trio.SocketStream], Awaitable[None]]) -> AsyncIterator[int]:
+    """A TCP server on 127.0.0.1 whose one connection is handed to ``serve`` as is; yields its port."""
+    async with trio.open_nursery() as nursery:
+        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listener.socket.getsockname()[1]
+
+        async def accept_one() -> None:
+            async with listener:
+                stream = await listener.accept()
+            async with stream:
+                await serve(stream)
+
+        nursery.start_soon(accept_one)
+        try:
+            yield port
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def accept_upgrade(stream: trio.SocketStream, server: WSConnection) -> Request:
+    while True:
+        server.receive_data(await stream.receive_some(65536))
+        for event in server.events():
+            if isinstance(event, Request):
+                await stream.send_all(server.send(AcceptConnection()))
+                return event
+
+
+async def read_events(stream: trio.SocketStream, server: WSConnection, until: type) -> list:
+    seen: list = []
+    while not any(isinstance(e, until) for e in seen):
+        data = await stream.receive_some(65536)
+        if not data:
+            break
+        server.receive_data(data)
+        seen += list(server.events())
+    return seen
+
+
+async def client_to(port: int, **kwargs) -> WebSocket:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    return await connect_websocket(stream, f"127.0.0.1:{port}", "/", max_message_size=1 << 20, **kwargs)
+
+
+async def test_pump_batches_a_burst_and_bounds_it_in_bytes() -> None:
+    """A burst written at once comes back in few batches (one wake-up each), never more than one read plus the
+    message it completed: the buffer is bounded in bytes, not in messages."""
+    frames = [text(orjson.dumps({"seq": i, "pad": "p" * (i % 300)})) for i in range(5_000)]
+    big = text(b"B" * 300_000)
+
+    async def serve(stream: trio.SocketStream) -> None:
+        server = WSConnection(ConnectionType.SERVER)
+        await accept_upgrade(stream, server)
+        await stream.send_all(b"".join(frames[:2500]) + big + b"".join(frames[2500:]))
+        await read_events(stream, server, CloseConnection)
+
+    async with raw_server(serve) as port:
+        ws = await client_to(port)
+        got: list[bytes] = []
+        batches = []
+        while len(got) < len(frames) + 1:
+            batch = await ws.get_messages()
+            batches.append(len(batch))
+            assert sum(map(len, batch)) <= RECEIVE_SIZE + len(big), "more than one read plus one message buffered"
+            got += batch
+        assert got[2500] == b"B" * 300_000 and [orjson.loads(m)["seq"] for m in got[:3]] == [0, 1, 2]
+        assert len(batches) < len(got) / 20  # tens of messages per wake-up, not one
+        await ws.aclose()
+
+
+async def test_pump_answers_pings_and_surfaces_the_close_after_the_messages() -> None:
+    seen: list = []
+
+    async def serve(stream: trio.SocketStream) -> None:
+        server = WSConnection(ConnectionType.SERVER)
+        request = await accept_upgrade(stream, server)
+        seen.append(request)
+        await stream.send_all(server_frame(0x9, b"ping!") + text("one") + text(b"two \xff"))
+        seen.extend(await read_events(stream, server, Pong))
+        await stream.send_all(server.send(CloseConnection(code=4001, reason="device removed")))
+        seen.extend(await read_events(stream, server, CloseConnection))
+
+    async with raw_server(serve) as port:
+        ws = await client_to(port, extra_headers=((b"Origin", b"https://ui.example"),))
+        got = await ws.get_messages()
+        while len(got) < 2:  # one write, but TCP may still hand it over in two reads
+            got += await ws.get_messages()
+        assert got == [b"one", b"two \xff"]  # invalid UTF-8 is the decoder's to repair
+        with pytest.raises(ConnectionClosed) as info:
+            await ws.get_messages()
+        assert (info.value.reason.code, info.value.reason.reason) == (4001, "device removed")
+        with pytest.raises(ConnectionClosed):
+            await ws.send_message("too late")
+    request, pong, close = seen
+    assert (b"origin", b"https://ui.example") in [(k.lower(), v) for k, v in request.extra_headers]
+    assert isinstance(pong, Pong) and pong.payload == b"ping!"
+    assert isinstance(close, CloseConnection) and close.code == 4001  # owc answered the close
+
+
+async def test_pump_answers_a_ping_that_came_with_the_101() -> None:
+    """A ping in the same read as the handshake's answer is answered before owc reads again (found by the test
+    above: with the 101, ping and messages in one segment, owc had its messages, never sent the pong, and both
+    sides waited)."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        server = WSConnection(ConnectionType.SERVER)
+        while True:
+            server.receive_data(await stream.receive_some(65536))
+            if any(isinstance(e, Request) for e in server.events()):
+                break
+        await stream.send_all(server.send(AcceptConnection()) + server_frame(0x9, b"first") + text("hello"))
+        (pong,) = await read_events(stream, server, Pong)
+        await stream.send_all(text(pong.payload))
+
+    async with raw_server(serve) as port:
+        ws = await client_to(port)
+        got = await ws.get_messages()
+        while len(got) < 2:
+            got += await ws.get_messages()
+        assert got == [b"hello", b"first"]
+
+
+async def test_pump_maps_a_rejection_an_early_close_and_a_dropped_stream_to_trio_websocket_errors() -> None:
+    async def reject(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        await stream.send_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\nbusy")
+
+    async with raw_server(reject) as port:
+        with pytest.raises(ConnectionRejected) as info:
+            await client_to(port)
+        assert info.value.status_code == 503 and info.value.body == b"busy"
+
+    async def hang_up(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+
+    async with raw_server(hang_up) as port:
+        with pytest.raises(ConnectionClosed) as closed:
+            await client_to(port)
+        assert closed.value.reason.code == 1006
+
+    async def garbage(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        await stream.send_all(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+
+    async with raw_server(garbage) as port:
+        with pytest.raises(HandshakeError):
+            await client_to(port)
+
+    async def drop(stream: trio.SocketStream) -> None:
+        await accept_upgrade(stream, WSConnection(ConnectionType.SERVER))
+        await stream.send_all(text("only"))
+
+    async with raw_server(drop) as port:
+        ws = await client_to(port)
+        assert await ws.get_message() == b"only"
+        with pytest.raises(ConnectionClosed) as dropped:
+            await ws.get_message()
+        assert dropped.value.reason.code == 1006 and dropped.value.reason.reason is None
+
+
+async def test_invalid_utf8_in_a_text_frame_is_repaired_not_a_close(autojump_clock, caplog) -> None:
+    """trio-websocket closed the connection with 1007 on a text frame that is not UTF-8; owc's policy for a
+    hostile frame is to repair it (replacement characters), log it and go on."""
+    caplog.set_level(logging.WARNING)
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler) as client:
+            conn = await client.wait_connection()
+            await handler.until(lambda: handler.resyncs)
+            payload = b'{"type":"event","event":"tick","payload":{"ts":7,"note":"bad \xff byte"}}'
+            await sim.connection().ws._stream.send_all(text(payload))  # the raw frame: trio-websocket sends str
+            tick = await handler.until(lambda: [e for _, e in handler.events if isinstance(e, Tick) and e.ts == 7])
+            assert tick[0].raw["note"] == "bad \ufffd byte"
+            assert any("protocol.frame_repaired" in r.getMessage() for r in caplog.records)
+            assert not conn.closed and client.connections_opened == 1
