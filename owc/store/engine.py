@@ -12,13 +12,24 @@ import os
 import sqlite3
 from typing import Any
 
+import attrs
 import orjson
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 
+@attrs.frozen
+class Serialized:
+    """A chat JSON already serialised (outside the row lock, ``ChatStore``): the engine's serializer hands its text
+    over as it is, so a JSON column's bind costs no serialisation under the lock, on SQLite and PostgreSQL alike."""
+
+    text: str
+
+
 def _dumps(value: Any) -> str:
+    if isinstance(value, Serialized):
+        return value.text
     return orjson.dumps(value).decode()
 
 
