@@ -241,3 +241,31 @@ def test_an_answer_that_writes_nothing_takes_no_lock(tmp_path: Path) -> None:
         store.engine.dispose()
     assert again == AlreadyThere(writer="w1", run_id="r", done=True)
     assert isinstance(finished, AlreadyDone) and finished.message["content"] == "done"
+
+
+def test_checkpoints_run_outside_owcs_transactions(tmp_path: Path, caplog) -> None:
+    """SQLite's automatic checkpoint is off on owc's connections (it ran inside the COMMIT of whichever write took
+    the WAL past 1,000 pages); owc runs a PASSIVE one after its commit once its writes reach ``checkpoint_bytes``,
+    and the WAL stays bounded. Open WebUI's own connections keep SQLite's default."""
+    path = tmp_path / "wal.db"
+    store = ChatStore(make_engine(f"sqlite:///{path}"))
+    store.create_tables()
+    store.checkpoint_bytes = 200_000
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        owui = sqlite3.connect(path)
+        assert owui.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
+        owui.close()
+        chat_id = new_chat(store, user_turn_chat)
+        store.claim(chat_id, "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+        with caplog.at_level(logging.DEBUG, logger="owc.store"):
+            for i in range(40):  # ~50 KB a write: a checkpoint every 4th write
+                store.write(chat_id, "m", content=f"{i} " + "x" * 50_000, output=[], done=False)
+        checkpoints = [r.getMessage() for r in caplog.records if r.getMessage().startswith("store.checkpoint ")]
+        assert len(checkpoints) == 10 and all("busy=0" in c for c in checkpoints)
+        # Without them the WAL would hold every write (40 x 50 KB); a complete checkpoint lets the next write
+        # start the WAL over, so it stays near one checkpoint's worth.
+        assert Path(f"{path}-wal").stat().st_size < 600_000
+    finally:
+        store.engine.dispose()

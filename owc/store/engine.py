@@ -98,6 +98,11 @@ def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) ->
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             cursor.execute("PRAGMA synchronous=NORMAL")
+            # No checkpoint inside owc's commits: SQLite runs its automatic one in the COMMIT call of whichever
+            # connection pushes the WAL past 1,000 pages, so a write's transaction (and owc's queue behind it) took
+            # the copy and the fsyncs with it. owc checkpoints itself, outside any transaction
+            # (``ChatStore._checkpoint``); Open WebUI's own connections keep their defaults.
+            cursor.execute("PRAGMA wal_autocheckpoint=0")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.close()
 

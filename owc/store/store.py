@@ -22,6 +22,7 @@ capacity limiter. A transaction is never abandoned half-way on cancel: the threa
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -53,6 +54,10 @@ LONG_HOLD_S = 1.0
 #: reads, builds and writes under the lock: each failed try means another writer saved the chat in between, and
 #: the locked try cannot fail that way, so a write never starves however busy the chat is.
 OPTIMISTIC_TRIES = 3
+#: SQLite: owc's writes since its last checkpoint (bytes of chat JSON, the bulk of the WAL they add) after which
+#: it runs a PASSIVE checkpoint, outside any transaction. SQLite's automatic one (off on owc's connections, see
+#: ``engine.make_engine``) comes after 1,000 pages of 4 KiB: the same WAL size.
+CHECKPOINT_BYTES = 4 * 1024 * 1024
 
 
 class StoreError(Exception):
@@ -231,6 +236,9 @@ class ChatStore:
         #: A seam for tests: called with the chat id after the read outside the lock and before the lock is
         #: taken, where another process's save can land (the check under the lock must then catch it).
         self.before_lock: Callable[[str], None] | None = None
+        self.checkpoint_bytes = CHECKPOINT_BYTES
+        self._wal_growth = 0  # SQLite: bytes written since the last checkpoint (worker threads share it)
+        self._wal_lock = threading.Lock()
 
     def create_tables(self) -> None:
         """Create ``chat`` and ``chat_message`` if absent (the embedded default; never alters existing ones)."""
@@ -240,25 +248,59 @@ class ChatStore:
     def _locked(self, chat_id: str) -> Iterator[tuple[Connection, Any]]:
         """Open WebUI's ``_chat_transaction``: lock, read the row, yield, commit (rollback on error)."""
         with self.engine.connect() as conn:
-            if self.is_sqlite:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                self._same_file(conn)
-            row = conn.execute(
-                select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
-                .where(chat_t.c.id == chat_id)
-                .with_for_update()
-            ).first()
-            locked_at = time.perf_counter()
+            row, locked_at = self._lock_and_read(conn, chat_id)
             yield conn, row
             self._commit(conn, chat_id, locked_at)
 
-    def _commit(self, conn: Connection, chat_id: str, locked_at: float) -> None:
+    def _lock_and_read(self, conn: Connection, chat_id: str) -> tuple[Any, float]:
+        """Take the chat's lock and read its row under it: the row and the lock's time."""
+        if self.is_sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            self._same_file(conn)
+        row = conn.execute(
+            select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
+            .where(chat_t.c.id == chat_id)
+            .with_for_update()
+        ).first()
+        return row, time.perf_counter()
+
+    def _commit(self, conn: Connection, chat_id: str, locked_at: float, wrote: int = 0) -> None:
+        """Commit (the lock is released), account the hold, then, on SQLite, checkpoint if ``wrote`` (bytes) took
+        the WAL's growth past ``checkpoint_bytes``."""
         conn.commit()
         held = time.perf_counter() - locked_at
         if held > LONG_HOLD_S:
             log.warning("store.long_hold chat=%s seconds=%.3f", chat_id, held)
         if self.on_hold is not None:
             self.on_hold(chat_id, held)
+        if self.is_sqlite and wrote:
+            with self._wal_lock:
+                self._wal_growth += wrote
+                due = self._wal_growth >= self.checkpoint_bytes
+                if due:
+                    self._wal_growth = 0
+            if due:
+                self._checkpoint(conn)
+
+    def _checkpoint(self, conn: Connection) -> None:
+        """A PASSIVE checkpoint, on a connection in no transaction. It never blocks a writer, Open WebUI's or owc's:
+        it takes only the checkpointer's lock, never the write lock (FULL, RESTART and TRUNCATE do, and wait for
+        it), and it never waits (no busy handler): a frame a reader still needs is left for the next checkpoint.
+        Writers append to the WAL meanwhile; the first writer after a complete checkpoint starts the WAL over."""
+        started = time.perf_counter()
+        try:
+            busy, frames, copied = conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
+            conn.commit()
+        except REFUSALS as exc:  # the write it follows is committed: a failed checkpoint is only retried later
+            log.warning("store.checkpoint_failed error=%s", refusal_text(exc))
+            return
+        log.debug(
+            "store.checkpoint frames=%s copied=%s busy=%s seconds=%.3f",
+            frames,
+            copied,
+            busy,
+            time.perf_counter() - started,
+        )
 
     def _transact(self, chat_id: str, decide: Callable[[Any], _Plan[T]]) -> T:
         """One write of ``chat_id``, decided by ``decide`` from a chat row (it parses the row afresh each time, may
@@ -281,14 +323,16 @@ class ChatStore:
                 locked_at = self._lock(conn, chat_id, read)
                 if locked_at is not None:
                     self._apply(conn, chat_id, read.row.user_id, plan)
-                    self._commit(conn, chat_id, locked_at)
+                    self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text))
                     return plan.result
                 conn.rollback()
             log.info("store.changed_under chat=%s attempt=%d/%d", chat_id, attempt, self.optimistic_tries)
-        with self._locked(chat_id) as (conn, row):
+        with self.engine.connect() as conn:
+            row, locked_at = self._lock_and_read(conn, chat_id)
             plan = decide(row)
             if plan.chat is not None:
                 self._apply(conn, chat_id, row.user_id, plan)
+            self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text) if plan.chat is not None else 0)
             return plan.result
 
     def _read(self, conn: Connection, chat_id: str) -> _Read:
