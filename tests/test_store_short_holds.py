@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any
 
 import orjson
 import pytest
+import trio
+import trio.testing
 
-from owc.store import AlreadyDone, AlreadyThere, ChatStore, Claimed, Written, make_engine
+from owc.store import AlreadyDone, AlreadyThere, ChatStore, Claimed, Written, make_engine, open_store
 from owc.store.store import OPTIMISTIC_TRIES
 
 from store_race import USER
@@ -269,3 +272,65 @@ def test_checkpoints_run_outside_owcs_transactions(tmp_path: Path, caplog) -> No
         assert Path(f"{path}-wal").stat().st_size < 600_000
     finally:
         store.engine.dispose()
+
+
+async def test_owcs_writes_to_one_database_queue_in_one_lane(tmp_path: Path) -> None:
+    """Claims and finalizes of one database run one at a time, in the order they came (``TrioChatStore.lane``):
+    side by side they changed the chat under each other's outside reads and busy-waited for SQLite's lock against
+    Open WebUI's writer. Reads do not queue behind a write."""
+    async with open_store(f"sqlite:///{tmp_path / 'lane.db'}", create=True) as store:
+        chat_id = f"lane-{uuid.uuid4()}"
+        await store.create_chat(chat_id, USER, chat=user_turn_chat(chat_id))
+        real, entered, inside = store.sync, [], [0, 0]  # inside: now, most
+        first_in, release = threading.Event(), threading.Event()
+
+        class Gated:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+            def _through(self, fn: Callable[..., Any], message_id: str, *args: Any, **kwargs: Any) -> Any:
+                entered.append(message_id)
+                inside[0] += 1
+                inside[1] = max(inside)
+                try:
+                    if message_id == "m0":
+                        first_in.set()
+                        release.wait(30)
+                    return fn(*args, **kwargs)
+                finally:
+                    inside[0] -= 1
+
+            def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+                return self._through(real.claim, message_id, chat_id, message_id, **kwargs)
+
+            def write(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+                return self._through(real.write, f"{message_id}-final", chat_id, message_id, **kwargs)
+
+        store.sync = Gated()  # type: ignore[assignment]
+        results: dict[str, Any] = {}
+
+        async def claim(message_id: str) -> None:
+            results[message_id] = await store.claim(
+                chat_id, message_id, run_id=f"r-{message_id}", writer="w", alive=DEAD, user_id=USER
+            )
+
+        async def finalize(message_id: str) -> None:
+            await store.write(chat_id, message_id, content="done", output=[], done=True)
+
+        async with trio.open_nursery() as nursery:
+            try:
+                nursery.start_soon(claim, "m0")
+                await trio.to_thread.run_sync(first_in.wait, 30)
+                for message_id in ("m1", "m2"):
+                    nursery.start_soon(claim, message_id)
+                    await trio.testing.wait_all_tasks_blocked()  # each in the lane before the next arrives
+                nursery.start_soon(finalize, "m0")
+                await trio.testing.wait_all_tasks_blocked()
+                assert entered == ["m0"]  # the rest wait in the lane, not in SQLite's busy handler
+                assert (await store.read_chat(chat_id))["history"]["currentId"] == "u1"  # a read does not queue
+            finally:
+                release.set()
+        assert entered == ["m0", "m1", "m2", "m0-final"] and inside[1] == 1
+        assert all(isinstance(r, Claimed) for r in results.values())
+        messages = (await store.read_chat(chat_id))["history"]["messages"]
+        assert [messages[m]["parentId"] for m in ("m0", "m1", "m2")] == ["u1", "m0", "m1"]

@@ -805,29 +805,46 @@ class ChatStore:
 
 
 class TrioChatStore:
-    """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once."""
+    """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once.
+
+    Every write (claim, handover, finalize, resume reservation, the helpers' saves) goes through one lane per
+    database, first come, first served (``trio.Lock`` is fair): one owc write transaction at a time. Why: owc's
+    writes read the chat outside the lock (``ChatStore._transact``); side by side on one chat they would keep
+    changing the row under each other and fall back to long locked tries, and on SQLite owc's parallel writers
+    busy-wait for the database-wide lock with the same back-off as Open WebUI's, so a burst of them took the lock
+    turn after turn and Open WebUI's writer waited past its 5 s. In one lane, the next write's read and build
+    outside the lock leave the lock free between owc's holds, for a waiting Open WebUI writer to take.
+    Reads (``read_chat``, ``chat_facts``, ``chat_times``) take no lock and do not queue."""
 
     def __init__(self, sync: ChatStore, capacity: int = 4) -> None:
         self.sync = sync
         self.limiter = trio.CapacityLimiter(capacity)
+        self.lane = trio.Lock()
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.limiter)
 
+    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A write, in the database's lane. A caller cancelled while it waits leaves the queue having written
+        nothing; once its thread runs, the transaction completes (``to_thread`` waits for it) and only then is
+        the lane free."""
+        async with self.lane:
+            return await self._run(fn, *args, **kwargs)
+
     async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> ClaimResult:
-        return await self._run(self.sync.claim, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.claim, chat_id, message_id, **kwargs)
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
-        return await self._run(self.sync.write, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.write, chat_id, message_id, **kwargs)
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
 
     async def reserve_resume(self, chat_id: str, message_id: str, **kwargs: Any) -> tuple[int, bool]:
-        return await self._run(self.sync.reserve_resume, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.reserve_resume, chat_id, message_id, **kwargs)
 
     async def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
-        await self._run(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
+        await self._write(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
 
     async def chat_facts(self, chat_ids: list[str], present: Mapping[str, str] | None = None) -> dict[str, ChatFacts]:
         return await self._run(self.sync.chat_facts, chat_ids, present)
@@ -836,13 +853,13 @@ class TrioChatStore:
         return await self._run(self.sync.chat_times)
 
     async def add_message(self, chat_id: str, message: dict[str, Any], *, current: bool) -> None:
-        await self._run(self.sync.add_message, chat_id, message, current=current)
+        await self._write(self.sync.add_message, chat_id, message, current=current)
 
     async def set_current(self, chat_id: str, message_id: str) -> None:
-        await self._run(self.sync.set_current, chat_id, message_id)
+        await self._write(self.sync.set_current, chat_id, message_id)
 
     async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
-        await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)
+        await self._write(self.sync.create_chat, chat_id, user_id, **kwargs)
 
 
 @asynccontextmanager
