@@ -334,3 +334,27 @@ async def test_owcs_writes_to_one_database_queue_in_one_lane(tmp_path: Path) -> 
         assert all(isinstance(r, Claimed) for r in results.values())
         messages = (await store.read_chat(chat_id))["history"]["messages"]
         assert [messages[m]["parentId"] for m in ("m0", "m1", "m2")] == ["u1", "m0", "m1"]
+
+
+@pytest.mark.postgres
+def test_owcs_postgres_sessions_compress_with_lz4(postgres_url: str) -> None:
+    """owc's sessions TOAST-compress what they write with lz4 (half pglz's time, under the row lock); another
+    session (Open WebUI's) keeps the server's default, and reads owc's rows as ever."""
+    import psycopg
+
+    store = ChatStore(make_engine(postgres_url))
+    store.create_tables()
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW default_toast_compression").scalar() == "lz4"
+        chat_id = new_chat(store, user_turn_chat)
+        store.claim(chat_id, "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+        store.write(chat_id, "m", content="x" * 100_000, output=[], done=True)
+        with psycopg.connect(postgres_url.replace("postgresql+psycopg://", "postgresql://")) as owui:
+            assert owui.execute("SHOW default_toast_compression").fetchone() == ("pglz",)
+            method, raw = owui.execute(
+                "SELECT pg_column_compression(chat), chat::text FROM chat WHERE id = %s", (chat_id,)
+            ).fetchone()
+        assert method == "lz4" and orjson.loads(raw)["history"]["messages"]["m"]["content"] == "x" * 100_000
+    finally:
+        store.engine.dispose()
