@@ -6,8 +6,14 @@ PostgreSQL ``SELECT ... FOR UPDATE`` (a row lock until commit). Two connections,
 one run therefore serialize, and the second finds the message the first made.
 
 Open WebUI's own writers wait at most 5 s for that lock and then silently give up (``except Exception:
-return None``), so a long hold by owc would lose a user's data elsewhere: each transaction reads the chat,
-changes a dict, writes it back, and commits; nothing else happens under the lock.
+return None``), so a long hold by owc would lose a user's data elsewhere, and even a short one delays them. A
+write therefore reads the chat and builds its new JSON (the tree edit, the serialisation) *outside* the lock, then
+takes the lock and checks, cheaply, that the row is still the one it read (``ChatStore._unchanged``: PostgreSQL's
+``xmin``; SQLite's ``PRAGMA data_version`` on the same connection, else the stored text compared whole); only then
+does it write, and under the lock it does nothing else. A row that changed in between (an Open WebUI save) is
+read again; the last try does the whole read-modify-write under the lock, as Open WebUI does, so a write always
+makes progress. Either way the write is decided from the row as it is when the lock is taken: a claim lands at
+the chat's true tail, and nothing written in between is lost.
 
 ``ChatStore`` is synchronous (SQLAlchemy's sync engine); ``TrioChatStore`` runs it in worker threads behind a
 capacity limiter. A transaction is never abandoned half-way on cancel: the thread finishes it.
@@ -16,23 +22,24 @@ capacity limiter. A transaction is never abandoned half-way on cancel: the threa
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import attrs
 import orjson
 import trio
-from sqlalchemy import Connection, Engine, Text, false, insert, select, type_coerce, update
+from sqlalchemy import Connection, Engine, Text, false, insert, literal_column, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from owc.store import tree
-from owc.store.engine import FILE_ID, file_id, is_locked_error, make_engine, sqlite_file
+from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
 from owc.store.schema import chat as chat_t
 from owc.store.schema import chat_message as msg_t
 from owc.store.schema import message_row_id, metadata
@@ -43,6 +50,14 @@ log = logging.getLogger("owc.store")
 FINALIZE_ATTEMPTS = 6
 #: A hold longer than this is logged: Open WebUI's own writers give up after a 5 s busy wait.
 LONG_HOLD_S = 1.0
+#: Tries of the short-hold path (read and build outside the lock, check and write under it) before the last try
+#: reads, builds and writes under the lock: each failed try means another writer saved the chat in between, and
+#: the locked try cannot fail that way, so a write never starves however busy the chat is.
+OPTIMISTIC_TRIES = 3
+#: SQLite: owc's writes since its last checkpoint (bytes of chat JSON, the bulk of the WAL they add) after which
+#: it runs a PASSIVE checkpoint, outside any transaction. SQLite's automatic one (off on owc's connections, see
+#: ``engine.make_engine``) comes after 1,000 pages of 4 KiB: the same WAL size.
+CHECKPOINT_BYTES = 4 * 1024 * 1024
 
 
 class StoreError(Exception):
@@ -175,6 +190,32 @@ class ChatFacts:
 T = TypeVar("T")
 
 
+@attrs.frozen
+class _Plan(Generic[T]):
+    """What a transaction decided from one read of the chat: its result, and what it writes (``chat`` None:
+    nothing, and the answer needed no lock). Built outside the lock on the short-hold path."""
+
+    result: T
+    chat: Serialized | None = None
+    now: int = 0
+    current_id: str | None = None
+    #: Messages whose ``chat_message`` row is upserted whole; then messages whose row gets only the new parent.
+    mirror: tuple[dict[str, Any], ...] = ()
+    reparent: tuple[dict[str, Any], ...] = ()
+
+
+def _serialized(chat: dict[str, Any]) -> Serialized:
+    return Serialized(orjson.dumps(chat).decode())
+
+
+@attrs.frozen
+class _Read:
+    """The chat row read without the lock, and what tells under the lock whether it is still the same."""
+
+    row: Any  # id, user_id, chat (text on SQLite; psycopg may hand it over parsed)
+    version: Any  # SQLite: the connection's ``PRAGMA data_version``; PostgreSQL: the row version's ``xmin``
+
+
 class ChatStore:
     """Synchronous store; every method is one short transaction (see module docstring)."""
 
@@ -183,13 +224,21 @@ class ChatStore:
         engine: Engine,
         *,
         finalize_attempts: int = FINALIZE_ATTEMPTS,
+        optimistic_tries: int = OPTIMISTIC_TRIES,
         on_hold: Callable[[str, float], None] | None = None,
     ) -> None:
         self.engine = engine
         self.finalize_attempts = finalize_attempts
+        self.optimistic_tries = optimistic_tries
         self.is_sqlite = engine.dialect.name == "sqlite"
-        #: Called with (chat id, seconds) for every lock hold: from the locked read to the commit.
+        #: Called with (chat id, seconds) for every lock hold: from the lock to the commit.
         self.on_hold = on_hold
+        #: A seam for tests: called with the chat id after the read outside the lock and before the lock is
+        #: taken, where another process's save can land (the check under the lock must then catch it).
+        self.before_lock: Callable[[str], None] | None = None
+        self.checkpoint_bytes = CHECKPOINT_BYTES
+        self._wal_growth = 0  # SQLite: bytes written since the last checkpoint (worker threads share it)
+        self._wal_lock = threading.Lock()
 
     def create_tables(self) -> None:
         """Create ``chat`` and ``chat_message`` if absent (the embedded default; never alters existing ones)."""
@@ -199,22 +248,150 @@ class ChatStore:
     def _locked(self, chat_id: str) -> Iterator[tuple[Connection, Any]]:
         """Open WebUI's ``_chat_transaction``: lock, read the row, yield, commit (rollback on error)."""
         with self.engine.connect() as conn:
-            if self.is_sqlite:
-                conn.exec_driver_sql("BEGIN IMMEDIATE")
-                self._same_file(conn)
-            row = conn.execute(
-                select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
-                .where(chat_t.c.id == chat_id)
-                .with_for_update()
-            ).first()
-            locked_at = time.perf_counter()
+            row, locked_at = self._lock_and_read(conn, chat_id)
             yield conn, row
+            self._commit(conn, chat_id, locked_at)
+
+    def _lock_and_read(self, conn: Connection, chat_id: str) -> tuple[Any, float]:
+        """Take the chat's lock and read its row under it: the row and the lock's time."""
+        if self.is_sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            self._same_file(conn)
+        row = conn.execute(
+            select(chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat"))
+            .where(chat_t.c.id == chat_id)
+            .with_for_update()
+        ).first()
+        return row, time.perf_counter()
+
+    def _commit(self, conn: Connection, chat_id: str, locked_at: float, wrote: int = 0) -> None:
+        """Commit (the lock is released), account the hold, then, on SQLite, checkpoint if ``wrote`` (bytes) took
+        the WAL's growth past ``checkpoint_bytes``."""
+        conn.commit()
+        held = time.perf_counter() - locked_at
+        if held > LONG_HOLD_S:
+            log.warning("store.long_hold chat=%s seconds=%.3f", chat_id, held)
+        if self.on_hold is not None:
+            self.on_hold(chat_id, held)
+        if self.is_sqlite and wrote:
+            with self._wal_lock:
+                self._wal_growth += wrote
+                due = self._wal_growth >= self.checkpoint_bytes
+                if due:
+                    self._wal_growth = 0
+            if due:
+                self._checkpoint(conn)
+
+    def _checkpoint(self, conn: Connection) -> None:
+        """A PASSIVE checkpoint, on a connection in no transaction. It never blocks a writer, Open WebUI's or owc's:
+        it takes only the checkpointer's lock, never the write lock (FULL, RESTART and TRUNCATE do, and wait for
+        it), and it never waits (no busy handler): a frame a reader still needs is left for the next checkpoint.
+        Writers append to the WAL meanwhile; the first writer after a complete checkpoint starts the WAL over."""
+        started = time.perf_counter()
+        try:
+            busy, frames, copied = conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)").one()
             conn.commit()
-            held = time.perf_counter() - locked_at
-            if held > LONG_HOLD_S:
-                log.warning("store.long_hold chat=%s seconds=%.3f", chat_id, held)
-            if self.on_hold is not None:
-                self.on_hold(chat_id, held)
+        except REFUSALS as exc:  # the write it follows is committed: a failed checkpoint is only retried later
+            log.warning("store.checkpoint_failed error=%s", refusal_text(exc))
+            return
+        log.debug(
+            "store.checkpoint frames=%s copied=%s busy=%s seconds=%.3f",
+            frames,
+            copied,
+            busy,
+            time.perf_counter() - started,
+        )
+
+    def _transact(self, chat_id: str, decide: Callable[[Any], _Plan[T]]) -> T:
+        """One write of ``chat_id``, decided by ``decide`` from a chat row (it parses the row afresh each time, may
+        raise ``StoreError``, and returns what to write, already serialised).
+
+        Short-hold path, up to ``optimistic_tries`` times: read the row without the lock, decide and serialise,
+        then take the lock on the same connection and write only if the row is still the one read; else roll back
+        and read again. Then the last try: lock, read, decide and write, all under the lock (Open WebUI's way).
+        Either way the write rests on the row as it is under the lock, so a claim lands at the chat's true tail and
+        a save made in between is kept. An answer that writes nothing (``AlreadyThere``, ``AlreadyDone``, a typed
+        error) comes from a committed snapshot without the lock, as the same locked read would have given it."""
+        for attempt in range(1, self.optimistic_tries + 1):
+            with self.engine.connect() as conn:
+                read = self._read(conn, chat_id)
+                plan = decide(read.row)
+                if plan.chat is None:
+                    return plan.result
+                if self.before_lock is not None:
+                    self.before_lock(chat_id)
+                locked_at = self._lock(conn, chat_id, read)
+                if locked_at is not None:
+                    self._apply(conn, chat_id, read.row.user_id, plan)
+                    self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text))
+                    return plan.result
+                conn.rollback()
+            log.info("store.changed_under chat=%s attempt=%d/%d", chat_id, attempt, self.optimistic_tries)
+        with self.engine.connect() as conn:
+            row, locked_at = self._lock_and_read(conn, chat_id)
+            plan = decide(row)
+            if plan.chat is not None:
+                self._apply(conn, chat_id, row.user_id, plan)
+            self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text) if plan.chat is not None else 0)
+            return plan.result
+
+    def _read(self, conn: Connection, chat_id: str) -> _Read:
+        """The chat row without the lock (a committed snapshot: a reader blocks no writer on either backend), and
+        its version. SQLite: ``data_version`` is read in the same read transaction as the row, and it changes
+        whenever *another* connection commits anything, so an equal value under the lock proves that nothing
+        changed in between (own commits do not count: none happen, the connection is held throughout)."""
+        columns = [chat_t.c.id, chat_t.c.user_id, type_coerce(chat_t.c.chat, Text).label("chat")]
+        if self.is_sqlite:
+            conn.exec_driver_sql("BEGIN")
+            version = conn.exec_driver_sql("PRAGMA data_version").scalar()
+            row = conn.execute(select(*columns).where(chat_t.c.id == chat_id)).first()
+        else:
+            row = conn.execute(
+                select(*columns, literal_column("xmin::text").label("version")).where(chat_t.c.id == chat_id)
+            ).first()
+            version = row.version if row is not None else None
+        conn.rollback()
+        return _Read(row, version)
+
+    def _lock(self, conn: Connection, chat_id: str, read: _Read) -> float | None:
+        """Take the chat's lock on ``conn`` and tell whether the row is still the one ``read`` saw: the lock's time
+        (held: write, then commit) or None (changed: roll back and read again).
+
+        PostgreSQL: the row's ``xmin`` under ``FOR UPDATE`` (which returns the newest committed version): every
+        update makes a new row version whose ``xmin`` is its transaction's id, never the id of the transaction that
+        made the version read before. SQLite: ``PRAGMA data_version`` unchanged means no other connection
+        committed anything since the read; changed (a save of another chat, a checkpoint's WAL reset, owc's own
+        other connections), the stored text and owner are compared with what was read, whole: exact, and
+        cheaper than parsing (a ``memcmp``, ~3 ms for 5 MB)."""
+        if self.is_sqlite:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            self._same_file(conn)
+            locked_at = time.perf_counter()
+            if conn.exec_driver_sql("PRAGMA data_version").scalar() == read.version:
+                return locked_at
+            now = conn.exec_driver_sql(
+                "SELECT user_id, chat IS ? FROM chat WHERE id = ?", (read.row.chat, chat_id)
+            ).first() if read.row is not None else None  # fmt: skip
+            same = now is not None and now[0] == read.row.user_id and bool(now[1])
+            return locked_at if same else None
+        now = conn.execute(
+            select(literal_column("xmin::text").label("version")).where(chat_t.c.id == chat_id).with_for_update()
+        ).first()
+        locked_at = time.perf_counter()
+        return locked_at if now is not None and now.version == read.version else None
+
+    def _apply(self, conn: Connection, chat_id: str, user_id: str | None, plan: _Plan[Any]) -> None:
+        """The writes of a plan, under the lock: the chat row, then its ``chat_message`` mirror."""
+        assert plan.chat is not None
+        self._save(conn, chat_id, plan.chat, plan.now, current_id=plan.current_id)
+        for message in plan.mirror:
+            self._mirror(conn, chat_id, user_id, message, plan.now)
+        for other in plan.reparent:
+            conn.execute(
+                update(msg_t)
+                .where(msg_t.c.id == message_row_id(chat_id, other["id"]))
+                .values(parent_id=other.get("parentId"), updated_at=plan.now)
+            )
 
     def _same_file(self, conn: Connection) -> None:
         """Under the write lock: the file this connection has open is still the one at the database's path
@@ -250,7 +427,12 @@ class ChatStore:
         return value
 
     def _save(
-        self, conn: Connection, chat_id: str, chat: dict[str, Any], now: int, current_id: str | None = None
+        self,
+        conn: Connection,
+        chat_id: str,
+        chat: dict[str, Any] | Serialized,
+        now: int,
+        current_id: str | None = None,
     ) -> None:
         values: dict[str, Any] = {"chat": chat, "updated_at": now}
         if current_id is not None:
@@ -324,42 +506,44 @@ class ChatStore:
         ``user_id`` is the user the session key names: a chat of another user is refused. ``alive`` tells
         whether a recorded writer is still a live connection (the process-wide registry).
         """
+
+        def decide(row: Any) -> _Plan[ClaimResult]:
+            chat = self._load(chat_id, row, user_id)
+            now = int(time.time())
+            existing = chat["history"]["messages"].get(message_id)
+            if existing is not None and not isinstance(existing, dict):
+                raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+            if existing is not None:
+                meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+                holder = meta.get("openclaw_writer")
+                done = existing.get("done") is True
+                orphan = holder is None and adopt_writerless
+                if (
+                    (done and not reopen)
+                    or (holder is None and not orphan)
+                    or holder == writer
+                    or (holder is not None and alive(holder))
+                ):
+                    return _Plan(AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done))
+                existing["meta"] = {
+                    **meta,
+                    "openclaw_writer": writer,
+                    "openclaw_run": meta.get("openclaw_run") or run_id,
+                }
+                taken = TakenOver(message=existing, previous_writer=holder)
+                return _Plan(taken, _serialized(chat), now, mirror=(existing,))
+            if not create:
+                return _Plan(Absent())
+            inserted = tree.insert_assistant(
+                chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now
+            )
+            return _Plan(inserted, _serialized(chat), now, current_id=message_id, mirror=(inserted.message,))
+
         try:
-            with self._locked(chat_id) as (conn, row):
-                chat = self._load(chat_id, row, user_id)
-                now = int(time.time())
-                existing = chat["history"]["messages"].get(message_id)
-                if existing is not None and not isinstance(existing, dict):
-                    raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
-                if existing is not None:
-                    meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
-                    holder = meta.get("openclaw_writer")
-                    done = existing.get("done") is True
-                    orphan = holder is None and adopt_writerless
-                    if (
-                        (done and not reopen)
-                        or (holder is None and not orphan)
-                        or holder == writer
-                        or (holder is not None and alive(holder))
-                    ):
-                        return AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done)
-                    existing["meta"] = {
-                        **meta,
-                        "openclaw_writer": writer,
-                        "openclaw_run": meta.get("openclaw_run") or run_id,
-                    }
-                    self._save(conn, chat_id, chat, now)
-                    self._mirror(conn, chat_id, row.user_id, existing, now)
-                    log.info("store.taken_over chat=%s message=%s from=%s", chat_id, message_id, holder)
-                    return TakenOver(message=existing, previous_writer=holder)
-                if not create:
-                    return Absent()
-                inserted = tree.insert_assistant(
-                    chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now
-                )
-                self._save(conn, chat_id, chat, now, current_id=message_id)
-                self._mirror(conn, chat_id, row.user_id, inserted.message, now)
-                return inserted
+            result = self._transact(chat_id, decide)
+            if isinstance(result, TakenOver):
+                log.info("store.taken_over chat=%s message=%s from=%s", chat_id, message_id, result.previous_writer)
+            return result
         except OperationalError as exc:
             if is_locked_error(exc):
                 log.warning("store.claim_locked chat=%s message=%s", chat_id, message_id)
@@ -390,7 +574,8 @@ class ChatStore:
         it) and, per cut run, the resume it got (``meta.openclaw_resumed``). M is written open with the cut's
         chain and output unless its chain already goes on past ``source`` (its continuation wrote it). With ``limit``
         resumes spent, nothing is written and ``(limit + 1, False)`` comes back: the budget is over."""
-        with self._locked(chat_id) as (conn, row):
+
+        def decide(row: Any) -> _Plan[tuple[int, bool]]:
             chat = self._load(chat_id, row, None)
             existing = chat["history"]["messages"].get(message_id)
             if not isinstance(existing, dict):
@@ -399,9 +584,9 @@ class ChatStore:
             resumed = meta.get("openclaw_resumed") if isinstance(meta.get("openclaw_resumed"), dict) else {}
             count = meta.get("openclaw_resumes") if isinstance(meta.get("openclaw_resumes"), int) else 0
             if isinstance(resumed.get(source), int):
-                return resumed[source], False
+                return _Plan((resumed[source], False))
             if count >= limit:
-                return limit + 1, False
+                return _Plan((limit + 1, False))
             n = count + 1
             fields = {"openclaw_resumes": n, "openclaw_resumed": {**resumed, source: n}}
             if tree.continued_past(existing, source):
@@ -416,10 +601,9 @@ class ChatStore:
                     done=False,
                     meta={**fields, "openclaw_chain": list(chain)},
                 )
-            now = int(time.time())
-            self._save(conn, chat_id, chat, now)
-            self._mirror(conn, chat_id, row.user_id, message, now)
-            return n, True
+            return _Plan((n, True), _serialized(chat), int(time.time()), mirror=(message,))
+
+        return self._transact(chat_id, decide)
 
     def write(
         self,
@@ -443,37 +627,41 @@ class ChatStore:
         (``AlreadyDone``): a process finishing a run another process may be finishing too. ``unless_continued``: the
         same for a message whose chain (``meta.openclaw_chain``) goes on past that run: its continuation wrote it,
         and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
+
+        def decide(row: Any) -> _Plan[WriteResult]:
+            chat = self._load(chat_id, row, None)
+            if message_id not in chat["history"]["messages"]:
+                raise MessageMissing(chat_id, message_id)
+            existing = chat["history"]["messages"][message_id]
+            if not isinstance(existing, dict):
+                raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+            if unless_done and existing.get("done") is True:
+                return _Plan(AlreadyDone(message=existing))
+            if unless_continued is not None and tree.continued_past(existing, unless_continued):
+                return _Plan(AlreadyDone(message=existing))
+            now = int(time.time())
+            message = tree.update_message(
+                chat, message_id, content=content, output=output, done=done, error=error, meta=meta
+            )
+            moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
+            current = chat["history"].get("currentId") if moved else None
+            written = Written(message=message, attempts=attempt, moved=tuple(m for m in moved if m is not message))
+            return _Plan(
+                written,
+                _serialized(chat),
+                now,
+                current_id=current if isinstance(current, str) else None,
+                mirror=(message,),
+                reparent=tuple(moved),
+            )
+
         last, attempt = "", 0
         for attempt in range(1, self.finalize_attempts + 1):
             try:
-                with self._locked(chat_id) as (conn, row):
-                    chat = self._load(chat_id, row, None)
-                    if message_id not in chat["history"]["messages"]:
-                        raise MessageMissing(chat_id, message_id)
-                    existing = chat["history"]["messages"][message_id]
-                    if not isinstance(existing, dict):
-                        raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
-                    if unless_done and existing.get("done") is True:
-                        return AlreadyDone(message=existing)
-                    if unless_continued is not None and tree.continued_past(existing, unless_continued):
-                        return AlreadyDone(message=existing)
-                    now = int(time.time())
-                    message = tree.update_message(
-                        chat, message_id, content=content, output=output, done=done, error=error, meta=meta
-                    )
-                    moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
-                    current = chat["history"].get("currentId") if moved else None
-                    self._save(conn, chat_id, chat, now, current_id=current if isinstance(current, str) else None)
-                    self._mirror(conn, chat_id, row.user_id, message, now)
-                    for other in moved:
-                        conn.execute(
-                            update(msg_t)
-                            .where(msg_t.c.id == message_row_id(chat_id, other["id"]))
-                            .values(parent_id=other.get("parentId"), updated_at=now)
-                        )
-                    if moved:
-                        log.info("store.reordered chat=%s message=%s moved=%d", chat_id, message_id, len(moved))
-                    return Written(message=message, attempts=attempt, moved=tuple(m for m in moved if m is not message))
+                result = self._transact(chat_id, decide)
+                if isinstance(result, Written) and result.moved:
+                    log.info("store.reordered chat=%s message=%s moved=%d", chat_id, message_id, len(result.moved))
+                return result
             except REFUSALS as exc:
                 if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
                     log.error("store.write_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
@@ -617,29 +805,46 @@ class ChatStore:
 
 
 class TrioChatStore:
-    """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once."""
+    """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once.
+
+    Every write (claim, handover, finalize, resume reservation, the helpers' saves) goes through one lane per
+    database, first come, first served (``trio.Lock`` is fair): one owc write transaction at a time. Why: owc's
+    writes read the chat outside the lock (``ChatStore._transact``); side by side on one chat they would keep
+    changing the row under each other and fall back to long locked tries, and on SQLite owc's parallel writers
+    busy-wait for the database-wide lock with the same back-off as Open WebUI's, so a burst of them took the lock
+    turn after turn and Open WebUI's writer waited past its 5 s. In one lane, the next write's read and build
+    outside the lock leave the lock free between owc's holds, for a waiting Open WebUI writer to take.
+    Reads (``read_chat``, ``chat_facts``, ``chat_times``) take no lock and do not queue."""
 
     def __init__(self, sync: ChatStore, capacity: int = 4) -> None:
         self.sync = sync
         self.limiter = trio.CapacityLimiter(capacity)
+        self.lane = trio.Lock()
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.limiter)
 
+    async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A write, in the database's lane. A caller cancelled while it waits leaves the queue having written
+        nothing; once its thread runs, the transaction completes (``to_thread`` waits for it) and only then is
+        the lane free."""
+        async with self.lane:
+            return await self._run(fn, *args, **kwargs)
+
     async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> ClaimResult:
-        return await self._run(self.sync.claim, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.claim, chat_id, message_id, **kwargs)
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
-        return await self._run(self.sync.write, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.write, chat_id, message_id, **kwargs)
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
 
     async def reserve_resume(self, chat_id: str, message_id: str, **kwargs: Any) -> tuple[int, bool]:
-        return await self._run(self.sync.reserve_resume, chat_id, message_id, **kwargs)
+        return await self._write(self.sync.reserve_resume, chat_id, message_id, **kwargs)
 
     async def add_turn(self, chat_id: str, user_message_id: str, reply_id: str, *, text: str) -> None:
-        await self._run(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
+        await self._write(self.sync.add_turn, chat_id, user_message_id, reply_id, text=text)
 
     async def chat_facts(self, chat_ids: list[str], present: Mapping[str, str] | None = None) -> dict[str, ChatFacts]:
         return await self._run(self.sync.chat_facts, chat_ids, present)
@@ -648,13 +853,13 @@ class TrioChatStore:
         return await self._run(self.sync.chat_times)
 
     async def add_message(self, chat_id: str, message: dict[str, Any], *, current: bool) -> None:
-        await self._run(self.sync.add_message, chat_id, message, current=current)
+        await self._write(self.sync.add_message, chat_id, message, current=current)
 
     async def set_current(self, chat_id: str, message_id: str) -> None:
-        await self._run(self.sync.set_current, chat_id, message_id)
+        await self._write(self.sync.set_current, chat_id, message_id)
 
     async def create_chat(self, chat_id: str, user_id: str, **kwargs: Any) -> None:
-        await self._run(self.sync.create_chat, chat_id, user_id, **kwargs)
+        await self._write(self.sync.create_chat, chat_id, user_id, **kwargs)
 
 
 @asynccontextmanager
