@@ -575,3 +575,21 @@ async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_p
         assert ids.message_id(key, "cut") == m and [
             k for k, v in (await env.messages(chat_id)).items() if v["role"] == "assistant"
         ] == [m]
+
+
+def test_the_settled_keys_the_ledger_remembers_are_bounded() -> None:
+    """Issue 16, "the finished-run set bounded": the ledger remembers at most ``SETTLED_MEMORY`` settled runs'
+    keys (so a late event does not open one again), the oldest forgotten first."""
+    from owc.runs.ledger import SETTLED_MEMORY, Ledger
+
+    ledger = Ledger()
+    key = ids.session_key("main", "u1", "6f1c1c1e-6a55-4d0e-9d0c-3f2b7a1d0b11")
+    for i in range(SETTLED_MEMORY + 25):
+        run = ledger.open(key, f"r{i}")
+        assert run is not None
+        ledger.retire(run)
+    assert len(ledger) == 0
+    assert not ledger.is_settled(key, "r24") and ledger.is_settled(key, "r25")
+    assert ledger.is_settled(key, f"r{SETTLED_MEMORY + 24}")
+    assert ledger.open(key, "r30") is None  # remembered: a late event does not open it again
+    assert ledger.open(key, "r3") is not None  # forgotten: it opens (its claim then finds the message done)
