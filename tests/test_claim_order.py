@@ -23,22 +23,29 @@ def chain(messages: dict, tail: str) -> list[str]:
     return out[::-1]
 
 
+def hold_claim(env, held: str) -> tuple[trio.Event, list[str]]:
+    """Hold the store's claim of message ``held`` until the returned event is set; the list records every message
+    a claim was asked for, in order."""
+    real_claim = env.store.claim
+    release = trio.Event()
+    asked: list[str] = []
+
+    async def claim(chat, message_id, **kwargs):
+        asked.append(message_id)
+        if message_id == held:
+            await release.wait()
+        return await real_claim(chat, message_id, **kwargs)
+
+    env.store.claim = claim
+    return release, asked
+
+
 async def test_a_later_runs_claim_never_overtakes_an_earlier_ones(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         await env.connect()
         first = ids.message_id(key, "first")
-        real_claim = env.store.claim
-        release = trio.Event()
-        asked: list[str] = []
-
-        async def slow_first_claim(chat, message_id, **kwargs):
-            asked.append(message_id)
-            if message_id == first:
-                await release.wait()  # the first run's claim loses the race for the lock
-            return await real_claim(chat, message_id, **kwargs)
-
-        env.store.claim = slow_first_claim
+        release, asked = hold_claim(env, first)  # the first run's claim loses the race for the lock
         env.sim.start_run(key, "first").text("One.").end()
         env.sim.start_run(key, "second").text("Two.").end()
         env.sim.start_run(key, "third").text("Three.").end()
@@ -115,17 +122,7 @@ async def test_many_runs_starting_together_on_one_chat_claim_in_order(tmp_path, 
         bridge = await env.connect()
         names = [f"r{i:02d}" for i in range(40)]
         first = ids.message_id(key, names[0])
-        real_claim = env.store.claim
-        release = trio.Event()
-        asked: list[str] = []
-
-        async def slow_first_claim(chat, message_id, **kwargs):
-            asked.append(message_id)
-            if message_id == first:
-                await release.wait()
-            return await real_claim(chat, message_id, **kwargs)
-
-        env.store.claim = slow_first_claim
+        release, asked = hold_claim(env, first)
         ledger = bridge.ledger
         indexed = ledger.claim_blocker
         answers = {"blocked": 0, "free": 0}
