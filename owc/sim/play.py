@@ -258,11 +258,17 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
     out = []
     for run in player.sim.runs.values():
         chat = by_key.get(run.key)
-        source = run
-        while source.recovers is not None and source.recovers in player.sim.runs:  # a recovery writes into its source's
-            source = player.sim.runs[source.recovers]
-        message_id = ids.message_id(source.key, source.run_id)
-        if chat is None or message_id is None or run.heartbeat or run.state != "ended" or message_id in chats[chat]:
+        # A recovery writes into the message of the run it recovers when owc can tell which that is (link rule E:
+        # the transcript names it, or owc saw it cut); otherwise (a run begun by another client and cut while owc
+        # was away) it has a message of its own. Either counts.
+        candidates, source, seen = [], run, set()
+        while source is not None and source.run_id not in seen:
+            seen.add(source.run_id)
+            candidates.append(ids.message_id(source.key, source.run_id))
+            source = player.sim.runs.get(source.recovers) if source.recovers is not None else None
+        if chat is None or candidates[0] is None or run.heartbeat or run.state != "ended":
+            continue
+        if any(m is not None and m in chats[chat] for m in candidates):
             continue
         session = player.sim.sessions.get(run.key)
         history = parse_chat_history({"sessionKey": run.key, "messages": session.transcript if session else []})
