@@ -59,9 +59,11 @@ async def _stream(turn: InlineTurn, until: str | None = None) -> list[dict[str, 
 
 
 async def _open_webui_ends_its_task(env: Env, turn: InlineTurn, output: list[dict[str, Any]]) -> None:
-    """Open WebUI's middleware saves M done with what the request streamed; then its task ends."""
+    """Open WebUI's middleware saves M done with what the request streamed (its own upsert: ``meta`` stays); then its
+    task ends."""
     run = turn.run
-    await env.store.write(run.ref.chat_id, run.message_id, content=output_text(output), output=output, done=True)
+    fields = {"content": output_text(output), "output": output, "done": True}
+    await env.store.save_message(run.ref.chat_id, run.message_id, fields)
     turn.request_ended()
 
 
@@ -108,12 +110,12 @@ async def test_a_request_that_ends_mid_run_hands_the_same_message_to_a_writer(tm
             return await write(chat, message, **kwargs)
 
         env.store.write = spy  # type: ignore[method-assign]
-        await _open_webui_ends_its_task(env, turn, cut)
+        await _open_webui_ends_its_task(env, turn, cut)  # Open WebUI's save (done, cut), then the handover
         await env.until(lambda: turn.run.life.state is State.STREAMING)
         env.sim.handle(run_id).text(" second part.").end()
         await env.settled()
-        # Open WebUI's save (done, cut), the writer taking M back (not done, the full output so far), the final.
-        assert writes[:2] == [(True, "First part,"), (False, "First part,")] and writes[-1][0] is True
+        # The writer taking M back (not done, the full output so far), then the final.
+        assert writes[0] == (False, "First part,") and writes[-1][0] is True
         told = [e.event for e in env.emitter.of(m, "chat:messages")]
         assert told[0]["data"]["messages"][m] == {"id": m, "done": False}  # the tabs: still being written
         final = (await env.messages(chat_id))[m]
@@ -338,3 +340,34 @@ async def test_a_request_ending_while_its_connection_closes_waits_for_the_next_c
         final = (await env.messages(chat_id))[m]
         assert final["done"] is True and final["content"].startswith("Half of it")
         assert not env.illegal()
+
+
+@pytest.mark.parametrize("b_starts", ["mid_run", "after_the_end"])
+async def test_open_webui_dying_in_its_teardown_loses_no_part_of_the_reply(tmp_path, db_url, b_starts: str) -> None:
+    """Issue 24, item 1 (seed 000 case 4, 003's crash row "Open WebUI dies right after a handover"): the request
+    streams "First part,", Open WebUI's cancel path saves M ``done: true`` with it, and the process dies before the
+    handover reaches owc. The run goes on. The next process (joining the run mid-way, or after its end) finishes
+    M from the transcript: M was saved done while owc still owed it, so it is not finished."""
+    from owc.registry import WriterRegistry
+
+    async with open_env(tmp_path, db_url=db_url) as env:
+        await env.connect("A")
+        chat_id, key, m = await _user_turn_chat(env)
+        env.sim.responder = lambda k, msg: [Text("First part,"), Hold()]
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "go")
+        cut = await _stream(turn, until="First part,")
+        fields = {"content": output_text(cut), "output": cut, "done": True}
+        await env.store.save_message(chat_id, m, fields)  # the middleware's save on the cancel; then the death
+        await env.kill("A")
+        if b_starts == "after_the_end":
+            env.sim.handle(run_id).text(" second part.").end()
+            await env.sim.wait_for(env.sim.quiescent)
+        await env.connect("B", registry=WriterRegistry())
+        if b_starts == "mid_run":
+            env.sim.handle(run_id).text(" second part.").end()
+        await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True and final["content"] == "First part, second part."
+        assert "openclaw_open" not in final["meta"]
+        assert [i for i, v in (await env.messages(chat_id)).items() if v["role"] == "assistant"] == [m]

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from owc.store import (
+    AlreadyDone,
     AlreadyThere,
     ChatCorrupt,
     ChatMissing,
@@ -85,8 +86,39 @@ def test_claim_on_an_empty_chat(store: ChatStore) -> None:
         and message["content"] == ""
         and message["output"] == []
     )
-    assert message["meta"] == {"openclaw_run": "r1", "openclaw_writer": "w"}
+    assert message["meta"] == {"openclaw_run": "r1", "openclaw_writer": "w", "openclaw_open": True}
     assert chat["history"]["currentId"] == "m1"
+
+
+def test_a_message_owc_owes_is_not_finished_by_open_webuis_own_done_save(store: ChatStore) -> None:
+    """Issue 24, item 1: Open WebUI's cancel path saves M ``done: true`` with the cut output, keeping ``meta``; owc
+    still owes M its finish (the mark stays), so a claim does not take M for finished and an ``unless_done`` finalize
+    writes it. owc's own finished write removes the mark: after it, M is finished for everyone."""
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="r1", writer="w", alive=DEAD, user_id=USER)
+    store.save_message("c", "m1", {"done": True, "content": "First part,", "output": []})
+    saved = store.read_chat("c")["history"]["messages"]["m1"]
+    assert saved["done"] is True and saved["meta"]["openclaw_open"] is True
+    again = store.claim("c", "m1", run_id="r1", writer="w2", alive=DEAD, user_id=USER)
+    assert isinstance(again, TakenOver)  # before the mark: AlreadyThere(done=True), and the rest was lost
+    out = [{"type": "message", "content": [{"type": "output_text", "text": "First part, second."}]}]
+    result = store.write("c", "m1", content="First part, second.", output=out, done=True, unless_done=True)
+    assert isinstance(result, Written)
+    final = store.read_chat("c")["history"]["messages"]["m1"]
+    assert final["content"] == "First part, second." and "openclaw_open" not in final["meta"]
+    assert isinstance(store.write("c", "m1", content="x", output=[], done=True, unless_done=True), AlreadyDone)
+    late = store.claim("c", "m1", run_id="r1", writer="w3", alive=DEAD, user_id=USER)
+    assert isinstance(late, AlreadyThere) and late.done
+
+
+def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
+    """A message finished before the mark existed (or Open WebUI's own) is finished when it says ``done``."""
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="r1", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="all", output=[], done=True)
+    store.save_message("c", "m1", {"meta": {"openclaw_run": "r1", "openclaw_writer": "w"}})
+    result = store.claim("c", "m1", run_id="r1", writer="w2", alive=DEAD, user_id=USER)
+    assert isinstance(result, AlreadyThere) and result.done
 
 
 def test_claim_under_a_user_turn_inherits_its_model(store: ChatStore, sqlite_url: str) -> None:

@@ -23,6 +23,7 @@ import attrs
 
 from owc.protocol import ChatHistory
 from owc.render.transcript import heartbeat_turn
+from owc.rules.finished import message_finished
 
 #: How far this host's clock may be ahead of the Gateway's when a process's first pass compares a chat's own time
 #: (Open WebUI's ``updated_at``, this host) with the session's and transcript's times (the Gateway's). Two hosts'
@@ -126,7 +127,7 @@ def runs_owed(
             continue
         existing = messages.get(message_id)
         if isinstance(existing, Mapping):
-            if existing.get("done") is not True and existing.get("role", "assistant") == "assistant":
+            if not message_finished(existing) and existing.get("role", "assistant") == "assistant":
                 owed.append(Owed(run_id, message_id, unfinished=True, first_ms=first))
         elif heartbeat_turn(history, run_id):
             continue  # a heartbeat runner's turn: never shown, live or not
@@ -155,7 +156,7 @@ def _unfinished_beyond(
     the session is active with no run ids, any of them may be its live run: left alone until a pass can tell."""
     owed = []
     for message_id, message in messages.items():
-        if not isinstance(message, Mapping) or message.get("done") is not False:
+        if not isinstance(message, Mapping) or message_finished(message):
             continue
         meta = message.get("meta")
         run_id = meta.get("openclaw_run") if isinstance(meta, Mapping) else None

@@ -38,6 +38,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from owc.rules.finished import OPEN_MARK, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
 from owc.store.schema import chat as chat_t
@@ -516,7 +517,7 @@ class ChatStore:
             if existing is not None:
                 meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
                 holder = meta.get("openclaw_writer")
-                done = existing.get("done") is True
+                done = message_finished(existing)
                 orphan = holder is None and adopt_writerless
                 if (
                     (done and not reopen)
@@ -529,6 +530,7 @@ class ChatStore:
                     **meta,
                     "openclaw_writer": writer,
                     "openclaw_run": meta.get("openclaw_run") or run_id,
+                    OPEN_MARK: True,  # owed its finish until owc writes it finished
                 }
                 taken = TakenOver(message=existing, previous_writer=holder)
                 return _Plan(taken, _serialized(chat), now, mirror=(existing,))
@@ -635,7 +637,7 @@ class ChatStore:
             existing = chat["history"]["messages"][message_id]
             if not isinstance(existing, dict):
                 raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
-            if unless_done and existing.get("done") is True:
+            if unless_done and message_finished(existing):
                 return _Plan(AlreadyDone(message=existing))
             if unless_continued is not None and tree.continued_past(existing, unless_continued):
                 return _Plan(AlreadyDone(message=existing))
@@ -756,6 +758,21 @@ class ChatStore:
             self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now, current_id=message["id"] if current else None)
 
+    def save_message(self, chat_id: str, message_id: str, fields: dict[str, Any]) -> None:
+        """A save of a message's keys as Open WebUI's own ``upsert_message_to_chat_by_id_and_message_id`` makes it
+        (its middleware's end-of-request save, ``{done: true, output}`` on a cancel): the keys given replace the
+        message's, every other key (``meta`` among them) stays. For the scenarios and tests: Open WebUI writes these
+        itself."""
+        with self._locked(chat_id) as (conn, row):
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict):
+                raise MessageMissing(chat_id, message_id)
+            message.update(fields)
+            now = int(time.time())
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now)
+
     def set_current(self, chat_id: str, message_id: str) -> None:
         """The message the chat shows (``history.currentId`` and ``current_message_id``), as Open WebUI sets it
         when the user picks a branch."""
@@ -854,6 +871,9 @@ class TrioChatStore:
 
     async def add_message(self, chat_id: str, message: dict[str, Any], *, current: bool) -> None:
         await self._write(self.sync.add_message, chat_id, message, current=current)
+
+    async def save_message(self, chat_id: str, message_id: str, fields: dict[str, Any]) -> None:
+        await self._write(self.sync.save_message, chat_id, message_id, fields)
 
     async def set_current(self, chat_id: str, message_id: str) -> None:
         await self._write(self.sync.set_current, chat_id, message_id)

@@ -15,6 +15,8 @@ from typing import Any
 
 import attrs
 
+from owc.rules.finished import OPEN_MARK
+
 
 class TreeError(ValueError):
     """``chat.chat`` does not hold a message tree owc can write into."""
@@ -119,7 +121,7 @@ def insert_assistant(
         raise TreeError(f"message {message_id} already exists")
     parent_id = anchor(chat)
     parent = messages.get(parent_id) if parent_id else None
-    meta: dict[str, Any] = {"openclaw_run": run_id, "openclaw_writer": writer}
+    meta: dict[str, Any] = {"openclaw_run": run_id, "openclaw_writer": writer, OPEN_MARK: True}
     if task_id is not None:
         meta["task_id"] = task_id
     message: dict[str, Any] = {
@@ -258,9 +260,15 @@ def update_message(
     message["done"] = done
     if error is not None:
         message["error"] = {"content": strip_nul(error)}
-    if meta:
-        old = message.get("meta") if isinstance(message.get("meta"), dict) else {}
-        message["meta"] = {**old, **meta}
+    old = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+    merged = {**old, **(meta or {})}
+    # Owed until written finished (``OPEN_MARK``): a later save of Open WebUI's that says ``done`` keeps the mark.
+    if done:
+        merged.pop(OPEN_MARK, None)
+    else:
+        merged[OPEN_MARK] = True
+    if merged or "meta" in message:
+        message["meta"] = merged
     return message
 
 
