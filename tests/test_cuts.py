@@ -339,3 +339,65 @@ async def test_a_recovery_waiting_for_a_cut_run_that_another_process_finished_li
         assert messages[m]["content"] == "Working on the first half.\nPicked up after the crash."
         assert messages[m]["meta"]["openclaw_chain"] == ["S", "R1"]
         assert resume_runs(env) == []
+
+
+@pytest.mark.parametrize("mode", ["restart", "crash", "stop-past-drain"])
+async def test_a_cut_after_a_tool_call_never_ends_with_less_than_it_showed(tmp_path, mode: str) -> None:
+    """Issue 24, item 5: the run says a text, calls a tool, says more, and is cut. The Gateway stores nothing of the
+    text the cut takes (the transcript ends at the tool call), but the tabs had shown it: the message the
+    recovery finishes shows it, then the recovery's own text."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.recovery = lambda k, source: [Text("Picked up."), End()]
+        run = env.sim.start_run(key, "S", user_text="Do the long job")
+        run.text("Checking.")
+        run.tool("exec", {"cmd": "ls"}, "a b")
+        run.text("Now the second half")
+        m = ids.message_id(key, "S")
+        await env.emitter.until(lambda: "Now the second half" in str(env.emitter.streams.get((chat_id, m))))
+        if mode == "stop-past-drain":
+            await env.sim.restart("stop", down_seconds=3.0)
+        else:
+            await env.sim.restart(mode)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}, "the recovery has no message of its own"
+        final = messages[m]
+        assert final["done"] is True
+        assert final["content"] == "Checking.\nNow the second half\nPicked up."
+        assert [i["type"] for i in final["output"]].count("function_call") == 1
+        assert final.get("error") is None
+
+
+@pytest.mark.parametrize("mode", ["crash", "restart"])
+async def test_a_recovery_the_gateway_gives_up_ends_the_message_it_held_open(tmp_path, mock_clock, mode: str) -> None:
+    """Issue 24, item 7: a cut run is the Gateway's to recover (M held open: owc is back while the row still says
+    ``running``), and the Gateway gives up (its three charged attempts fail before the agent starts, seed 004): the
+    row ends ``failed`` naming the last attempt's fresh run id, not the cut run. M must not stay ``done: false``: it
+    ends with what it showed and a cut-off note that says why (not "a newer run took over": there is none)."""
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        await _cut_run(env, key)
+        env.sim.hold_recovery(key)
+        await env.sim.restart(mode)
+        m = ids.message_id(key, "S")
+
+        def held_open() -> bool:
+            run = bridge.ledger.get(key, "S")
+            return bridge.cuts.by_key.get(key) is not None and (run is None or run.life.settled)
+
+        await env.until(held_open)
+        assert (await env.messages(chat_id))[m]["done"] is False
+        env.sim.give_up_recovery(key)
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}
+        assert messages[m]["done"] is True
+        assert messages[m]["content"] == "Working on the first half."
+        error = str((messages[m].get("error") or {}).get("content"))
+        assert error.startswith("This reply was cut off") and "could not recover" in error, error
+        assert "restart recovery failed 3 times" in error
+        assert resume_runs(env) == [] and recoveries(env) == []

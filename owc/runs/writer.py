@@ -37,6 +37,8 @@ from owc.render import (
     output_text,
     reaches_run_start,
 )
+from owc.render.items import count_cards
+from owc.render.never_less import never_less
 from owc.rules.lifecycle import (
     ClaimOutcome,
     ClaimResult,
@@ -492,7 +494,9 @@ class _Writer:
         if history is not None:
             parts = [output_from_transcript(history, run_id) for run_id in r.chain]
             if all(parts):
-                return [item for part in parts for item in part or []]
+                # Never less than M showed (issue 24, item 5): a cut run's transcript lacks what a stop or a crash
+                # cut of its text after a tool call; M, written open by the cut run, kept it.
+                return never_less(r.prefix or [], [item for part in parts for item in part or []])
         return list(r.prefix or [])
 
     async def _keep_open(self, output: list[dict[str, Any]]) -> None:
@@ -537,6 +541,13 @@ class _Writer:
             await self._abort()
         history = await self._history()
         finished = finish(r.renderer, history)
+        if finished.source == "transcript":
+            # Never less than the tabs were shown (issue 24, item 5): a stop or a crash stores nothing of the text it
+            # cuts, so the transcript can end where the stream went on.
+            output = never_less(r.renderer.output(done=True), finished.output)
+            if len(output) != len(finished.output) or any(a is not b for a, b in zip(output, finished.output)):
+                log.info("runs.kept_shown run=%s (the transcript lacks what was streamed)", r.run_id)
+                finished = attrs.evolve(finished, output=output, content=output_text(output), cards=count_cards(output))
         if r.chain:
             finished = attrs.evolve(finished, output=[*self._chain_output(history), *finished.output])
             finished = attrs.evolve(finished, content=output_text(finished.output))
@@ -550,7 +561,18 @@ class _Writer:
             await self._keep_open(finished.output)
             return
         error = finished.error
-        if r.cut_note is not None:
+        terminal = r.life.terminal
+        if error is None and terminal is not None and terminal.state == "error":
+            # An error terminal owc did not see live (it ended while owc was away, or in a seq gap): its session row
+            # said it (``Terminal.from_row``), and it shows as a live one does (issue 24, item 2).
+            error = {"content": terminal.error or "The run failed."}
+        if r.cut_note is not None and history is not None and ended_in(history, r.run_id):
+            # Its transcript says it ended on its own (a final answer, its own error) before the newer run: nothing
+            # cut it, so no cut-off note (issue 24, item 3).
+            log.info("runs.not_cut run=%s (its transcript says it ended)", r.run_id)
+            r.cut_note = None
+        if r.cut_note is not None and error is None:
+            # The note belongs to a run that was cut and that nobody continues; never over the run's own error.
             error = {"content": r.cut_note}
         if not finished.output and error is None:
             # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that

@@ -1,0 +1,76 @@
+"""A finished message never shows less than its tabs were shown. Pure.
+
+The finalize takes a run's output from its transcript (the Gateway's record: whole text, every tool card, the
+right order). A cut run's transcript can lack what was streamed, though: a Gateway stop or crash stores nothing of
+the turn text it cuts (measured on 2026.9.6: the partial is lost), so after a tool call the transcript ends at the
+call while the tabs had shown the text that followed (issue 24, item 5). ``never_less`` keeps the transcript's
+items and adds back what the transcript lost, item by item:
+
+* walking both lists in order, an item the two share (a message at the same place, a tool call or result with the
+  same call id) comes from the transcript, except that the transcript's *last* item, a message whose shown text
+  extends the transcript's (the transcript's text, trailing whitespace aside, is a strict prefix of the shown
+  text), keeps the shown text (an earlier such item is a stream that ran two items into one: the rest follows);
+* where the transcript goes on past what was shown, the rest is the transcript's (the stream missed it);
+* where what was shown goes on past the transcript, the rest is what was shown (the transcript lost it);
+* where the two part (a different item at the same place, or a shown text the transcript's does not begin
+  with), the transcript says the run replaced what was shown (a ``replace`` text, a gap the stream papered over):
+  from there on the transcript's items alone.
+
+So the result is never shorter than what was shown unless the transcript says the run replaced it, and never
+drops anything of the transcript.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from owc.render.frozen import FrozenDict
+
+
+def never_less(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The transcript's items with what was shown and the transcript lost added back (the module's rule). Returns
+    the transcript's own list (a copy) when nothing was lost."""
+    out: list[Any] = []
+    common = min(len(shown), len(transcript))
+    for index in range(common):
+        seen, kept = shown[index], transcript[index]
+        if not _same_item(seen, kept):
+            return [*out, *transcript[index:]]
+        if kept.get("type") == "message":
+            seen_text, kept_text = _text(seen), _text(kept)
+            if seen_text is None or kept_text is None:
+                out.append(kept)
+                continue
+            if not seen_text.startswith(kept_text.rstrip()):
+                return [*out, *transcript[index:]]  # the run replaced the text it had shown
+            if index == len(transcript) - 1 and len(seen_text.rstrip()) > len(kept_text.rstrip()):
+                # Only the transcript's last item can have lost its tail to a cut; an earlier one that the shown
+                # text extends is a stream that ran two items into one (a gap): the next item holds the rest.
+                out.append(FrozenDict({**kept, "content": seen["content"]}))
+                continue
+        out.append(kept)
+    out.extend(transcript[common:] if len(transcript) > common else shown[common:])
+    return out
+
+
+def _same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """The same item of the run's output: the same kind, and for a tool card the same call."""
+    if a.get("type") != b.get("type"):
+        return False
+    if a.get("type") in ("function_call", "function_call_output"):
+        return a.get("call_id") == b.get("call_id")
+    return True
+
+
+def _text(item: Mapping[str, Any]) -> str | None:
+    """A message item's text (its ``output_text`` parts joined), None for a shape owc does not write."""
+    content = item.get("content")
+    if not isinstance(content, Sequence) or isinstance(content, str):
+        return None
+    parts = []
+    for part in content:
+        if not isinstance(part, Mapping) or not isinstance(part.get("text"), str):
+            return None
+        parts.append(part["text"])
+    return "".join(parts)

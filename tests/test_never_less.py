@@ -1,0 +1,92 @@
+"""``owc.render.never_less``: a finished message never shows less than its tabs were shown, unless the transcript
+says the run replaced it (issue 24, item 5). Cell by cell, then a property over random outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from owc.render.items import function_call_item, function_call_output_item, message_item, output_text
+from owc.render.never_less import never_less
+
+
+def msg(text: str, key: str = "a") -> Any:
+    return message_item(f"msg_{key}", text, done=True)
+
+
+def call(call_id: str) -> Any:
+    return function_call_item(call_id, "exec", {"cmd": "ls"}, status="completed")
+
+
+def result(call_id: str, text: str = "a b") -> Any:
+    return function_call_output_item(f"fco_{call_id}", call_id, text, is_error=False)
+
+
+def test_the_streamed_tail_a_cut_lost_after_a_tool_call_is_kept() -> None:
+    shown = [msg("Checking."), call("c1"), result("c1"), msg("Now the second half", "b")]
+    transcript = [msg("Checking."), call("c1"), result("c1")]
+    out = never_less(shown, transcript)
+    assert output_text(out) == "Checking.\nNow the second half" and len(out) == 4
+    assert out[:3] == transcript  # the transcript's own items where it has them
+
+
+def test_a_text_the_stream_cut_short_is_the_transcripts_whole_text() -> None:
+    assert output_text(never_less([msg("Hel")], [msg("Hello world.")])) == "Hello world."
+
+
+def test_a_shown_text_that_extends_the_transcripts_is_kept() -> None:
+    out = never_less([msg("Hello world. And more")], [msg("Hello world.")])
+    assert output_text(out) == "Hello world. And more" and out[0]["id"] == "msg_a"
+
+
+def test_a_stream_that_ran_two_items_into_one_does_not_show_the_second_twice() -> None:
+    """Fuzzer, seed 51: with a gap the stream's first item held both texts; the transcript has them apart."""
+    transcript = [msg("Two lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    shown = [msg("Two lines.\n\nTwo lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    assert never_less(shown, transcript) == transcript
+
+
+def test_trailing_whitespace_is_no_extension() -> None:
+    transcript = [msg("Hello.")]
+    assert never_less([msg("Hello.\n\n")], transcript) == transcript
+
+
+def test_a_text_the_run_replaced_is_the_transcripts() -> None:
+    transcript = [msg("Final answer.")]
+    assert never_less([msg("A draft that was replaced, longer")], transcript) == transcript
+
+
+def test_cards_the_stream_missed_come_from_the_transcript() -> None:
+    transcript = [msg("Checking."), call("c1"), result("c1"), msg("Done.", "b")]
+    assert never_less([msg("Checking.")], transcript) == transcript
+
+
+def test_where_the_two_part_the_transcript_decides_from_there_on() -> None:
+    transcript = [msg("Checking."), call("c2"), result("c2")]
+    assert never_less([msg("Checking."), call("c1"), msg("x", "b")], transcript) == transcript
+
+
+def test_nothing_shown_is_the_transcript() -> None:
+    transcript = [msg("x"), call("c1")]
+    assert never_less([], transcript) == transcript
+
+
+TEXT = st.text(alphabet="ab .", max_size=6)
+ITEMS = st.lists(
+    st.one_of(TEXT.map(msg), st.sampled_from(["c1", "c2"]).map(call), st.sampled_from(["c1", "c2"]).map(result)),
+    max_size=5,
+)
+
+
+@given(ITEMS, ITEMS)
+def test_never_shorter_than_either_unless_they_part(shown: list[Any], transcript: list[Any]) -> None:
+    out = never_less(shown, transcript)
+    assert len(out) >= len(transcript)  # nothing of the transcript is dropped
+    if len(out) == len(transcript) + len(shown[len(transcript) :]) and len(shown) > len(transcript):
+        # the shown tail past the transcript is kept whole
+        assert out[len(transcript) :] == shown[len(transcript) :]
+    # every shown text the result keeps at a place is at least as long as the transcript's there
+    for got, kept in zip(out, transcript):
+        assert output_text([got]).startswith(output_text([kept]).rstrip())
