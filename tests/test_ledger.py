@@ -593,3 +593,45 @@ def test_the_settled_keys_the_ledger_remembers_are_bounded() -> None:
     assert ledger.is_settled(key, f"r{SETTLED_MEMORY + 24}")
     assert ledger.open(key, "r30") is None  # remembered: a late event does not open it again
     assert ledger.open(key, "r3") is not None  # forgotten: it opens (its claim then finds the message done)
+
+
+# ------------------------------------------------------------------------------------------ issue 24: what it says
+
+
+@pytest.mark.virtual_seconds(1)
+async def test_an_error_while_owc_is_away_shows_as_a_live_one_does(tmp_path, clock, db_url) -> None:
+    """Issue 24, item 2: a claimed run ends in an error while owc's WebSocket is down. Its message shows the error
+    (from the session row, ``lastRunError``), as it would have live, with what the run said."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "fails-away").text("Half of it.")
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await _reconnect(env)
+        run.end("error", error="The model provider is overloaded.")
+        await _next_connection(env, clock)
+        await env.settled()
+        msg = (await env.messages(chat_id))[ids.message_id(key, "fails-away")]
+        assert msg["done"] is True and msg["content"] == "Half of it."
+        assert msg.get("error") == {"content": "The model provider is overloaded."}
+
+
+@pytest.mark.virtual_seconds(1)
+async def test_a_run_away_but_never_cut_gets_no_cut_off_note(tmp_path, clock, db_url) -> None:
+    """Issue 24, item 3: a plain connection drop (the same boot): the claimed run ends on its own while owc is away
+    and a newer run runs on the session after it. Nothing was cut: neither message says "cut off"."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        first = env.sim.start_run(key, "first").text("First answer.")
+        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await _reconnect(env)
+        first.end()
+        env.sim.start_run(key, "second").text("Second answer.").end()
+        await _next_connection(env, clock)
+        await env.settled()
+        messages = await env.messages(chat_id)
+        for run_id, text in (("first", "First answer."), ("second", "Second answer.")):
+            msg = messages[ids.message_id(key, run_id)]
+            assert msg["done"] is True and msg["content"] == text
+            assert "cut off" not in str(msg.get("error")), msg.get("error")

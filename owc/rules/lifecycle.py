@@ -101,6 +101,18 @@ class Terminal:
     stop_reason: str | None = None
     error: str | None = None
 
+    @classmethod
+    def from_row(
+        cls, reason: str, run_id: str, status: str | None, last_run_id: str | None, last_run_error: str | None
+    ) -> Terminal:
+        """The end of a run whose own terminal owc did not see (it ended while owc was away, or in a seq gap), as
+        its session row tells it: a row whose last run is this one and that ``failed`` carries the run's error
+        (``lastRunError``), shown as a live error terminal is (issue 24, item 2). A row naming another run says
+        nothing of how this one ended."""
+        if status == "failed" and last_run_id == run_id:
+            return cls(reason, "error", None, last_run_error or None)
+        return cls(reason)
+
 
 @attrs.frozen
 class Stop:

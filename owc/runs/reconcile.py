@@ -157,7 +157,9 @@ async def _session(
             item.message_id,
             item.unfinished,
         )
-        table.apply(run, Terminal("ended while owc was away"))
+        # The session's row says how its last run ended: a failed one's error shows as a live one would (item 2).
+        reason = "ended while owc was away"
+        table.apply(run, Terminal.from_row(reason, run.run_id, row.status, row.last_run_id, row.last_run_error))
         await table.bridge.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
         count += 1
     return count

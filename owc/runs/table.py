@@ -315,7 +315,18 @@ class RunTable:
                     self.bridge.cuts.decide(
                         self, run, row_at_terminal(None, None, None, run.run_id, push), self._seen()
                     )
-                self.apply(run, Terminal(f"sessions.changed {event.phase}"))
+                self.apply(
+                    run,
+                    Terminal.from_row(
+                        f"sessions.changed {event.phase}",
+                        run.run_id,
+                        event.status,
+                        event.last_run_id or run.run_id,
+                        event.last_run_error,
+                    )
+                    if run.life.terminal is None
+                    else Terminal(f"sessions.changed {event.phase}"),
+                )
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
@@ -388,8 +399,10 @@ class RunTable:
             elif run.key in listed or run.session_key in unknown:
                 self.apply(run, Listed())
             elif run.key in ended:
-                self._decide_unterminated(run, rows.get(run.session_key), info)
-                self.apply(run, Terminal("absent from the list at hello (it ended while the connection was down)"))
+                row = rows.get(run.session_key)
+                self._decide_unterminated(run, row, info)
+                reason = "absent from the list at hello (it ended while the connection was down)"
+                self.apply(run, _row_terminal(reason, run, row))
         for row in resync.rows:
             self.bridge.cuts.row(self, row)
         self.bridge.cuts.hello(self)
@@ -406,6 +419,11 @@ class RunTable:
         listed = Row(row.status, False, row.last_run_id, row.last_run_error) if row is not None else Row(None)
         if row is not None and row.status == "running" and not info.boot_changed:
             return  # still running on the same boot: not cut
+        if not info.boot_changed and row is not None and row.last_run_id not in (None, run.run_id):
+            # The same boot, and a newer run on the session: this run ended on its own while the connection was down
+            # (no restart, stop or crash cut it), and the row no longer says how. Not a cut: no owner, no cut-off
+            # note; its transcript says how it ended (issue 24, item 3).
+            return
         if (
             info.boot_changed
             and row is not None
@@ -438,7 +456,8 @@ class RunTable:
         for key, run_id in resync.ended:
             run = self.ledger.get(key, run_id)
             if run is not None and not (carried and run.key in self.carried):
-                self.apply(run, Terminal(f"absent from the list ({resync.reason})"))
+                row = next((r for r in resync.rows if r.key == key), None)
+                self.apply(run, _row_terminal(f"absent from the list ({resync.reason})", run, row))
 
     async def _reconcile(self, resync: Resync, watermark: int | None, *, retry: bool = False) -> None:
         self._hello_pass = (resync, watermark)
@@ -643,3 +662,10 @@ class Bridge:
     def totals(self) -> tuple[int, int]:
         """(messages claimed or taken over, messages finalized) over every connection so far."""
         return self.stats.claims, self.stats.finalized
+
+
+def _row_terminal(reason: str, run: Run, row: SessionRow | None) -> Terminal:
+    """A run's end as a list tells it (absent from it): with the run's error when its row says it failed."""
+    if row is None:
+        return Terminal(reason)
+    return Terminal.from_row(reason, run.run_id, row.status, row.last_run_id, row.last_run_error)
