@@ -38,6 +38,7 @@ from owc.rules.owner import (
     CUT_OFF,
     MAX_RESUMES,
     NEWER_RUN_NOTE,
+    RECOVERY_FAILED_NOTE,
     RESUME_DIRECTIVE,
     Owner,
     Row,
@@ -277,6 +278,24 @@ class Cuts:
         elif cut.owner is Owner.GATEWAY and row.status not in ("running", None) and row.last_run_id == cut.source:
             # The Gateway let the row go without a recovery (a later boot marked it killed or failed).
             self._redecide(table, cut, owner(cut.source, row, attrs.evolve(cut.seen, terminal=True)))
+        elif (
+            cut.owner is Owner.GATEWAY
+            and row.status == "failed"
+            and row.last_run_id not in (None, *cut.chain)
+            and not self._seen_run(key, row.last_run_id)
+        ):
+            # The Gateway gave the recovery up (seed 004: attempts that fail before the agent starts, each under a
+            # fresh run id, until the budget is spent and the session is tombstoned): the row failed under a run no
+            # connection ever showed. Nobody continues the cut run; M ends with why (issue 24, item 7: before, M
+            # waited for a row naming the cut run itself, which never came, and stayed ``done: false``).
+            log.info("runs.recovery_gave_up chat=%s run=%s last=%s", cut.ref.chat_id, cut.source, row.last_run_id)
+            error = (row.last_run_error or "no reason given").strip()[:300]
+            self._end(table, cut, RECOVERY_FAILED_NOTE.format(error=error))
+
+    def _seen_run(self, key: str, run_id: str | None) -> bool:
+        """A run this process has heard of (open, or settled here): its own path decides what it did to a cut."""
+        ledger = self.bridge.ledger
+        return run_id is not None and (ledger.get(key, run_id) is not None or ledger.is_settled(key, run_id))
 
     def _redecide(self, table: RunTable, cut: Cut, decision: Owner) -> None:
         log.info("runs.cut_again chat=%s run=%s owner=%s", cut.ref.chat_id, cut.source, decision.value)

@@ -61,6 +61,35 @@ class Restarts:
         self.planned: dict[str, list[PlannedRecovery]] = {}
         #: session key -> the run a restart interrupted there (the one its boot's recovery continues).
         self._interrupted: dict[str, str] = {}
+        #: session keys whose recovery the next boots leave pending (``hold_recovery``).
+        self.holding: set[str] = set()
+
+    def give_up_recovery(
+        self, key: str, error: str = "restart recovery failed 3 times: the session is tombstoned"
+    ) -> None:
+        """The Gateway's recovery of ``key`` (booted, its row still ``running`` for the recovery, nothing active)
+        fails before its agent starts, attempt after attempt, until its budget of three charged attempts is spent
+        and the session is tombstoned (seed 004, "Automatic resume": recovery starts "a few seconds after startup";
+        "After the durable budget is exhausted, the session is tombstoned"). The boot must not recover ``key``
+        itself: call ``hold_recovery`` before the restart. Modelled, not measured: no attempt shows a run to
+        clients; the row ends ``failed`` with the error, naming the last attempt's fresh run id (each attempt "uses
+        a fresh run ID"), and is pushed."""
+        session = self._driver.sessions[key]
+        if session.status != "running" or session.active is not None:
+            raise RuntimeError(f"session {key} has no recovery pending")
+        self.holding.discard(key)
+        self._interrupted.pop(key, None)
+        session.status, session.last_run_error = "failed", error
+        session.last_run_id = f"recovery-{uuid.uuid4().hex[:12]}"  # the last attempt's fresh run id
+        session.aborted_last_run = False
+        session.updated_at = self._driver.now_ms()
+        self._fanout.sessions_changed(session, reason="recovery.failed")
+
+    def hold_recovery(self, key: str) -> None:
+        """The next boot leaves ``key``'s recovery pending (its row ``running``, ``abortedLastRun``) instead of starting
+        it at once: the Gateway dispatches recoveries a few seconds after startup (seed 004), so a client can be
+        back first. ``give_up_recovery`` then ends it."""
+        self.holding.add(key)
 
     def plan_recovery(self, key: str, run_id: str, steps: Sequence[Step] | None) -> None:
         """The next boot that recovers ``key`` does it with this run (id, steps) instead of the default."""
@@ -131,6 +160,8 @@ class Restarts:
             if session.status != "running" or session.active is not None:
                 continue
             session.aborted_last_run = True  # markStartupOrphanedMainSessionsForRecovery
+            if session.key in self.holding:
+                continue  # pending (``hold_recovery``): the caller gives it up or recovers it
             source = self._interrupted.pop(session.key, None) or session.last_run_id or None
             planned = self.planned.get(session.key)
             plan = planned.pop(0) if planned else None

@@ -116,6 +116,10 @@ class RunDriver:
         self.pending: dict[str, Pending] = {}  # started runs that have not begun (queued, or within start_run)
         self._holds: dict[str, trio.Event] = {}
 
+    def now_ms(self) -> int:
+        """The Gateway's clock (Trio's), in ms."""
+        return self._now_ms()
+
     def session(self, key: str) -> m.AgentSession:
         """The agent session ``key``, created on first use."""
         session = self.sessions.get(key)

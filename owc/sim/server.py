@@ -155,6 +155,8 @@ class Simulator:
         self.disconnect = self.faults.disconnect
         self.restart = self.restarts.restart
         self.plan_recovery = self.restarts.plan_recovery
+        self.give_up_recovery = self.restarts.give_up_recovery
+        self.hold_recovery = self.restarts.hold_recovery
 
     # ------------------------------------------------------------------ the collaborators' settings and state
 
