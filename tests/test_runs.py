@@ -650,3 +650,110 @@ async def test_heartbeat_runs_seen_live_are_decided_by_their_transcript_at_their
             messages[mid["unclear"]]["parentId"] == mid["first"] and messages[mid["last"]]["parentId"] == mid["unclear"]
         )
         assert bridge.ledger.is_settled(key, "talk")
+
+
+async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) -> None:
+    """Issue 24, item 11 (seed 003, ELI-230): the final ``chat:messages`` of a message the writer made carries its
+    parent's link and the chat's ``currentId``, so a tab whose load began before the claim shows it in its place;
+    a message taken over from a dead writer is sent alone."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "placed").text("Here it is.").end()
+        await env.settled()
+        m = ids.message_id(key, "placed")
+        final = [e.event for e in env.emitter.of(m, "chat:messages")][-1]["data"]
+        assert final["messages"][m]["done"] is True
+        assert final["messages"]["u1"] == {"id": "u1", "childrenIds": [m]}
+        assert final["currentId"] == m
+        assert (await env.store.read_chat(chat_id))["history"]["currentId"] == m
+
+
+async def test_a_transcript_read_that_times_out_is_read_again_and_the_transcript_decides(tmp_path, mock_clock) -> None:
+    """Issue 24, item 9: a finalize's ``chat.history`` gets no answer within the RPC bound (a loaded Gateway). The
+    timeout must not pick the message's content: the read goes again at the next tick, and the message is finished
+    from the transcript (before: from the stream, which joined the run mid-way and lacked its start)."""
+    from fuzzing import PLAY_BOUND_S, virtual_time
+
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        run = env.sim.start_run(key, "slow-read").text("Before owc came.")
+        bridge = await env.connect()
+        run.text(" After.")
+
+        def streaming_and_reconciled() -> bool:
+            live = bridge.ledger.get(key, "slow-read")
+            table = bridge.table
+            return (
+                live is not None and live.life.state is State.STREAMING and table is not None and not table.reconciling
+            )
+
+        await bridge.until(streaming_and_reconciled)
+        held: list[object] = []
+        answer = env.sim.rpc.answer
+
+        def hold_the_first(conn, frame) -> None:  # type: ignore[no-untyped-def]
+            if not held:
+                held.append(frame)  # never answered: the client's RPC bound runs out
+            else:
+                answer(conn, frame)
+
+        env.sim.rpc.hold = hold_the_first
+        env.sim.stall_requests("chat.history")
+        writes: list[tuple[bool, str]] = []
+        write = env.store.write
+
+        async def spy(chat: str, message: str, **kwargs):  # type: ignore[no-untyped-def]
+            writes.append((kwargs["done"], kwargs["content"]))
+            return await write(chat, message, **kwargs)
+
+        env.store.write = spy  # type: ignore[method-assign]
+        run.end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        assert held, "the first transcript read was held past its bound"
+        assert [w for w in writes if w[0]] == [(True, "Before owc came. After.")]
+        assert (await env.messages(chat_id))[ids.message_id(key, "slow-read")]["content"] == "Before owc came. After."
+
+
+async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp_path, mock_clock) -> None:
+    """Issue 24, item 9: runs ending together read their transcripts a few at a time (the replies in flight stay
+    within half the Gateway's per-client buffer, ``policy.maxBufferedBytes``: 6 on 2026.9.6), not all at once (10,000
+    reads at once ran 401 into the RPC bound). Nothing times out here: Trio's clock does not move."""
+    from owc.runs.writer import history_reads
+    from owc.sim.server import MAX_BUFFERED_BYTES
+
+    limit = history_reads(MAX_BUFFERED_BYTES)
+    assert limit == 6
+    mock_clock.autojump_threshold = float("inf")
+    async with open_env(tmp_path) as env:
+        bridge = await env.connect()
+        await bridge.until(lambda: bridge.table is not None and not bridge.table.reconciling)
+        keys = [(await env.chat())[1] for _ in range(limit + 4)]
+        held: list[tuple[object, object]] = []
+        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
+        env.sim.stall_requests("chat.history")
+        for n, key in enumerate(keys):
+            env.sim.start_run(key, f"r{n}").text(f"Answer {n}.").end()
+
+        def finalizing() -> int:
+            return sum(
+                1
+                for n, key in enumerate(keys)
+                if (run := bridge.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
+            )
+
+        await bridge.until(lambda: finalizing() == len(keys))
+        await env.sim.wait_for(lambda: len(held) >= limit)
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+        assert len(held) == limit, "more transcript reads in flight than the bound"
+        env.sim.rpc.hold = env.sim.rpc.answer
+        env.sim.fail_requests()  # heals: the held requests are answered; the queued ones go
+        for conn, frame in held:
+            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        await env.settled()
+        for n, key in enumerate(keys):
+            ref = ids.parse_session_key(key)
+            assert ref is not None
+            message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
+            assert message["done"] is True and message["content"] == f"Answer {n}."

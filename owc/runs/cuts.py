@@ -575,7 +575,7 @@ class Cuts:
                     return
             shown = bool(run.renderer.output()) or run.life.ended
             try:
-                history = await read_history_page(table.conn.request, history_params(run.session_key))
+                history = await read_history_page(table.request, history_params(run.session_key))
             except (GatewayError, ProtocolError) as exc:
                 log.warning("runs.link_unread run=%s error=%s (read again at the next tick)", run.run_id, exc)
                 history = None

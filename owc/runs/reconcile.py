@@ -100,7 +100,7 @@ async def reconcile(
 async def _session(
     table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool, host_time: bool
 ) -> int:
-    history: ChatHistory = await read_history_page(table.conn.request, history_params(row.key))
+    history: ChatHistory = await read_history_page(table.request, history_params(row.key))
     chat = await table.bridge.store.read_chat(ref.chat_id)
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
     messages = messages if isinstance(messages, dict) else {}

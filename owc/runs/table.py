@@ -52,7 +52,7 @@ from owc.runs.cuts import Cuts
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import Run, RunKey
-from owc.runs.writer import Stats, WriterContext, abort_run, write_run
+from owc.runs.writer import Stats, WriterContext, abort_run, history_reads, write_run
 from owc.store import TrioChatStore
 
 if TYPE_CHECKING:
@@ -85,10 +85,14 @@ class RunTable:
         #: next, and the next connection's table starts what they need).
         self.live = True
         self.writer_id = bridge.registry.writer_id(conn.id)
+        #: Transcript reads in flight on this connection at once: their replies (up to ``HISTORY_MAX_BYTES`` each)
+        #: stay within half the Gateway's buffer for a client (``policy.maxBufferedBytes``), so 10,000 runs ending
+        #: together queue here instead of each waiting out its RPC bound at the Gateway (issue 24, item 9).
+        self.history_reads = trio.CapacityLimiter(history_reads(conn.hello.policy.max_buffered_bytes))
         self.ctx = WriterContext(
             store=bridge.store,
             emitter=bridge.emitter,
-            request=conn.request,
+            request=self.request,
             writer_id=self.writer_id,
             registry=bridge.registry,
             apply=self.apply,
@@ -480,6 +484,13 @@ class RunTable:
             self.reconciling -= 1
             self.bridge.wake()
 
+    async def request(self, method: str, params: Any = None) -> Any:
+        """The connection's RPC, with transcript reads (``chat.history``) bounded by ``history_reads``."""
+        if method == "chat.history":
+            async with self.history_reads:
+                return await self.conn.request(method, params)
+        return await self.conn.request(method, params)
+
     async def next_tick(self) -> None:
         seen = self.bridge.ticks
         self.bridge.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
@@ -493,7 +504,7 @@ class RunTable:
 
     async def _correct_pass(self) -> None:
         try:
-            await self.bridge.corrections.run_pass(self.conn.request, self.bridge.store, self.bridge.emitter)
+            await self.bridge.corrections.run_pass(self.request, self.bridge.store, self.bridge.emitter)
         finally:
             self.bridge.wake()
 

@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from owc.emit import Emitter
-from owc.gateway import GatewayError, NotConnected, ReplyTooLarge, SessionClosed
+from owc.gateway import GatewayError, NotConnected, ReplyTooLarge, RequestTimeout, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, older_page, parse_chat_history
 from owc.registry import WriterRegistry
 from owc.render import (
@@ -81,6 +81,15 @@ HISTORY_MAX_CHARS = 500_000
 #: oldest dropped first and paged for with ``nextOffset``. 4 MiB keeps a whole reply near a third of the
 #: 25 MiB frame limit (the real Gateway's own cap is 6 MiB; a Gateway without one must not reach the limit).
 HISTORY_MAX_BYTES = 4 * 1024 * 1024
+
+
+def history_reads(max_buffered_bytes: int) -> int:
+    """How many transcript reads one connection has in flight at once, at most: a page's reply is up to
+    ``HISTORY_MAX_BYTES``, and the replies in flight stay within half the Gateway's send buffer for a client
+    (``policy.maxBufferedBytes``, 50 MiB on 2026.9.6: 6 reads), past which the Gateway drops a slow consumer."""
+    return max(1, max_buffered_bytes // (2 * HISTORY_MAX_BYTES))
+
+
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
@@ -218,6 +227,8 @@ class _Writer:
         #: as a snapshot instead of a diff from nothing, which would show their text twice.
         self.snapshot_first = False
         self.claim_attempts_after_end = 0
+        #: This writer made M (a claim that inserted it): its final event carries M's place (seed 003, ELI-230).
+        self.inserted = False
         self.aborted = False
         #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
         self.history_failed = False
@@ -328,6 +339,7 @@ class _Writer:
                 parent = (
                     {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
                 )
+                self.inserted = True
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
@@ -472,14 +484,22 @@ class _Writer:
         r = self.run_
         if r.history is not None and reaches_run_start(r.history, r.run_id):
             return r.history
-        try:
-            r.history = await self._read_history()
-        except (SessionClosed, NotConnected):
-            raise _Gone from None
-        except (GatewayError, ProtocolError) as exc:
-            log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
-            self.history_failed = True
-            return None
+        while True:
+            try:
+                r.history = await self._read_history()
+                break
+            except (SessionClosed, NotConnected):
+                raise _Gone from None
+            except RequestTimeout as exc:
+                # The Gateway did not answer within the RPC bound (a loaded Gateway, many runs ending together): a
+                # clock must not pick the message's content (issue 24, item 9: the stream's copy, before). Read
+                # again at its next tick: the connection's liveness ends a Gateway that has stopped answering.
+                log.warning("runs.history_timed_out run=%s error=%s (read again at the next tick)", r.run_id, exc)
+                await self.ctx.next_tick()
+            except (GatewayError, ProtocolError) as exc:
+                log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
+                self.history_failed = True
+                return None
         self.history_failed = False
         return r.history
 
@@ -631,13 +651,21 @@ class _Writer:
         # write keeps this over what its load fetched, one that shows the message merges the same content, and
         # tabs of a process that never streamed the message get all of it.
         finished_messages = {r.message_id: result.message}
+        finished_data: dict[str, Any] = {"messages": finished_messages}
+        if self.inserted and result.parent is not None:
+            # A message this writer made: the event also carries its parent's link and the chat's view (seed 003,
+            # ELI-230: a tab that loaded the chat before the claim learns where M hangs and moves to it). A
+            # taken-over message is sent alone: later messages can sit under it.
+            finished_messages[result.parent["id"]] = result.parent
+        if self.inserted and result.current_id is not None:
+            finished_data["currentId"] = result.current_id
         for moved in result.moved:  # links changed by putting the session's line in run order
             finished_messages[moved["id"]] = {
                 "id": moved["id"],
                 "parentId": moved.get("parentId"),
                 "childrenIds": moved.get("childrenIds", []),
             }
-        await self._emit({"type": "chat:messages", "data": {"messages": finished_messages}})
+        await self._emit({"type": "chat:messages", "data": finished_data})
         data: dict[str, Any] = {"done": True, "output": finished.output, "content": output_text(finished.output)}
         if error:
             data["error"] = error

@@ -155,6 +155,9 @@ class Written:
     attempts: int = 1
     #: Other messages whose links changed when the line of M's session's messages was put in run order.
     moved: tuple[dict[str, Any], ...] = ()
+    #: M's parent as written (its id and ``childrenIds``), and the chat's ``currentId``: where M sits, for the tabs.
+    parent: dict[str, Any] | None = None
+    current_id: str | None = None
 
 
 @attrs.frozen
@@ -647,7 +650,20 @@ class ChatStore:
             )
             moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
             current = chat["history"].get("currentId") if moved else None
-            written = Written(message=message, attempts=attempt, moved=tuple(m for m in moved if m is not message))
+            parent = tree.messages_of(chat).get(message.get("parentId") or "")
+            written = Written(
+                message=message,
+                attempts=attempt,
+                moved=tuple(m for m in moved if m is not message),
+                parent=(
+                    {"id": parent["id"], "childrenIds": list(parent.get("childrenIds") or [])}
+                    if isinstance(parent, dict) and isinstance(parent.get("id"), str)
+                    else None
+                ),
+                current_id=chat["history"].get("currentId")
+                if isinstance(chat["history"].get("currentId"), str)
+                else None,
+            )
             return _Plan(
                 written,
                 _serialized(chat),
