@@ -475,7 +475,9 @@ def _sweep_stale_temps(state_dir: Path) -> None:
 def load(state_dir: Path) -> DeviceIdentity | None:
     """The identity stored in ``<state_dir>/device.json``, ``None`` if there is none. Raises ``DeviceIdentityError``
     (naming the file, never quoting it) when it is unreadable, a symbolic link, not a regular file, or corrupt.
-    A file the group or others may read is tightened to 0600, with a warning."""
+    A file the group or others may read is tightened to 0600, with a warning that says whether that worked. A
+    file owned by another user is refused: that user can read the key or swap in one of their own, so they would
+    be, or choose, this device to the Gateway."""
     path = identity_path(Path(state_dir))
     try:
         fd = os.open(path, _OPEN_READ)
@@ -491,12 +493,26 @@ def load(state_dir: Path) -> DeviceIdentity | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise DeviceIdentityError(f"device identity {path}: not a regular file")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            log.warning(
-                "device identity %s was readable by others (mode %04o): set to 0600", path, stat.S_IMODE(info.st_mode)
+        if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+            raise DeviceIdentityError(
+                f"device identity {path} belongs to another user (uid {info.st_uid}), who could read or replace "
+                f"the key: chown it to the user owc runs as (uid {os.geteuid()}), or use another device folder"
             )
-            with contextlib.suppress(OSError):
+        mode = stat.S_IMODE(info.st_mode)
+        if mode & 0o077:
+            try:
                 os.fchmod(fd, 0o600)
+            except OSError as exc:
+                log.warning(
+                    "device identity %s is readable by others (mode %04o) and owc could not set it to 0600 (%s):"
+                    " chmod 600 %s",
+                    path,
+                    mode,
+                    exc.strerror or type(exc).__name__,
+                    path,
+                )
+            else:
+                log.warning("device identity %s was readable by others (mode %04o): set to 0600", path, mode)
         try:
             raw = fh.read(MAX_FILE_BYTES + 1)
         except OSError as exc:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -244,3 +245,47 @@ async def test_owc_doctor_names_what_fails(tmp_path: Path) -> None:
         "doctor", "--gateway", "ws://x", "--no-device", *args[:2], "--tls-pin", "12", cwd=tmp_path
     )
     assert code == EXIT_CONFIG and "--tls-pin: a TLS pin is the certificate's SHA-256" in _one_clear_line(err)
+
+
+async def test_a_web_page_at_the_gateway_url_is_one_line_for_doctor_and_run(tmp_path: Path) -> None:
+    """Issue 24 item 13: ``owc doctor`` and ``owc run`` against a URL that answers with an HTTP page printed the
+    page, or trio-websocket's raw tuple with the page inside. ``owc doctor`` says it in its status line and exits
+    4 (something to fix); ``owc run`` says it in its connect-failure line and goes on retrying, as for a Gateway
+    not up yet (a proxy answers so while its Gateway restarts), until Ctrl-C (exit 0)."""
+    from http_page import answer, http_page_server
+
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o600)
+    line = "the Gateway URL answered HTTP 404 Not Found (not a WebSocket endpoint): check --gateway / OWC_GATEWAY_URL"
+    async with http_page_server(answer(404, b"Not Found")) as (port, _):
+        gw = f"ws://127.0.0.1:{port}/"
+        code, out, err = await _owc("doctor", "--gateway", gw, "--token-file", str(token), "--no-device", cwd=tmp_path)
+        assert code == EXIT_REFUSED, (out, err)
+        assert f"status:        PROBLEM: {line}" in out.splitlines(), out
+        assert "SECRET-LOOKING" not in out + err and "b'" not in out + err
+
+        args = ["run", "--gateway", gw, "--token-file", str(token), "--no-device", "--db", f"sqlite:///{tmp_path}/w.db"]
+        with trio.fail_after(60):
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "owc", *args], cwd=tmp_path, env=_env(), stderr=subprocess.PIPE
+            )
+            assert process.stderr is not None
+            err = ""
+            try:
+                while "gateway.connect_failed" not in err:
+                    chunk = await process.stderr.receive_some(65536)
+                    assert chunk, err
+                    err += chunk.decode()
+                process.send_signal(signal.SIGINT)
+                async for chunk in process.stderr:
+                    err += chunk.decode()
+                code = await process.wait()
+            finally:
+                if process.returncode is None:  # the test failed: the process it started goes with it
+                    process.kill()
+                    await process.wait()
+    assert code == EXIT_OK, err
+    failed = [row for row in err.splitlines() if "gateway.connect_failed" in row]
+    assert failed and all(row.endswith(f"error={line}") for row in failed), err
+    assert "SECRET-LOOKING" not in err and "Traceback" not in err and "b'" not in err

@@ -313,6 +313,47 @@ def test_an_existing_wide_folder_and_file_are_tightened(tmp_path, caplog):
     assert any("readable by others" in r.getMessage() for r in caplog.records)
 
 
+def test_a_failed_chmod_is_logged_as_it_is(tmp_path, caplog, monkeypatch):
+    """Issue 24 item 13: a chmod that failed was logged as "set to 0600". The line says the truth and the fix; the
+    key is still used (as a token file readable by others is, with its warning)."""
+    state = tmp_path / "owc"
+    first = load_or_create(state)
+    os.chmod(state / "device.json", 0o640)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", refuse)
+    monkeypatch.setattr(os, "chmod", refuse)
+    with caplog.at_level(logging.WARNING, logger="owc"):
+        assert load(state) == first
+    [line] = [r.getMessage() for r in caplog.records if "readable by others" in r.getMessage()]
+    assert "could not set it to 0600 (Operation not permitted)" in line and f"chmod 600 {state / 'device.json'}" in line
+    assert "set to 0600" not in line.replace("could not set it to 0600", "")
+    assert _mode(state / "device.json") == 0o640
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners")
+def test_a_key_file_owned_by_another_user_is_refused(tmp_path):
+    """Issue 24 item 13: a key file owned by another user was used silently; that user can read the key or swap
+    in one of their own. Refused with one line naming the fix; the file is left as it is."""
+    state = tmp_path / "owc"
+    load_or_create(state)
+    path = state / "device.json"
+    other = os.geteuid() + 4242
+    try:
+        os.chown(path, other, -1)
+    except PermissionError:
+        pytest.skip("cannot give a file to another user here (needs root)")
+    before = path.read_bytes()
+    for call in (load, load_or_create, export_identity):
+        with pytest.raises(DeviceIdentityError) as info:
+            call(state)
+        message = str(info.value)
+        assert f"belongs to another user (uid {other})" in message and "chown" in message and "\n" not in message
+    assert path.read_bytes() == before and os.stat(path).st_uid == other
+
+
 def test_device_token_is_stored_and_forgotten(tmp_path):
     state = tmp_path / "owc"
     created = load_or_create(state)

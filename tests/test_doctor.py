@@ -108,3 +108,20 @@ async def test_a_device_waiting_for_approval_then_paired(tmp_path: Path) -> None
             "operator.admin",
         }
         assert not leaked("\n".join(waiting.lines() + paired.lines()))
+
+
+@pytest.mark.parametrize(("status", "reason"), [(200, b"OK"), (404, b"Not Found")])
+async def test_a_web_page_at_the_gateway_url_is_named_in_one_line(status: int, reason: bytes) -> None:
+    """Issue 24 item 13: a URL that answers with an HTTP page (the Gateway's own web page on a wrong path, another
+    server) was reported with trio-websocket's raw tuple, the page inside. One line, the status and its reason."""
+    from http_page import answer, http_page_server
+
+    async with http_page_server(answer(status, reason)) as (port, _):
+        report = await diagnose(f"ws://127.0.0.1:{port}/", TOKEN)
+    assert not report.ok and not report.reachable
+    assert report.problem == (
+        f"the Gateway URL answered HTTP {status} {reason.decode()} (not a WebSocket endpoint): check --gateway /"
+        " OWC_GATEWAY_URL"
+    )
+    shown = "\n".join(report.lines())
+    assert "SECRET-LOOKING" not in shown and "<html" not in shown and "b'" not in shown

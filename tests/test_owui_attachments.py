@@ -436,6 +436,57 @@ def test_a_huge_part_is_refused_from_its_length_alone(monkeypatch) -> None:
     ]
 
 
+def _peak(fn: Any) -> tuple[Any, int]:
+    """``fn()``'s result and the peak of memory allocated while it ran (tracemalloc), in bytes."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_percent_encoded_payload_is_decoded_in_bounded_memory() -> None:
+    """Issue 24 item 13: an 18 MB percent-encoded ``data:`` URL (6 MB once decoded, within the file limit) cost
+    1.36 GB in Open WebUI's process (``unquote_to_bytes`` makes two objects per ``%XX``). Decoded a slice at a
+    time it costs about its output: the 6 MB of bytes, their copy and their base64 (30 MB measured)."""
+    url = "data:text/plain," + "%41" * 6_000_000
+    (got, problems), peak = _peak(lambda: attachments_from([{"type": "file", "file": {"file_data": url}}], []))
+    assert problems == [] and len(got) == 1
+    assert base64.b64decode(got[0]["content"]) == b"A" * 6_000_000
+    assert peak < 64_000_000, f"peak {peak / 1e6:.0f} MB"
+
+
+def test_a_percent_encoded_payload_over_the_limit_is_refused_before_it_is_decoded() -> None:
+    """The decoded size's lower bound comes from the encoded text alone (one byte per character, less two per
+    ``%``): 7 MB without escapes is over the image limit and is refused with the module's line, nothing decoded.
+    One whose bound fits but whose bytes do not (UTF-8 text: two bytes per character) stops as soon as the
+    decoded bytes pass the limit."""
+    url = "data:image/png," + "A" * 7_000_000
+    (got, problems), peak = _peak(lambda: attachments_from([image_part(url)], []))
+    assert got == [] and problems == ["Image 1 is larger than the Gateway accepts for an image (6 MB)."]
+    assert peak < 1_000_000, f"peak {peak / 1e6:.1f} MB"
+
+    wide = "data:image/png," + "é" * 4_000_000  # 4 M characters, 8 MB once decoded
+    (got, problems), peak = _peak(lambda: attachments_from([image_part(wide)], []))
+    assert got == [] and problems == ["Image 1 is larger than the Gateway accepts for an image (6 MB)."]
+    assert peak < 16_000_000, f"peak {peak / 1e6:.1f} MB"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 5, 7, 64])
+def test_a_percent_encoded_payload_decodes_the_same_in_slices(monkeypatch, chunk: int) -> None:
+    """A slice never ends inside an escape: the bytes are ``unquote_to_bytes``'s of the whole payload, for any
+    slice length, malformed escapes included."""
+    import urllib.parse
+
+    monkeypatch.setattr(att, "_UNQUOTE_CHUNK", chunk)
+    payload = "ab%41%4%%2g%e2%9c%93x%0A%%41é%ff%" * 3
+    assert att._unquote_bounded(payload, 10_000) == urllib.parse.unquote_to_bytes(payload)
+    assert att._unquote_bounded(payload, 10) is None
+
+
 def test_all_attachments_together_fit_one_frame() -> None:
     blob = PNG + b"\0" * 2900  # 4 KB of base64 each
     content = [image_part(data_url(blob)) for _ in range(5)]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import outcome
 import pytest
 import sniffio
 import trio
@@ -164,6 +165,69 @@ def test_exceptions_propagate_both_ways(run) -> None:
             # An error raised across the bridge is the call's, not the host's: it keeps serving.
             assert host.running
             assert await host.run_in_trio(_echo, 7) == 7
+
+    run(body)
+
+
+def test_a_callback_that_raises_costs_only_itself(run, caplog) -> None:
+    """Issue 24 item 10: a token callback's error used to end the whole guest run (owc for every chat); each
+    crossing is guarded: the error is logged with its traceback and the host goes on serving."""
+
+    async def body() -> None:
+        async with hosted() as host:
+            calls: list[str] = []
+
+            def request_ended(run_id: str) -> None:  # as a handover, a Stop or a writer's cancel might fail
+                calls.append(run_id)
+                raise KeyError("the ledger had no such run")
+
+            host.run_sync_soon(request_ended, "run-1")
+            # The token's callbacks run in order: this call crosses after the bad one has run.
+            assert await host.run_in_trio(_echo, "still up") == "still up"
+            assert calls == ["run-1"] and host.running
+            [record] = records(caplog, "owui.callback_failed")
+            assert record.levelno == logging.ERROR and "fn=" in record.getMessage()
+            assert "request_ended" in record.getMessage() and "run-1" not in record.getMessage()
+            assert record.exc_info and isinstance(record.exc_info[1], KeyError)
+
+            # Later one-way crossings still work, and so does a second bad one.
+            event = trio.Event()
+            host.run_sync_soon(request_ended, "run-2")
+            host.run_sync_soon(event.set)
+            await host.run_in_trio(event.wait)
+            assert len(records(caplog, "owui.callback_failed")) == 2
+        assert host.run_outcome is not None and isinstance(host.run_outcome, outcome.Value)
+        assert not records(caplog, "owui.guest_failed")
+
+    run(body)
+
+
+def test_a_spawned_task_that_fails_while_the_host_closes_ends_the_guest_cleanly(run, caplog) -> None:
+    """A fire-and-forget whose cleanup raises while the host closes fails with a group of its error and Trio's
+    Cancelled: the error is logged as the task's, and the guest still ends cleanly (not as a failed guest)."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        inside: asyncio.Future[None] = loop.create_future()
+
+        async def writer() -> None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.sleep_forever)
+                try:
+                    loop.call_soon(inside.set_result, None)
+                    await trio.sleep_forever()
+                finally:
+                    raise ValueError("cleanup broke")
+
+        host = await guest.start(idle_main)
+        host.spawn(writer)
+        await inside
+        await host.aclose()
+        [record] = records(caplog, "owui.spawned_failed")
+        assert record.exc_info and isinstance(record.exc_info[1], BaseExceptionGroup)
+        assert record.exc_info[1].subgroup(ValueError) is not None
+        assert isinstance(host.run_outcome, outcome.Value), host.run_outcome
+        assert not records(caplog, "owui.guest_failed")
 
     run(body)
 

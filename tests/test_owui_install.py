@@ -7,9 +7,13 @@ server is the W tier's."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import io
 import json
+import threading
 import urllib.error
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -125,3 +129,93 @@ def test_the_function_files_are_open_webui_functions_of_the_right_type() -> None
     pipe, event = function_source("openclaw_pipe.py"), function_source("openclaw_startup.py")
     assert pipe.splitlines()[0] == '"""' and "\nclass Pipe:" in pipe and "title: OpenClaw\n" in pipe
     assert event.splitlines()[0] == '"""' and "\nclass Event:" in event
+
+
+# --- redirects (issue 24 item 13): a real HTTP server on 127.0.0.1 ---------------------------------------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers every request per ``server.answer(handler)``; records (method, path, Authorization) of each."""
+
+    def _any(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.server.seen.append((self.command, self.path, self.headers.get("Authorization"), body))  # type: ignore[attr-defined]
+        code, headers, payload = self.server.answer(self)  # type: ignore[attr-defined]
+        self.send_response(code)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _any
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def _server(answer: Any) -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.seen = []  # type: ignore[attr-defined]
+    server.answer = answer  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _json(value: Any) -> tuple[int, dict[str, str], bytes]:
+    return 200, {"Content-Type": "application/json"}, json.dumps(value).encode()
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_no_redirect_is_followed_with_the_admins_token(code: int) -> None:
+    """``owc owui install`` signs in, then calls with the admin's token. A server that redirects a call to
+    another origin (another port) never sees the token: the install stops with one line naming the address."""
+
+    def elsewhere(handler: Any) -> tuple[int, dict[str, str], bytes]:
+        return _json({"token": "stolen?", "role": "admin"})
+
+    with _server(elsewhere) as other:
+        target = f"http://127.0.0.1:{other.server_address[1]}/owui"
+
+        def owui(handler: Any) -> tuple[int, dict[str, str], bytes]:
+            if handler.path == "/api/v1/auths/signin":
+                return _json({"token": "jwt-secret", "role": "admin"})
+            return code, {"Location": target + handler.path}, b""
+
+        with _server(owui) as first:
+            api = Api(f"http://127.0.0.1:{first.server_address[1]}")
+            api.sign_in("admin@example.com", "pw")
+            with pytest.raises(InstallError) as info:
+                install(api, report=lambda line: None)
+        assert [(m, p) for m, p, _, _ in first.seen] == [
+            ("POST", "/api/v1/auths/signin"),
+            ("GET", "/api/v1/functions/id/openclaw"),
+        ]
+        assert first.seen[1][2] == "Bearer jwt-secret"
+        assert other.seen == []  # neither the token nor anything else reached the other origin
+    line = str(info.value)
+    assert f"HTTP {code}" in line and f"pass --url {target} " in line and "jwt-secret" not in line
+    assert "\n" not in line
+
+
+def test_the_sign_in_is_not_redirected_either() -> None:
+    """The sign-in's password goes nowhere but ``--url`` (a same-origin redirect is refused too: one rule), and
+    the line names the address to pass: ``http`` to ``https`` is the usual case."""
+
+    def owui(handler: Any) -> tuple[int, dict[str, str], bytes]:
+        return 307, {"Location": "/webui" + handler.path + "?next=%2F\r"}, b""
+
+    with _server(owui) as server:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(InstallError) as info:
+            Api(base).sign_in("admin@example.com", "pw")
+    assert len(server.seen) == 1 and server.seen[0][:2] == ("POST", "/api/v1/auths/signin")
+    assert f"pass --url {base}/webui " in str(info.value)

@@ -157,8 +157,23 @@ def test_ids_refuse_control_characters_only() -> None:
     from owc.protocol import ProtocolError
     from owc.protocol.fields import req_id
 
-    for ok in ("run-1", "agent:main:openwebui-u1-x", "a\u00a0b", "a\u200bb", "a\u2028b", "é✓", ""):
+    for ok in ("run-1", "agent:main:openwebui-u1-x", "a\u00a0b", "a\u200bb", "a\u2028b", "é✓", " "):
         assert req_id({"id": ok}, "id", "x") == ok
     for bad in ("a\nb", "\x00", "a\x1fb", "a\x7fb", "\tlead", "\u00a0\x01"):
         with pytest.raises(ProtocolError, match="control character"):
             req_id({"id": bad}, "id", "x")
+
+
+def test_an_empty_id_is_refused_required_or_optional() -> None:
+    """Issue 24 item 13: ``runId: ""`` was taken as a run (one that names nothing). An id is never empty; an
+    optional one that is absent is left out or ``null``, and stays ``None``."""
+    import pytest
+
+    from owc.protocol import ProtocolError
+    from owc.protocol.fields import opt_id, req_id
+
+    with pytest.raises(ProtocolError, match=r"x\.id is empty"):
+        req_id({"id": ""}, "id", "x")
+    with pytest.raises(ProtocolError, match=r"x\.id is empty"):
+        opt_id({"id": ""}, "id", "x")
+    assert opt_id({}, "id", "x") is None and opt_id({"id": None}, "id", "x") is None

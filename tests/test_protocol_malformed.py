@@ -186,3 +186,20 @@ def test_an_id_that_would_forge_or_flood_a_log_line_is_refused(payload, needle) 
     20,000 characters long is refused as bad input (the event costs only itself) instead of being logged."""
     with pytest.raises(ProtocolError, match=needle):
         parse_event(EventFrame("chat", payload))
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "needle"),
+    [
+        ("chat", {"runId": "", "sessionKey": "k", "state": "delta"}, "chat.runId is empty"),
+        ("chat", {"runId": "r", "sessionKey": "", "state": "delta"}, "chat.sessionKey is empty"),
+        ("agent", {"runId": "", "stream": "lifecycle", "data": {"phase": "start"}}, "agent.runId is empty"),
+        ("sessions.changed", {"sessionKey": "k", "phase": "start", "runId": ""}, "runId is empty"),
+    ],
+)
+def test_an_empty_id_never_opens_a_run(kind, payload, needle) -> None:
+    """Issue 24 item 13: an event with ``runId: ""`` was decoded as a run's and opened one that names nothing.
+    It is refused at decode: the reader logs it as a bad event and its seq is not fed, so the next good event
+    reports a gap and the resync recovers whatever the Gateway really said."""
+    with pytest.raises(ProtocolError, match=needle):
+        parse_event(EventFrame(kind, payload))

@@ -3,6 +3,7 @@ against wsproto's own server side, and the Trio pump (``owc.gateway.websocket``)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +21,7 @@ from wsproto.utilities import generate_accept_token
 from owc.gateway import open_gateway_connection
 from owc.gateway.websocket import RECEIVE_SIZE, WebSocket, connect_websocket
 from owc.protocol import Tick
+from owc.protocol import websocket as protocol_websocket
 from owc.protocol.websocket import (
     ClientWebSocket,
     HandshakeFailed,
@@ -438,3 +440,75 @@ async def test_invalid_utf8_in_a_text_frame_is_repaired_not_a_close(autojump_clo
             assert tick[0].raw["note"] == "bad \ufffd byte"
             assert any("protocol.frame_repaired" in r.getMessage() for r in caplog.records)
             assert not conn.closed and client.connections_opened == 1
+
+
+# ------------------------------------------------------------------------------------- a web page, not a WebSocket
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "line"),
+    [
+        (
+            200,
+            b"OK",
+            "the Gateway URL answered HTTP 200 OK (not a WebSocket endpoint): check --gateway / OWC_GATEWAY_URL",
+        ),
+        (
+            404,
+            b"Not Found",
+            "the Gateway URL answered HTTP 404 Not Found (not a WebSocket endpoint): check --gateway / OWC_GATEWAY_URL",
+        ),
+        (
+            502,
+            b"Bad Gateway",
+            "the Gateway URL answered HTTP 502 Bad Gateway (the Gateway, or a proxy in front of it, is not ready yet)",
+        ),
+        (  # a hostile reason: control characters dropped, cut short
+            404,
+            b"Nope\x1b[31m <script>" + b"x" * 200,
+            "the Gateway URL answered HTTP 404 Nope[31m <script>xxxxxxxxxxxxxxxxxxxxxx~ (not a WebSocket endpoint):"
+            " check --gateway / OWC_GATEWAY_URL",
+        ),
+    ],
+)
+async def test_a_web_page_is_one_line_never_the_page(status: int, reason: bytes, line: str) -> None:
+    """Issue 24 item 13: a Gateway URL that answers with an HTTP page printed the page or a raw tuple of it
+    (trio-websocket's ``ConnectionRejected`` text). Now one line: the status and its cleaned reason. What is kept
+    of the body is its start (4 KiB), for code that wants it; the rest is not even read."""
+    from http_page import PAGE, answer, http_page_server
+
+    from owc.gateway import NotAWebSocket
+
+    async with http_page_server(answer(status, reason)) as (port, requests):
+        with pytest.raises(ConnectionRejected) as info:
+            await client_to(port)
+    assert isinstance(info.value, NotAWebSocket) and info.value.status_code == status
+    assert str(info.value) == line
+    assert requests and requests[0].startswith(b"GET / HTTP/1.1") and b"upgrade: websocket" in requests[0].lower()
+    assert info.value.body == PAGE[: protocol_websocket.MAX_REJECTION_BODY]
+
+
+async def test_an_endless_page_is_not_read_to_its_end() -> None:
+    """A body that never ends (or is 1 GB) costs 4 KiB and no wait: the handshake is rejected once that much came."""
+    from owc.gateway import NotAWebSocket
+
+    async def endless(stream: trio.SocketStream) -> None:
+        await stream.receive_some(65536)
+        await stream.send_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000000000\r\n\r\n")
+        with contextlib.suppress(trio.BrokenResourceError):
+            while True:
+                await stream.send_all(b"<p>more</p>" * 1000)
+
+    async with raw_server(endless) as port:
+        with pytest.raises(NotAWebSocket) as info:
+            await client_to(port)
+    assert len(info.value.body) == protocol_websocket.MAX_REJECTION_BODY
+
+
+def test_an_answer_that_is_not_http_is_named_not_quoted() -> None:
+    """h11 quotes the line it could not read (a page's first line, any bytes): owc keeps its words, not the quote."""
+    client = ClientWebSocket("h", "/")
+    client.handshake_request()
+    with pytest.raises(HandshakeFailed) as info:
+        client.receive_data(b"<html><body>SECRET-LOOKING PAGE LINE\r\n\r\n")
+    assert str(info.value) == "the server's handshake answer is not HTTP (illegal status line)"

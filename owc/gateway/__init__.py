@@ -16,6 +16,7 @@ from owc.gateway.connection import (
 from owc.gateway.errors import (
     GatewayError,
     MissingScopes,
+    NotAWebSocket,
     NotConnected,
     PayloadTooLarge,
     Refused,
@@ -37,6 +38,7 @@ __all__ = [
     "GatewayError",
     "HelloInfo",
     "MissingScopes",
+    "NotAWebSocket",
     "NotConnected",
     "NullHandler",
     "PayloadTooLarge",

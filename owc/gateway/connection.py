@@ -40,6 +40,7 @@ from owc.gateway.backoff import Backoff
 from owc.gateway.errors import (
     GatewayError,
     MissingScopes,
+    NotAWebSocket,
     NotConnected,
     PayloadTooLarge,
     Refused,
@@ -864,6 +865,8 @@ def _close_of(exc: ConnectionClosed) -> tuple[int | None, str]:
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, NotAWebSocket):
+        return str(exc)  # one line already: the status and its reason, never the page
     if isinstance(exc, ConnectionClosed):
         code, reason = _close_of(exc)
         return f"closed {code} {reason}".strip()

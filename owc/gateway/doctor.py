@@ -27,7 +27,7 @@ from trio_websocket import ConnectionClosed, HandshakeError
 
 from owc import device
 from owc.gateway.connection import GatewayClient, GatewayConfig
-from owc.gateway.errors import GatewayError, MissingScopes, Refused
+from owc.gateway.errors import GatewayError, MissingScopes, NotAWebSocket, Refused
 from owc.gateway.url import InvalidGatewayUrl
 from owc.protocol import ProtocolError
 from owc.protocol.handshake import OWC_SCOPES, missing_scopes_text, scopes_missing
@@ -160,6 +160,8 @@ def _unreachable(exc: BaseException, config: GatewayConfig) -> str:
         return f"no answer within {config.connect_timeout:g} s (a firewall, or ws:// to a TLS port?)"
     if isinstance(exc, ssl.SSLError) or "certificate" in str(exc).lower():
         return f"TLS failed: {exc} (the CA file or the pinned fingerprint: --ca-file, --tls-pin)"
+    if isinstance(exc, NotAWebSocket):
+        return str(exc)  # its one line: the status and reason, never the page
     if isinstance(exc, HandshakeError):
         return f"the WebSocket handshake failed: {exc} (is this the Gateway's port and path?)"
     if isinstance(exc, ConnectionClosed):

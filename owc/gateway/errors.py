@@ -3,8 +3,11 @@ Gateway's error code and message, never from what owc sent."""
 
 from __future__ import annotations
 
+from trio_websocket import ConnectionRejected
+
 from owc.protocol import ErrorShape
 from owc.protocol.handshake import missing_scopes_text
+from owc.protocol.websocket import clean_reason
 
 
 class GatewayError(Exception):
@@ -93,3 +96,31 @@ class ReplyTooLarge(GatewayError):
         self.method = method
         self.size = size
         self.limit = limit
+
+
+def rejection_text(status_code: int, reason: bytes = b"") -> str:
+    """One line for an HTTP answer where the WebSocket upgrade was asked for: the status and its cleaned reason,
+    never the body (a web page, whatever the server chose to say). A 5xx or 429 is a server not ready (the
+    Gateway starting, a proxy whose Gateway is down); anything else means the URL names something that is not
+    the Gateway's WebSocket (its web page, another server, a wrong path)."""
+    reason_text = clean_reason(reason)
+    shown = f"HTTP {status_code}" + (f" {reason_text}" if reason_text else "")
+    if status_code >= 500 or status_code == 429:
+        return f"the Gateway URL answered {shown} (the Gateway, or a proxy in front of it, is not ready yet)"
+    return f"the Gateway URL answered {shown} (not a WebSocket endpoint): check --gateway / OWC_GATEWAY_URL"
+
+
+class NotAWebSocket(ConnectionRejected):
+    """The Gateway URL answered the WebSocket upgrade with a plain HTTP status (not 101). A trio-websocket
+    ``ConnectionRejected`` (status, headers, the start of the body) for what catches those; its text is one
+    line (``rejection_text``), never the body or a tuple of it. A connect failure like another: ``owc run``
+    and the Open WebUI host retry it (a proxy answers so while its Gateway restarts), ``owc doctor`` reports it."""
+
+    def __init__(
+        self, status_code: int, headers: tuple[tuple[bytes, bytes], ...], body: bytes, reason: bytes = b""
+    ) -> None:
+        super().__init__(status_code, headers, body)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return rejection_text(self.status_code, self.reason)

@@ -7,7 +7,8 @@ message it completed). Sends (requests, and the pongs and close answers the prot
 
 Errors are trio-websocket's own types, so everything above (the reconnect loop, ``owc doctor``) reads them as
 before: ``ConnectionClosed`` (its ``CloseReason`` code and reason; 1006 when the stream ended without a close
-frame), ``ConnectionRejected`` (an HTTP status other than 101, with headers and body) and ``HandshakeError``
+frame), ``ConnectionRejected`` (an HTTP status other than 101, with headers and the start of the body: owc's
+``NotAWebSocket``, whose text is one line) and ``HandshakeError``
 (an answer that is not a WebSocket upgrade). trio-websocket stays what the simulator serves with.
 """
 
@@ -16,8 +17,9 @@ from __future__ import annotations
 import logging
 
 import trio
-from trio_websocket import CloseReason, ConnectionClosed, ConnectionRejected, HandshakeError
+from trio_websocket import CloseReason, ConnectionClosed, HandshakeError
 
+from owc.gateway.errors import NotAWebSocket
 from owc.protocol.websocket import (
     ABNORMAL_CLOSURE,
     NORMAL_CLOSURE,
@@ -154,7 +156,7 @@ async def connect_websocket(
                 raise
     except HandshakeRejected as exc:
         rejection = exc.rejection
-        raise ConnectionRejected(rejection.status_code, rejection.headers, rejection.body) from None
+        raise NotAWebSocket(rejection.status_code, rejection.headers, rejection.body, rejection.reason) from None
     except HandshakeFailed as exc:
         raise HandshakeError(str(exc)) from None
     log.debug("gateway.websocket_open host=%s subprotocol=%s", host, protocol.subprotocol)

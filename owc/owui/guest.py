@@ -20,6 +20,13 @@ What this module keeps, and why:
   cancel of the awaiting task) cancels the Trio work and returns only once its ``finally`` blocks ran; a Trio cancel
   of an awaited Open WebUI coroutine cancels its asyncio task and waits (shielded) until it has finished.
 * **The guest's end is observed**: an error outcome is logged with its traceback when it happens, never dropped.
+* **Every crossing into Trio is guarded, here and only here** (``_soon``): Trio runs a token callback outside any
+  task and treats its error as an internal error that ends the whole guest run, i.e. owc for every chat of the
+  process. So each callback (the host's own and every caller's ``run_sync_soon``: a request's handover, a Stop, a
+  writer's cancel) runs inside ``_guarded``, which logs an ``Exception`` with its traceback
+  (``owui.callback_failed fn=...``) and returns: it costs at most the run the callback was for. Tasks that cross
+  (``run_in_trio``, ``spawn``) keep their errors out of the host's nursery the same way (the caller's future, or
+  ``owui.spawned_failed``).
 
 No timer here: every wait ends on an event of the other side.
 """
@@ -27,6 +34,7 @@ No timer here: every wait ends on an event of the other side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -65,7 +73,27 @@ class AsyncioCancelled(HostError):
 
 
 def _name(fn: object) -> str:
-    return getattr(fn, "__qualname__", None) or repr(fn)
+    """A callable's name for a log line. A ``functools.partial`` is named by its function: its arguments (a
+    user's turn text, a session key) never reach the log."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
+
+
+def _guarded(fn: Callable[..., object], args: tuple) -> None:
+    """(In Trio, via the token.) Call ``fn(*args)``; its ``Exception`` is logged with its traceback and goes no
+    further, because Trio would end the whole guest run for it (every chat of the process). A ``BaseException``
+    (``KeyboardInterrupt``, ``SystemExit``) still goes on: it is meant to end the process."""
+    try:
+        fn(*args)
+    except Exception:
+        log.exception("owui.callback_failed fn=%s", _name(fn))
+
+
+def _soon(token: trio.lowlevel.TrioToken, fn: Callable[[Unpack[Ts]], object], *args: *Ts) -> None:
+    """The one way this module crosses into Trio: ``fn(*args)`` soon, guarded (``_guarded``). Raises
+    ``trio.RunFinishedError`` once the guest run has ended, as ``TrioToken.run_sync_soon`` does."""
+    token.run_sync_soon(_guarded, fn, args)
 
 
 def _only_cancelled(exc: BaseException) -> bool:
@@ -230,7 +258,7 @@ class TrioHost:
             self._closing = True
             log.info("owui.host_closing main=%s", _name(self.main))
             try:
-                self.token.run_sync_soon(self._cancel_guest)
+                _soon(self.token, self._cancel_guest)
             except trio.RunFinishedError:
                 pass  # ended meanwhile: its done callback is queued on the loop
         self._closing = True
@@ -258,7 +286,7 @@ class TrioHost:
         fut: asyncio.Future[T] = self.loop.create_future()
         scope = trio.CancelScope()
         try:
-            token.run_sync_soon(self._begin_call, fut, scope, afn, args)
+            _soon(token, self._begin_call, fut, scope, afn, args)
         except trio.RunFinishedError:
             raise HostClosed("owc's Trio host has ended") from None
         self._calls.add(fut)
@@ -268,7 +296,7 @@ class TrioHost:
             # The caller was cancelled (fut itself is cancelled only after our own scope.cancel below).
             if not fut.done():
                 try:
-                    token.run_sync_soon(scope.cancel)
+                    _soon(token, scope.cancel)
                 except trio.RunFinishedError:
                     pass  # the guest ended: its done callback settles fut
                 await _wait_shielded(fut)
@@ -286,14 +314,18 @@ class TrioHost:
     def _begin_call(
         self, fut: asyncio.Future[Any], scope: trio.CancelScope, afn: Callable[..., Awaitable[Any]], args: tuple
     ) -> None:
-        """(In Trio, via the token.) Must not raise: a token callback's error would crash the whole guest run."""
+        """(In Trio, via the token, guarded.) Whatever fails here settles the caller's future, so no caller waits
+        for a call that never started."""
         try:
             if self._nursery is None:
                 raise RuntimeError("no nursery yet")
-            self._nursery.start_soon(self._call, fut, scope, afn, args, name=afn)
+            self._nursery.start_soon(self._call, fut, scope, afn, args, name=_name(afn))
         except RuntimeError:  # the nursery is closed: the host is closing
             if not fut.done():
                 fut.set_exception(HostClosed("owc's Trio host closed before the call started"))
+        except Exception as exc:
+            if not fut.done():
+                fut.set_exception(exc)
 
     async def _call(
         self, fut: asyncio.Future[Any], scope: trio.CancelScope, afn: Callable[..., Awaitable[Any]], args: tuple
@@ -331,7 +363,7 @@ class TrioHost:
         """
         token = self._check_open()
         try:
-            token.run_sync_soon(self._begin_spawn, afn, args)
+            _soon(token, self._begin_spawn, afn, args)
         except trio.RunFinishedError:
             raise HostClosed("owc's Trio host has ended") from None
 
@@ -339,23 +371,32 @@ class TrioHost:
         try:
             if self._nursery is None:
                 raise RuntimeError("no nursery yet")
-            self._nursery.start_soon(self._spawned, afn, args, name=afn)
+            self._nursery.start_soon(self._spawned, afn, args, name=_name(afn))
         except RuntimeError:
             log.warning("owui.spawn_dropped fn=%s reason=host_closing", _name(afn))
 
     async def _spawned(self, afn: Callable[..., Awaitable[object]], args: tuple) -> None:
+        """A fire-and-forget in the host's nursery: its ``Exception`` is logged here. Only Trio's own unwinding
+        (``Cancelled`` while the host closes, alone or left over from a group) goes on into the nursery."""
         try:
             await afn(*args)
         except Exception:
             log.exception("owui.spawned_failed fn=%s", _name(afn))
+        except BaseExceptionGroup as group:  # errors beside Cancelled: the task failed as the host closed
+            failed, rest = group.split(Exception)
+            if failed is not None:
+                log.error("owui.spawned_failed fn=%s", _name(afn), exc_info=failed)
+            if rest is not None:
+                raise rest from None
 
     def run_sync_soon(self, fn: Callable[[Unpack[Ts]], object], *args: *Ts) -> None:
         """From asyncio (or any thread): call ``fn(*args)`` soon inside Trio: the one-way crossing (set a
-        ``trio.Event``, ``send_nowait`` into a memory channel). ``fn`` must not raise: Trio treats a token
-        callback's error as an internal error and ends the whole guest run."""
+        ``trio.Event``, ``send_nowait`` into a memory channel, a request's handover, a Stop). Guarded (``_soon``):
+        an error of ``fn`` is logged with its traceback (``owui.callback_failed``) and ends nothing else; the
+        caller does not learn of it (the crossing is one-way), so ``fn`` should settle its own run's state."""
         token = self._check_open()
         try:
-            token.run_sync_soon(fn, *args)
+            _soon(token, fn, *args)
         except trio.RunFinishedError:
             raise HostClosed("owc's Trio host has ended") from None
 
@@ -382,7 +423,7 @@ class TrioHost:
 
             def wake(_task: asyncio.Task[T]) -> None:
                 try:
-                    token.run_sync_soon(done.set)  # Event.set needs Trio's run context
+                    _soon(token, done.set)  # Event.set needs Trio's run context
                 except trio.RunFinishedError:
                     pass  # nothing waits any more
 

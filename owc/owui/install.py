@@ -12,12 +12,22 @@ What it does, each step reported (reference ``pipe-runtime-0.12.4.md`` section 1
    model it has not listed fails with "Model not found".
 
 Blocking HTTP (urllib, no new dependency): a command-line tool, run once, outside any event loop.
+
+**No redirect is followed** (issue 24): the sign-in carries the admin's password and every later call the admin's
+token, and urllib's own redirect handling sends the ``Authorization`` header on to whatever host a ``Location``
+names (and turns a ``POST`` into a body-less ``GET`` on a 301 / 302). A redirect means ``--url`` is not the
+address Open WebUI's API answers on (``http`` to ``https``, a proxy's path, a sign-in portal), so the install stops
+with one line naming the address the redirect points at, to pass as ``--url`` instead. Same-origin redirects are
+refused too: following them would gain nothing the right ``--url`` does not, and the same rule everywhere is
+simpler to trust.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -39,6 +49,41 @@ class InstallError(RuntimeError):
     """The install could not be done; the message says which step and what Open WebUI answered."""
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows no redirect: the 3xx answer reaches the caller as an ``HTTPError`` (see the module doc)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        return None
+
+
+#: urllib's opener without redirects: ``Api``'s default.
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MAX_URL_CHARS = 200
+
+
+def _redirect_line(method: str, path: str, request_url: str, code: int, location: str | None) -> str:
+    """One line for a redirect: where it points (redacted, one line, short) and the ``--url`` to pass instead
+    (the target with the requested path taken off, else its origin)."""
+    from owc.gateway.url import redact_url
+
+    if not location:
+        return f"{method} {path}: Open WebUI answered HTTP {code} (a redirect without a Location): check --url"
+    target = urllib.parse.urljoin(request_url, _CONTROL.sub("", location)[:2000])
+    parts = urllib.parse.urlsplit(target)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return f"{method} {path}: Open WebUI answered HTTP {code}, a redirect owc does not follow: check --url"
+    base = parts.path[: -len(path)] if path and parts.path.endswith(path) else ""
+    suggest = redact_url(urllib.parse.urlunsplit((parts.scheme, parts.netloc, base.rstrip("/"), "", "")))
+    shown = redact_url(target)
+    if len(shown) > _MAX_URL_CHARS:
+        shown = shown[: _MAX_URL_CHARS - 1] + "…"
+    return (
+        f"{method} {path}: Open WebUI answered HTTP {code}, a redirect to {shown}; owc follows no redirect (it would"
+        f" carry the admin's password or token on): pass --url {suggest} if that is Open WebUI"
+    )
+
+
 def function_source(filename: str) -> str:
     return resources.files("owc.owui").joinpath("functions", filename).read_text(encoding="utf-8")
 
@@ -49,7 +94,7 @@ class Api:
 
     base_url: str
     token: str | None = attrs.field(default=None, repr=False)
-    opener: Callable[..., Any] = urllib.request.urlopen
+    opener: Callable[..., Any] = _OPENER.open
 
     def call(self, method: str, path: str, body: Any = None, *, missing_ok: bool = False) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -63,6 +108,10 @@ class Api:
             with self.opener(request, timeout=TIMEOUT_S) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                raise InstallError(
+                    _redirect_line(method, path, request.full_url, exc.code, exc.headers.get("Location"))
+                ) from None
             if missing_ok and exc.code in (401, 404):  # Open WebUI answers 401 for a Function it does not have
                 return None
             detail = exc.read().decode(errors="replace")[:300]

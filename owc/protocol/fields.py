@@ -69,8 +69,12 @@ MAX_ID_CHARS = 512
 
 
 def _id(value: str, where: str, key: str) -> str:
-    """An id is logged and hashed into message ids: no control characters (a newline would forge a log line),
-    no absurd length (every log line would carry it)."""
+    """An id is logged and hashed into message ids: never empty (``runId: ""`` would open a run that names
+    nothing, and every such event would land in it; an absent optional id is spelled by leaving it out or
+    ``null``), no control characters (a newline would forge a log line), no absurd length (every log line would
+    carry it)."""
+    if not value:
+        raise ProtocolError(f"{where}.{key} is empty (an id is never empty)")
     if len(value) > MAX_ID_CHARS:
         raise ProtocolError(f"{where}.{key} is {len(value)} characters long (at most {MAX_ID_CHARS})")
     if not value.isprintable() and any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):

@@ -8,7 +8,8 @@ machine does only what owc's connection needs, in as few Python steps per frame 
 * the opening handshake through h11 and wsproto's own helpers (nonce, accept token): ``Host``, ``Origin`` and any
   extra headers; a 101 is checked as wsproto checks it (``Connection: Upgrade``, ``Upgrade: websocket``, the accept
   token, no subprotocol or extension owc did not offer); any other status is a ``HandshakeRejected`` with its
-  status, headers and body (a 503 while the Gateway starts, a 4xx from a proxy);
+  status, reason, headers and the start of its body (a 503 while the Gateway starts, a 4xx from a proxy, a web
+  page where the Gateway URL points at something else); ``clean_reason`` makes the reason fit for a log line;
 * frames parsed in bulk from whatever a read returned (many per read); a message is its payload as ``bytes``,
   text or binary alike: owc's frame decoder reads bytes (orjson), and **invalid UTF-8 in a text frame is not a
   protocol error here**: the decoder repairs it (decoded with replacement) and logs it, as it does every hostile
@@ -49,18 +50,35 @@ class HandshakeFailed(Exception):
     """The server's answer to the opening handshake is not a valid WebSocket upgrade."""
 
 
+#: What a rejection keeps of its body: its start only (a web page, a proxy's error page), so an endless or huge
+#: body costs neither memory nor a wait; the handshake is rejected once this much has come.
+MAX_REJECTION_BODY = 4096
+#: The longest status reason a line quotes.
+_MAX_REASON_CHARS = 40
+
+
 @attrs.frozen
 class Rejection:
     """The server answered the opening handshake with a status other than 101."""
 
     status_code: int
     headers: tuple[tuple[bytes, bytes], ...]
+    #: At most ``MAX_REJECTION_BODY`` bytes of the body: for a program to look at, never for a line.
     body: bytes
+    #: The status line's reason as sent (``b"Not Found"``); ``rejection_text`` cleans it before showing it.
+    reason: bytes = b""
+
+
+def clean_reason(reason: bytes) -> str:
+    """A status reason fit for one log line: printable ASCII only, at most 40 characters ("" for nothing)."""
+    text = "".join(c for c in reason.decode("ascii", "replace") if " " <= c <= "~")
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_REASON_CHARS else text[: _MAX_REASON_CHARS - 1] + "~"
 
 
 class HandshakeRejected(HandshakeFailed):
     def __init__(self, rejection: Rejection) -> None:
-        super().__init__(f"the server rejected the WebSocket handshake with HTTP {rejection.status_code}")
+        super().__init__(f"the server answered the WebSocket handshake with HTTP {rejection.status_code}")
         self.rejection = rejection
 
 
@@ -137,8 +155,9 @@ class ClientWebSocket:
         self.buffered = 0
         self._h11: h11.Connection | None = h11.Connection(h11.CLIENT)
         self._nonce = generate_nonce()
-        self._rejection: tuple[int, tuple[tuple[bytes, bytes], ...]] | None = None
+        self._rejection: tuple[int, tuple[tuple[bytes, bytes], ...], bytes] | None = None
         self._reject_body: list[bytes] = []
+        self._reject_size = 0
         self._outbox: list[bytes] = []
         # A frame not complete yet: its chunks, their size, and how many bytes complete it (or its header).
         self._chunks: list[bytes] = []
@@ -186,9 +205,13 @@ class ClientWebSocket:
                         return
                     continue  # a 1xx other than 101: its final answer follows
                 if isinstance(event, h11.Response):
-                    self._rejection = (event.status_code, tuple((k, v) for k, v in event.headers))
+                    self._rejection = (event.status_code, tuple((k, v) for k, v in event.headers), event.reason)
                 elif isinstance(event, h11.Data):
-                    self._reject_body.append(bytes(event.data))
+                    room = MAX_REJECTION_BODY - self._reject_size
+                    self._reject_body.append(bytes(event.data[:room]))
+                    self._reject_size += min(room, len(event.data))
+                    if self._reject_size >= MAX_REJECTION_BODY:
+                        self._reject()  # enough of a page: the rest is neither read nor kept
                 elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)) and self._rejection is not None:
                     self._reject()
                 elif event is h11.PAUSED:
@@ -196,14 +219,16 @@ class ClientWebSocket:
         except h11.RemoteProtocolError as exc:
             if not data:
                 raise HandshakeFailed("the server closed the connection during the WebSocket handshake") from None
-            raise HandshakeFailed(f"the server's handshake answer is not HTTP: {exc}") from None
+            # h11's own words without what it quotes of the answer (a page's first line, any bytes at all).
+            what = str(exc).split(":", 1)[0][:60]
+            raise HandshakeFailed(f"the server's handshake answer is not HTTP ({what})") from None
 
     def _reject(self) -> None:
         assert self._rejection is not None
-        status, headers = self._rejection
+        status, headers, reason = self._rejection
         self.state = State.CLOSED
         self.closed = Closed(ABNORMAL_CLOSURE, "Rejected WebSocket handshake")
-        raise HandshakeRejected(Rejection(status, headers, b"".join(self._reject_body)))
+        raise HandshakeRejected(Rejection(status, headers, b"".join(self._reject_body), reason))
 
     def _accept(self, event: h11.InformationalResponse) -> None:
         assert self._h11 is not None
