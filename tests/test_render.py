@@ -20,6 +20,9 @@ from owc.render import (
     finish,
     output_from_transcript,
     output_text,
+    run_error,
+    shows_in_transcript,
+    transcript_error,
 )
 
 from conftest import load_log
@@ -872,3 +875,86 @@ def test_a_heartbeat_turn_is_told_by_its_marked_reply_right_after_one_hidden_pro
     assert not heartbeat_turn(_window([reply], has_more=True), "H")
     bare = {"role": "assistant", "content": "Hi.", "__openclaw": {"runId": "H", "turnBoundary": True}}
     assert heartbeat_turn(_window([bare], has_more=False), "H")
+
+
+# --- issue 24 item 2: a run's error from the transcript (measured on 2026.9.6,
+# docs/reference/gateway-errors-heartbeats-internal.md) ---------------------------------------------------------
+
+#: The live error terminal's first ``errorMessage`` and the row's ``lastRunError`` (equal, measured) ...
+LIVE_400 = "LLM request failed: provider rejected the request schema or tool payload."
+#: ... and the copy ``chat.history`` puts in the run's terminal error record instead (other words, measured).
+COPY_400 = "⚠️ LLM request failed (request format rejected, HTTP 400)."
+COPY_500 = "⚠️ LLM request failed (provider internal error). This is usually temporary — try again shortly."
+
+
+def failed_history(run: str, text: str) -> Any:
+    """R's user turn and the Gateway's terminal error record of R, as ``chat.history`` shows them."""
+    return parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                {"role": "user", "content": "FAIL please", "idempotencyKey": f"{run}:user"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": text}],
+                    "stopReason": "error",
+                    "idempotencyKey": f"{run}:terminal-error",
+                    "__openclaw": {"runId": run, "idempotencyKey": f"{run}:terminal-error", "seq": 2},
+                },
+            ],
+        }
+    )
+
+
+def test_a_run_that_failed_unseen_shows_its_error_from_the_transcript() -> None:
+    """No terminal reached owc (it was away, or the error fell in a gap): the transcript's record decides, and
+    its copy of the failure is the error, never reply text (before: the copy was the message's content and the
+    message had no error)."""
+    finished = finish(TurnRenderer("R1"), failed_history("R1", COPY_400))
+    assert (finished.content, finished.error) == ("", {"content": COPY_400})
+    assert transcript_error(failed_history("R1", COPY_400), "R1") == COPY_400
+    assert shows_in_transcript(failed_history("R1", COPY_400), "R1")
+
+
+def test_a_failed_runs_partial_text_stays_its_content() -> None:
+    """An error after streamed text: the record holds the copy, a blank line, then the partial (measured)."""
+    history = failed_history("R1", f"{COPY_500}\n\nHello from the")
+    finished = finish(TurnRenderer("R1"), history)
+    assert (finished.content, finished.error) == ("Hello from the", {"content": COPY_500})
+
+
+def test_the_row_gives_a_missed_error_the_live_words() -> None:
+    """The session row's ``lastRunError`` (passed while its ``lastRunId`` is R) is what the live terminal said."""
+    finished = finish(TurnRenderer("R1"), failed_history("R1", COPY_400), row_error=LIVE_400)
+    assert finished.error == {"content": LIVE_400} and finished.content == ""
+    assert run_error(TurnRenderer("R1"), None, LIVE_400) == {"content": LIVE_400}
+
+
+def test_a_live_terminal_decides_the_error() -> None:
+    """Seen live, the terminal's words stand (and its copy in the transcript is not shown twice as text); a
+    final or aborted terminal is no error whatever the row says."""
+    live = TurnRenderer("R1")
+    live.feed(chat("R1", 1, "error", errorMessage=LIVE_400))
+    finished = finish(live, failed_history("R1", COPY_400), row_error="something else")
+    assert (finished.content, finished.error) == ("", {"content": LIVE_400})
+    ended = TurnRenderer("R1")
+    ended.feed(chat("R1", 1, "final", text="fine"))
+    assert run_error(ended, failed_history("R1", COPY_400), "old error") is None
+
+
+def test_only_the_runs_own_last_message_says_it_failed() -> None:
+    """Another run's record is not R's, and a run whose record a later message of its own follows (a retry
+    that recovered) did not fail."""
+    assert transcript_error(failed_history("R1", COPY_400), "R2") is None
+    recovered = parse_chat_history(
+        {
+            "sessionKey": "k",
+            "messages": [
+                *(dict(m.raw) for m in failed_history("R1", COPY_400).messages),
+                {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "stopReason": "stop",
+                 "__openclaw": {"runId": "R1"}},
+            ],
+        }
+    )  # fmt: skip
+    assert transcript_error(recovered, "R1") is None
+    assert finish(TurnRenderer("R1"), recovered).content == "ok"

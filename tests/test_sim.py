@@ -593,3 +593,33 @@ async def test_an_aborted_partial_is_the_run_wide_buffer(script: str, partial: s
         history = parse_chat_history((await client.request("chat.history", {"sessionKey": KEY})).payload)
         assert [m.text for m in history.messages if m.aborted] == ([] if partial is None else [partial])
         assert all(m.assistant_run_id == "r1" for m in history.messages if m.role == "assistant")
+
+
+async def test_a_failed_run_leaves_what_the_real_gateway_keeps() -> None:
+    """Issue 24 item 2, as measured on 2026.9.6 (docs/reference/gateway-errors-heartbeats-internal.md): the row's
+    ``lastRunError`` is the first error terminal's words; the transcript keeps a ``<R>:terminal-error`` record
+    whose text is a copy of the failure in other words, then the partial text; a second error terminal follows."""
+    from owc.render import TurnRenderer, finish
+
+    async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
+        await client.request("sessions.subscribe", {})
+        sim.start_run(KEY, "e1").text("Hello from the").end("error", error="model overloaded")
+        errors = await client.events_until(
+            lambda f: f.event == "sessions.changed" and f.payload.get("phase") == "error"
+        )
+        said = [f.payload["errorMessage"] for f in errors if f.event == "chat" and f.payload["state"] == "error"]
+        assert said[0] == "model overloaded" and said[1].startswith("⚠️ Agent failed before reply: model overloaded.")
+        listed = await client.request("sessions.list", {})
+        row = next(s for s in listed.payload["sessions"] if s["key"] == KEY)
+        assert (row["status"], row["lastRunId"], row["lastRunError"]) == ("failed", "e1", "model overloaded")
+        history = parse_chat_history((await client.request("chat.history", {"sessionKey": KEY})).payload)
+        record = [m for m in history.messages if m.role == "assistant"]
+        assert [(m.idempotency_key, m.stop_reason, m.assistant_run_id) for m in record] == [
+            ("e1:terminal-error", "error", "e1")
+        ]
+        assert record[0].text == "⚠️ LLM request failed (model overloaded).\n\nHello from the"
+        finished = finish(TurnRenderer("e1"), history)  # as owc finishes it when it saw nothing live
+        assert (finished.content, finished.error) == (
+            "Hello from the",
+            {"content": "⚠️ LLM request failed (model overloaded)."},
+        )

@@ -196,11 +196,39 @@ class AgentEvent:
     is_heartbeat: bool | None = None
     agent_id: str | None = None
     spawned_by: str | None = None
+    #: The Gateway's routing flags (``AGENT_EVENT_ROUTING_FIELDS`` in 2026.9.6's ``agent-events``): ``False``
+    #: marks an internal run (``projectSessionLifecycle`` / ``controlUiVisible``). Measured: such a run's events
+    #: never reach an operator client, so this is a second line of defence (``is_internal``).
+    project_session_lifecycle: bool | None = None
+    control_ui_visible: bool | None = None
     lifecycle: LifecycleData | None = None
     assistant: AssistantData | None = None
     tool: ToolData | None = None
     item: ItemData | None = None
     raw: Mapping[str, Any] = RAW
+
+    @property
+    def is_internal(self) -> bool:
+        """An internal run's event: flagged so, or its run id is of an internal form (``is_internal_run_id``)."""
+        return (
+            self.project_session_lifecycle is False
+            or self.control_ui_visible is False
+            or is_internal_run_id(self.run_id)
+        )
+
+
+#: Run id prefixes of the Gateway's internal runs (2026.9.6): a progress card refresh (``progress-card-refresh-*.mjs``:
+#: ``progress-card-refresh:<sha256>``, run on the chat's own key) and a skill workshop review
+#: (``experience-review-*.mjs``: ``skill-workshop-review:<uuid>``, on an internal key). Both run with
+#: ``projectSessionLifecycle: false``. A memory flush is internal too, but its id is a bare UUID on an
+#: ``agent:<id>:internal-session-effects:...`` key, which is no Open WebUI chat's key.
+INTERNAL_RUN_PREFIXES = ("progress-card-refresh:", "skill-workshop-review:")
+
+
+def is_internal_run_id(run_id: str | None) -> bool:
+    """Whether ``run_id`` names one of the Gateway's internal runs, which never get a message: the Gateway shows
+    them on none of its own chat surfaces (``isControlUiVisible: false``, ``display: false`` in the transcript)."""
+    return isinstance(run_id, str) and run_id.startswith(INTERNAL_RUN_PREFIXES)
 
 
 @attrs.frozen
@@ -326,6 +354,8 @@ def parse_agent(p: f.JSONObject, via: str = "agent") -> AgentEvent:
         is_heartbeat=f.opt_bool(p, "isHeartbeat", w),
         agent_id=f.opt_str(p, "agentId", w),
         spawned_by=f.opt_str(p, "spawnedBy", w),
+        project_session_lifecycle=f.opt_bool(p, "projectSessionLifecycle", w),
+        control_ui_visible=f.opt_bool(p, "controlUiVisible", w),
         lifecycle=_lifecycle(data) if stream == "lifecycle" else None,
         assistant=_assistant(data) if stream == "assistant" else None,
         tool=_tool(data) if stream == "tool" else None,

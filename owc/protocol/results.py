@@ -292,6 +292,25 @@ class HistoryMessage:
     def is_restart_recovery_turn(self) -> bool:
         return self.provenance is not None and self.provenance.is_restart_recovery
 
+    @property
+    def is_terminal_error(self) -> bool:
+        """The Gateway's record that its run failed: an assistant message with ``stopReason: "error"`` (2026.9.6
+        keys it ``<R>:terminal-error``). ``chat.history`` strips its ``errorMessage`` and puts its own copy of the
+        failure as the first paragraph of the first text part, before any partial text the run had written
+        (``chat-display-projection``: ``getAssistantErrorFallbackText`` joined with a blank line; measured, see
+        docs/reference/gateway-errors-heartbeats-internal.md)."""
+        return self.role == "assistant" and self.stop_reason == "error"
+
+    @property
+    def error_copy(self) -> str | None:
+        """For a terminal error record, the Gateway's copy of the failure (the first paragraph of its first text
+        part), else ``None``. The copy is one paragraph in every form 2026.9.6 writes."""
+        if not self.is_terminal_error:
+            return None
+        first = next((p.text for p in self.parts if isinstance(p, TextPart)), "")
+        copy = first.split("\n\n", 1)[0].strip()
+        return copy or None
+
 
 def parse_history_message(d: object, where: str = "message") -> HistoryMessage:
     d = f.obj(d, where)

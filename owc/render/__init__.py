@@ -9,7 +9,10 @@ from owc.render.transcript import (
     heartbeat_turn,
     output_from_transcript,
     reaches_run_start,
+    run_error,
     run_messages,
+    shows_in_transcript,
+    transcript_error,
 )
 from owc.render.turn import TurnRenderer
 
@@ -31,6 +34,9 @@ __all__ = [
     "output_from_transcript",
     "output_text",
     "reaches_run_start",
+    "run_error",
     "run_messages",
+    "shows_in_transcript",
     "snapshot_event",
+    "transcript_error",
 ]

@@ -136,6 +136,10 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
             whole = message.text
             if said and whole.startswith(said):
                 message = attrs.evolve(message, parts=(TextPart(whole[len(said) :]),))
+        if message.is_terminal_error and message.error_copy is not None:
+            # The Gateway's copy of the failure is the run's error, shown as the error (``finish``), not as
+            # reply text; what follows it is the partial text the run had written before it failed.
+            message = _without_error_copy(message)
         earlier.append(message.text.strip("\n"))
 
         def flush(part_index: int) -> None:
@@ -169,10 +173,65 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
     return output
 
 
+def _without_error_copy(message: HistoryMessage) -> HistoryMessage:
+    """``message`` (a terminal error record) without the Gateway's copy of the failure: the first paragraph of
+    its first text part, and the blank line after it."""
+    parts = list(message.parts)
+    for i, part in enumerate(parts):
+        if isinstance(part, TextPart):
+            rest = part.text.split("\n\n", 1)
+            parts[i] = TextPart(rest[1] if len(rest) > 1 else "")
+            break
+    return attrs.evolve(message, parts=tuple(parts))
+
+
+#: What a live error terminal without an ``errorMessage`` shows.
+RUN_FAILED = "The run failed."
+
+
 def terminal_error(renderer: TurnRenderer) -> dict[str, str] | None:
     terminal = renderer.terminal
     if terminal is not None and terminal.state == "error":
-        return {"content": terminal.error_message or "The run failed."}
+        return {"content": terminal.error_message or RUN_FAILED}
+    return None
+
+
+def transcript_error(history: ChatHistory, run_id: str) -> str | None:
+    """The failure R's transcript records, in the Gateway's words (its copy, as ``chat.history`` shows it), when
+    R's last assistant message is the Gateway's terminal error record; else ``None``. A run that failed while
+    owc was away (or whose error terminal fell in a seq gap) is known to have failed only from this and from
+    the session row (``lastRunError`` while ``lastRunId`` is R)."""
+    mine = [m for m in run_messages(history, run_id) if m.role == "assistant"]
+    if not mine or not mine[-1].is_terminal_error:
+        return None
+    return mine[-1].error_copy or RUN_FAILED
+
+
+def shows_in_transcript(history: ChatHistory, run_id: str) -> bool:
+    """Whether R's transcript gives it something to show: reply text or cards, or the record of its failure
+    (a failed run shows its error, seen live or not)."""
+    return bool(output_from_transcript(history, run_id)) or transcript_error(history, run_id) is not None
+
+
+def run_error(
+    renderer: TurnRenderer, history: ChatHistory | None, row_error: str | None = None
+) -> dict[str, str] | None:
+    """The error a finished R shows, the same as a live error terminal shows it (``{"content": words}``).
+
+    The live terminal decides when owc saw one: its ``errorMessage`` (a final or an aborted terminal is no
+    error, whatever else says). Without it, the run failed if the session row says so (``row_error``: the
+    row's ``lastRunError``, which the caller passes only while the row's ``lastRunId`` is R; measured equal to
+    the live terminal's first ``errorMessage``) or the transcript does (``transcript_error``: the Gateway's own
+    copy of the failure, other words than the live ones, the only ones left once a later run replaced the
+    row's)."""
+    if renderer.terminal is not None:
+        return terminal_error(renderer)
+    if row_error:
+        return {"content": row_error}
+    if history is not None:
+        copy = transcript_error(history, renderer.run_id)
+        if copy is not None:
+            return {"content": copy}
     return None
 
 
@@ -224,9 +283,14 @@ def _output_text(item: dict[str, Any]) -> str | None:
     return parts[0].get("text") if isinstance(parts, list) and parts and isinstance(parts[0], dict) else None
 
 
-def finish(renderer: TurnRenderer, history: ChatHistory | None) -> FinishedRun:
-    """The finished message of a run: from the transcript when it holds the run, else from the stream."""
-    error = terminal_error(renderer)
+def finish(renderer: TurnRenderer, history: ChatHistory | None, row_error: str | None = None) -> FinishedRun:
+    """The finished message of a run: from the transcript when it holds the run, else from the stream. Its
+    error is ``run_error``'s (``row_error``: the session row's ``lastRunError`` while its ``lastRunId`` is R)."""
+    try:
+        error = run_error(renderer, history, row_error)
+    except Exception:  # a transcript shape owc cannot read: the live terminal alone decides
+        log.exception("render.transcript_failed run=%s (error from the stream)", renderer.run_id)
+        error = terminal_error(renderer)
     output = None
     if history is not None:
         try:

@@ -427,5 +427,34 @@ def failed_before_reply(run: Run, error: str, now_ms: int) -> dict[str, Any]:
 
 
 def failed_before_reply_text(error: str) -> str:
-    """The second error terminal of a failed CLI turn (the send's reply path; measured on 2026.9.6)."""
-    return f"⚠️ Agent failed before reply: {error}.\nTo view logs, run `openclaw logs --follow` in a terminal."
+    """The second error terminal of a failed turn (the send's reply path; measured on 2026.9.6 for a CLI turn,
+    ``...code 143.``, and an embedded one, ``...tool payload.``: one full stop, not two)."""
+    said = error if error.endswith(".") else f"{error}."
+    return f"⚠️ Agent failed before reply: {said}\nTo view logs, run `openclaw logs --follow` in a terminal."
+
+
+def error_copy(error: str) -> str:
+    """The simulator's copy of a failure in ``chat.history``: like the real Gateway's (``renderRecorded
+    AssistantFailureCopy``, one paragraph) it is not the live ``errorMessage``'s words, so a test sees which of
+    the two a message shows."""
+    return "⚠️ LLM request failed (" + " ".join(error.split()) + ")."
+
+
+def terminal_error_message(run: Run, error: str, text: str, now_ms: int) -> dict[str, Any]:
+    """What an embedded run's failure leaves in the transcript, as ``chat.history`` shows it (measured on
+    2026.9.6, docs/reference/gateway-errors-heartbeats-internal.md): an assistant message keyed
+    ``<R>:terminal-error`` with ``stopReason: "error"``, its text the Gateway's copy of the failure, then a blank
+    line and the text the run had written (its partial), if any; ``errorMessage`` is not shown."""
+    key = f"{run.run_id}:terminal-error"
+    body = error_copy(error) + (f"\n\n{text}" if text.strip() else "")
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": body}],
+        "api": "openai-completions",
+        "provider": PROVIDER,
+        "model": MODEL,
+        "stopReason": "error",
+        "timestamp": now_ms,
+        "idempotencyKey": key,
+        "__openclaw": {"runId": run.run_id, "idempotencyKey": key},
+    }

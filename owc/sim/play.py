@@ -25,7 +25,7 @@ from owc.emit import RecordingEmitter
 from owc.gateway import GatewayConfig
 from owc.protocol import parse_chat_history
 from owc.registry import WriterRegistry
-from owc.render import output_from_transcript
+from owc.render import shows_in_transcript
 from owc.runs import Bridge
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim.scenario import ChatSpec, ScenarioPlayer, parse_scenario
@@ -272,7 +272,7 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
             continue
         session = player.sim.sessions.get(run.key)
         history = parse_chat_history({"sessionKey": run.key, "messages": session.transcript if session else []})
-        if output_from_transcript(history, run.run_id):
+        if shows_in_transcript(history, run.run_id):
             out.append((chat, names.get(run.run_id, run.run_id)))
     return out
 

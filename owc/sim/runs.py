@@ -449,11 +449,17 @@ class RunDriver:
                 run.parts = []
                 session.append(m.failed_before_reply(run, error, now), now)
             else:
-                self._flush(session, run, "error")
+                # The failed model turn's tool calls stay an ordinary message; its text goes into the Gateway's
+                # terminal error record, after the failure's copy (``assistant-error-transcript``; measured).
+                texts = [p for p in run.parts if p.get("type") == "text"]
+                run.parts = [p for p in run.parts if p.get("type") != "text"]
+                self._flush(session, run, "toolUse")
+                said = "".join(str(p.get("text") or "") for p in texts)
+                self._push(session, run, session.append(m.terminal_error_message(run, error, said, now), now))
             fanout.agent(run, "lifecycle", {"phase": "error", "error": error}, session_id=sid)
             fanout.chat(run, "error", drop_if_slow=False, errorMessage=error, stopReason=step.stop_reason)
-            if run.cli_runtime:
-                fanout.chat(run, "error", drop_if_slow=False, errorMessage=m.failed_before_reply_text(error))
+            # The send's own path says the error a second time (measured on 2026.9.6, a CLI and an embedded turn).
+            fanout.chat(run, "error", drop_if_slow=False, errorMessage=m.failed_before_reply_text(error))
             session.status, session.last_run_error = "failed", error
         else:
             raise ValueError(f"unknown end state {state!r}")

@@ -7,6 +7,10 @@ same interaction can be driven against both and compared:
   with ``{}`` (the real ``read`` tool then rejects the missing ``path``);
 * it contains ``ECHO_TOOL`` and no tool result followed it: the answer's first word (``Hello``), then the
   same call: the next item's text then starts with this one's (how the Gateway's aborted partial holds both);
+* it contains ``FAIL_RUN``: HTTP 400 with an OpenAI-style error body (``FAIL_TEXT``), before any text: the run
+  ends in an error (a 4xx is not retried);
+* it contains ``FAIL_MID``: the first words of the canned answer (``FAIL_MID_TEXT``), then an in-stream error
+  chunk (``{"error": {...}}``): an error after streamed text;
 * it contains ``SAY_NO``: ``NO`` alone (a short answer that is only a prefix of ``NO_REPLY``);
 * this turn's internal context holds ``SAY_HEARTBEAT_OK``: ``HEARTBEAT_OK`` alone. A heartbeat's turn has no
   user words of its own (the runner's prompt is fixed); the ``text`` of the ``wake`` that started it reaches
@@ -41,6 +45,8 @@ SHORT = "NO"  # what SAY_NO answers: only a prefix of the silent sentinel NO_REP
 HEARTBEAT_OK = "HEARTBEAT_OK"  # what SAY_HEARTBEAT_OK answers: the acknowledgement chat.history hides
 LONG_ANSWER = " ".join([ANSWER] * 20)  # what LONG answers: 200 words
 LONG_DELAY = 2.0  # LONG: seconds between words (~400 s in all)
+FAIL_TEXT = "fake model failure: the request was refused"  # what FAIL_RUN / FAIL_MID answer as the error
+FAIL_MID_TEXT = "Hello from the"  # what FAIL_MID streams before its error
 #: In the Gateway's restart-recovery prompt (``[System] Your previous turn was interrupted by a gateway restart ...``).
 RECOVERY_MARK = "Your previous turn was interrupted by a gateway restart"
 
@@ -55,7 +61,8 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def plan(body: dict[str, Any]) -> tuple[str, bool]:
-    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("no", _)``, ``("heartbeat_ok", _)``,
+    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("fail", _)``, ``("fail_mid", _)``, ``("no", _)``,
+    ``("heartbeat_ok", _)``,
     ``("long", _)`` or ``("text", slow)``."""
     messages = body.get("messages") or []
     user_words = ""
@@ -76,6 +83,10 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         return "echo_tool", False
     if "USE_TOOL" in user_words and not tool_after_user and TOOL in offered:
         return "tool", False
+    if "FAIL_RUN" in user_words:
+        return "fail", False
+    if "FAIL_MID" in user_words:
+        return "fail_mid", False
     if "SAY_NO" in user_words:
         return "no", False
     if "LONG" in user_words and not any(RECOVERY_MARK in _text(m) for m in messages):
@@ -114,6 +125,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": "unsupported"}})
             return
         kind, slow = plan(body)
+        if kind == "fail":
+            self._json(400, {"error": {"message": FAIL_TEXT, "type": "invalid_request_error", "code": "fake_failure"}})
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -133,6 +147,15 @@ class Handler(BaseHTTPRequestHandler):
 
         try:
             chunk({"role": "assistant", "content": ""})
+            if kind == "fail_mid":
+                for i, word in enumerate(FAIL_MID_TEXT.split(" ")):
+                    time.sleep(0.02)
+                    chunk({"content": word if i == 0 else " " + word})
+                error = {"message": FAIL_TEXT, "type": "server_error", "code": "fake_failure"}
+                self.wfile.write(b"data: " + json.dumps({"error": error}).encode() + b"\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+                return
             if kind in ("tool", "echo_tool"):
                 if kind == "echo_tool":
                     chunk({"content": ECHO})
