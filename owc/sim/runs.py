@@ -254,6 +254,10 @@ class RunDriver:
             finally:
                 self.plays.pop(run.run_id, None)
 
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` in the simulator's nursery (a boot's delayed recoveries)."""
+        self._nursery.start_soon(fn, *args)
+
     def release(self, run: m.Run) -> None:
         self._holds.setdefault(run.run_id, trio.Event()).set()
 
@@ -451,6 +455,7 @@ class RunDriver:
             if run.cli_runtime:
                 fanout.chat(run, "error", drop_if_slow=False, errorMessage=m.failed_before_reply_text(error))
             session.status, session.last_run_error = "failed", error
+            run.error = error
         else:
             raise ValueError(f"unknown end state {state!r}")
         if state != "aborted":
