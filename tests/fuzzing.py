@@ -28,6 +28,8 @@ from oracle import check_database, check_expected, kind_of
 from schedules import Schedule, shrinking
 
 #: A play's own bound on Trio's clock (virtual seconds under a MockClock): a hung play is a finding, not a hang.
+#: Every op and owc's settle after the last one are inside it, and the bound is itself a deadline, so a play
+#: where every task waits for something that never comes jumps straight to it (``virtual_time``).
 PLAY_BOUND_S = 1800
 
 #: Known product bugs (issue 11) and what they look like, so a fixed seed set stays green until their fixes land
@@ -194,11 +196,16 @@ async def virtual_time(clock: trio.testing.MockClock, *, cushion: float = 0.005)
 async def judge(schedule: Schedule, db: Path) -> list[str]:
     """Play ``schedule`` into the SQLite file ``db`` and return every violation (empty: it passed)."""
     url = f"sqlite:///{db}"
+    at = ["the start"]
+
+    def progress(line: str) -> None:
+        at[0] = line
+
     try:
         with trio.fail_after(PLAY_BOUND_S):
-            played = await play_scenario(schedule.text(), url)
+            played = await play_scenario(schedule.text(), url, progress=progress)
     except trio.TooSlowError:
-        return [f"[hang] the play did not finish within {PLAY_BOUND_S} s of Trio's clock"]
+        return [hung(at[0])]
     except Exception as exc:  # a crash of the play is a finding like any other
         return [f"[crash] play failed: {type(exc).__name__}: {str(exc)[:300]}"]
     player = played.player
@@ -207,6 +214,14 @@ async def judge(schedule: Schedule, db: Path) -> list[str]:
     chats = {name: (spec.chat_id, spec.session_key, played.chats[name]) for name, spec in player.chats.items()}
     problems += check_expected(schedule.expect, schedule.order, player.sim, player.run_ids, chats)
     return [name_runs(p, player.run_ids) for p in problems]
+
+
+def hung(where: str) -> str:
+    """The problem line of a play that never settled: a wait that can never end is a failure of its own (issue
+    24), found on Trio's virtual clock (``virtual_time`` jumps to the bound once everything is blocked), so a
+    hang costs seconds, not the bound. ``where``: the op the play was in (the one after the last is owc's final
+    settle)."""
+    return f"[hang] the play hung: it did not settle within {PLAY_BOUND_S} s of Trio's virtual clock, in {where}"
 
 
 def name_runs(problem: str, run_ids: dict[str, str]) -> str:
