@@ -27,9 +27,11 @@ import trio
 import trio.testing
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this tree's owc, not an installed one
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fuzzing import judge, known_bug, shrink_failure, virtual_time  # noqa: E402
+from oracle import kind_of  # noqa: E402
 from schedules import generate  # noqa: E402
 
 
@@ -44,6 +46,7 @@ async def fuzz(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     failed: list[int] = []
     known: list[int] = []
+    hung: list[int] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -58,6 +61,8 @@ async def fuzz(args: argparse.Namespace) -> int:
                 print(f"progress: {played} played (to seed {seed}), {played - bad} passed", flush=True)
             if not problems:
                 continue
+            if any(kind_of(p) == "hang" for p in problems):
+                hung.append(seed)
             bug = known_bug(schedule, problems)
             (known if bug else failed).append(seed)
             (args.out / f"seed-{seed}.jsonl").write_text(schedule.text())
@@ -74,7 +79,8 @@ async def fuzz(args: argparse.Namespace) -> int:
         f"passed {args.count - len(bad)} of {args.count} (seeds {args.start}..{args.start + args.count - 1},"
         f" {elapsed:.0f} s)"
         + (f"; failing seeds {failed}" if failed else "")
-        + (f"; failing with a known bug {known}" if known else ""),
+        + (f"; failing with a known bug {known}" if known else "")
+        + (f"; hung (did not settle) {hung}" if hung else ""),
         flush=True,
     )
     return 1 if bad else 0

@@ -19,7 +19,23 @@ Invariants (shared/design.md, issue 11), each problem tagged with its kind in br
 * ``[order]`` the messages of runs on one chat are chained in the order the runs started;
 * ``[tree]`` ``history.currentId`` is the chain's tail and equals the row's ``current_message_id``, every parent
   exists and lists the child, every child points back, and every message is on the one chain;
-* ``[mirror]`` the ``chat_message`` table matches the chat JSON: the same ids, parents, roles, content and done.
+* ``[mirror]`` the ``chat_message`` table matches the chat JSON: the same ids, parents, roles, content and done;
+* ``[error]`` the message shows its run's error whether owc saw it live or not: a run that ended with an
+  ``error`` terminal of its own (not a restart's cut) has that error's words in its message's ``error``
+  (``{"content": <errorMessage>}``, as a live error gives), the last run of a chain deciding;
+* ``[cutoff]`` the cut-off note (``CUT_OFF``, owc/rules/owner.py) is only on a message whose run a restart cut
+  (any of the four modes the simulator played while it was active: ``Run.cut_by``) and that nobody continued:
+  never on a run that ended on its own terminal, never in place of a run's own error, never once a continuation
+  of the cut run finished the message;
+* ``[streamed]`` never less than was streamed: the finished message holds every text item the simulator sent
+  owc as chat text for its runs (``Run.streamed``, per client, even what the transcript lost), in order, prefix
+  wise (see ``check_streamed`` for the exact rule, and where the run's own transcript replaces it);
+* ``[recovery]`` a Gateway restart recovery of a cut run lands in its source's message (link rule E), never in a
+  message of its own, also when a newer run started on the key during the restart: once owc holds a message of
+  the cut run (or the transcript names it), that message is the recovery's.
+
+A play that does not settle is ``[hang]`` (``tests/fuzzing.py``, on Trio's virtual clock), one that raises
+``[crash]``.
 
 Exemptions from "no ``done: false``": a placeholder (``stub``) that no run names (a dead request whose run never
 came: nothing exists to finish it with), and whatever ``may_stay_open`` accepts. That hook is for issue 14's
@@ -50,7 +66,15 @@ _KEY = re.compile(
 _PIPE_RUN = re.compile(r"^msg-(?P<chat>[0-9a-f-]{36})-(?P<message>[0-9a-f-]{36})-.+$")
 
 #: The kinds of problem, as the tags that start each problem's text.
-KINDS = ("missing", "unfinished", "silent", "duplicate", "content", "order", "tree", "mirror", "expected")
+KINDS = (
+    "missing", "unfinished", "silent", "duplicate", "content", "order", "tree", "mirror", "expected",
+    "error", "cutoff", "streamed", "recovery",
+)  # fmt: skip
+#: How every note owc ends a cut message with begins (owc/rules/owner.py ``CUT_OFF``; copied, never imported:
+#: ``tests/test_oracle.py`` checks the two agree).
+CUT_OFF = "This reply was cut off"
+#: Sentinels owc hides and the short answers it holds back while a run streams (a prefix of one: "NO").
+_SENTINEL_WORDS = ("NO_REPLY", "ANNOUNCE_SKIP", "REPLY_SKIP", "HEARTBEAT_OK")
 
 
 def expected_message_id(key: str, run_id: str) -> str | None:
@@ -309,6 +333,247 @@ def check(
             if may_stay_open is not None and may_stay_open(message, run):
                 continue
             problems.append(f"{name}: [unfinished] message {mid} is done:false after quiescence")
+    problems += check_errors(sim, chats, groups)
+    recovery = check_recovery(sim, chats, linked)
+    problems += recovery
+    problems += check_cut_off(sim, chats, groups, skip={m for p in recovery for m in re.findall(r"message (\S+)$", p)})
+    problems += check_streamed(sim, chats, groups)
+    return problems
+
+
+# ---------------------------------------------------------------------- issue 24: what a message says
+
+
+def message_error(message: dict[str, Any]) -> str | None:
+    """The text of a message's ``error`` (Open WebUI shows ``error.content``), or None."""
+    error = message.get("error")
+    if isinstance(error, dict):
+        return str(error.get("content") or "") or None
+    return str(error) if error else None
+
+
+def has_cut_off(message: dict[str, Any]) -> bool:
+    """The message ends with owc's cut-off note (in its error, where owc writes it, or in its text)."""
+    return CUT_OFF in (message_error(message) or "") or CUT_OFF in str(message.get("content") or "")
+
+
+def _own_error(run: Any) -> str | None:
+    """The error a run ended with on its own (not the error a container stop gives every run it cuts)."""
+    return getattr(run, "error", None) if getattr(run, "cut_by", None) is None else None
+
+
+def _finished_groups(
+    sim: Any, chats: dict[str, tuple[str, dict[str, Any]]], groups: dict[str | None, list[Any]]
+) -> Iterable[tuple[str, str, dict[str, Any], list[Any]]]:
+    """(chat name, message id, message, its runs in start order) for every finished message of ended runs."""
+    for mid, runs in groups.items():
+        if mid is None or not runs:
+            continue
+        chat_id = chat_of(runs[0].key)
+        if chat_id is None or chat_id not in chats:
+            continue
+        name, messages = chats[chat_id]
+        message = messages.get(mid)
+        if message is None or message.get("done") is not True or any(r.state != "ended" for r in runs):
+            continue
+        yield name, mid, message, runs
+
+
+def check_errors(
+    sim: Any, chats: dict[str, tuple[str, dict[str, Any]]], groups: dict[str | None, list[Any]]
+) -> list[str]:
+    """Rule 1 (issue 24 item 2): a finished message whose last run ended with an error of its own shows that
+    error, in the words a live error gives (the ``chat`` error terminal's ``errorMessage``). A cut-off note in its
+    place is ``check_cut_off``'s to report."""
+    problems = []
+    for name, mid, message, runs in _finished_groups(sim, chats, groups):
+        last = runs[-1]
+        wanted = _own_error(last)
+        if wanted is None or last.heartbeat:
+            continue
+        shown = message_error(message)
+        if shown is not None and shown.startswith(CUT_OFF):
+            continue
+        if shown is None:
+            problems.append(
+                f"{name}: [error] run {last.run_id} ended with the error {wanted!r} and its message {mid} shows"
+                " no error"
+            )
+        elif shown != wanted:
+            problems.append(
+                f"{name}: [error] run {last.run_id} ended with the error {wanted!r} and its message {mid} shows"
+                f" the error {shown[:80]!r}"
+            )
+    return problems
+
+
+def check_cut_off(
+    sim: Any,
+    chats: dict[str, tuple[str, dict[str, Any]]],
+    groups: dict[str | None, list[Any]],
+    *,
+    skip: Iterable[str] = (),
+) -> list[str]:
+    """Rule 2 (issue 24 item 3): the cut-off note only on a message whose run a restart cut and that nobody
+    continued. ``skip``: messages ``check_recovery`` already reported (the Gateway continued their cut run)."""
+    problems = []
+    skipped = set(skip)
+    recovered = {r.recovers for r in sim.runs.values() if getattr(r, "recovers", None)}
+    for name, mid, message, runs in _finished_groups(sim, chats, groups):
+        if mid in skipped or not has_cut_off(message):
+            continue
+        last = runs[-1]
+        label = "+".join(r.run_id[:8] for r in runs) if len(runs) > 1 else last.run_id
+        cut = [r for r in runs if getattr(r, "cut_by", None)]
+        if _own_error(last) is not None:
+            problems.append(
+                f"{name}: [cutoff] the cut-off note replaces run {last.run_id}'s own error {last.error!r} in its"
+                f" message {mid}"
+            )
+        elif not cut:
+            problems.append(
+                f"{name}: [cutoff] message {mid} of run {label} shows the cut-off note, and no restart cut its run"
+                f" (it ended on its own {last.terminal or 'end'} terminal)"
+            )
+        elif not getattr(last, "cut_by", None):
+            problems.append(
+                f"{name}: [cutoff] message {mid} shows the cut-off note, although run {last.run_id} continued its"
+                f" cut run {cut[-1].run_id[:8]} and ended on its own {last.terminal or 'end'} terminal"
+            )
+        elif last.run_id in recovered:
+            continue  # the Gateway continued it: check_recovery judges where that continuation went
+    return problems
+
+
+def _streamed_items(sim: Any, run: Any) -> list[str]:
+    """The text items the simulator sent owc for ``run`` as chat text, from the longest cumulative text that
+    reached a client that lived on (a client that died after it was sent, a killed owc process, shows it
+    nowhere), split as the run-wide buffer joins items (a blank line); silent sentinels and short answers that
+    are only the start of one (held back while a run streams) are left out."""
+    streamed = getattr(run, "streamed", None) or {}
+    at = getattr(run, "streamed_at", None) or {}
+    deaths = getattr(sim, "deaths", None) or []
+    best = ""
+    for client, text in streamed.items():
+        if any(dead == client and when >= at.get(client, 0.0) for dead, when in deaths):
+            continue
+        if len(text) > len(best):
+            best = text
+    items = []
+    for piece in best.split("\n\n"):
+        piece = piece.strip()
+        upper = piece.upper()
+        if not piece or any(word.startswith(upper) for word in _SENTINEL_WORDS) or upper in SILENT:
+            continue
+        items.append(piece)
+    return items
+
+
+def _replaced(streamed: list[str], kept: list[str]) -> bool:
+    """The run's transcript replaced what it streamed: at some item both say, neither starts the other."""
+    return any(not (k.startswith(s) or s.startswith(k)) for s, k in zip(streamed, kept))
+
+
+def check_streamed(
+    sim: Any, chats: dict[str, tuple[str, dict[str, Any]]], groups: dict[str | None, list[Any]]
+) -> list[str]:
+    """Rule 3 (issue 24 item 5), never less than was streamed. For each finished message, the streamed items
+    of its runs (``_streamed_items``, chain order) must appear among the message's text items (its ``output``'s
+    ``output_text`` parts, split at blank lines) in order, each item equal to a later shown item, except the last
+    item of each run, which may be a prefix of one (the run was cut mid-item, or the item went on). A run whose
+    own transcript replaced what it streamed (``_replaced``: an item the transcript keeps that the streamed one
+    does not start, nor it the streamed one) is judged by its transcript alone (``[content]``). A run that
+    streamed visible text to a live client and has no message at all, while its transcript shows nothing (else
+    ``[missing]`` says it), is reported here too."""
+    problems = []
+    for run in sim.runs.values():
+        mid = message_of(sim, run)
+        chat_id = chat_of(run.key)
+        if mid is None or chat_id is None or chat_id not in chats or run.heartbeat or run.state != "ended":
+            continue
+        name, messages = chats[chat_id]
+        owned = any(run in g for key, g in groups.items() if key in messages)
+        if owned:
+            continue
+        items = _streamed_items(sim, run)
+        session = sim.sessions.get(run.key)
+        texts, calls = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
+        if items and not texts and not calls and not unclear_heartbeat(sim, run):
+            problems.append(f"{name}: [streamed] run {run.run_id} streamed {items[0][:60]!r} to owc and has no message")
+    for name, mid, message, runs in _finished_groups(sim, chats, groups):
+        shown = [t for t in _output_texts(message) if t not in SILENT]
+        at = 0
+        for run in runs:
+            if run.heartbeat:
+                continue
+            items = _streamed_items(sim, run)
+            session = sim.sessions.get(run.key)
+            kept, _ = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
+            if not items or _replaced(items, kept):
+                continue
+            for index, item in enumerate(items):
+                last = index == len(items) - 1
+                while at < len(shown) and not (shown[at] == item or (last and shown[at].startswith(item))):
+                    at += 1
+                if at == len(shown):
+                    problems.append(
+                        f"{name}: [streamed] run {run.run_id} streamed {item[:60]!r} and its message {mid} lacks it"
+                        f" (in order); shows {[t[:40] for t in shown]!r}"
+                    )
+                    break
+                at += 1
+            else:
+                continue
+            break
+    return problems
+
+
+def _root(sim: Any, run: Any) -> Any:
+    """The first run of a run's recovery chain (a recovery of a cut recovery of ... a cut run)."""
+    seen = set()
+    while getattr(run, "recovers", None) in sim.runs and run.run_id not in seen:
+        seen.add(run.run_id)
+        source = sim.runs[run.recovers]
+        if not getattr(source, "cut_by", None):
+            break
+        run = source
+    return run
+
+
+def check_recovery(sim: Any, chats: dict[str, tuple[str, dict[str, Any]]], linked: frozenset[str]) -> list[str]:
+    """Rule 4 (issue 24 item 4): the Gateway's restart recovery R' of a cut run S writes into S's message M
+    (link rule E: R' is in M's ``meta.openclaw_chain``), never into a message of its own, whatever ran on the key
+    between them. It applies once M exists as S's (owc saw S) or the transcript names S (``_named``); a recovery
+    of a run owc never knew and the transcript cannot name has a message of its own, rightly."""
+    problems = []
+    for recovery in sim.runs.values():
+        source = sim.runs.get(getattr(recovery, "recovers", None) or "")
+        chat_id = chat_of(recovery.key)
+        if source is None or not getattr(source, "cut_by", None) or chat_id is None or chat_id not in chats:
+            continue
+        name, messages = chats[chat_id]
+        root = _root(sim, source)
+        target = expected_message_id(root.key, root.run_id)
+        message = messages.get(target) if target is not None else None
+        if message is None and not _named(sim, recovery):
+            continue
+        if message is None or (message.get("meta") or {}).get("openclaw_run") != root.run_id:
+            continue  # no message of the cut run: [missing] says so where one is owed
+        chain_ids = (message.get("meta") or {}).get("openclaw_chain") or []
+        own = expected_message_id(recovery.key, recovery.run_id)
+        if own in messages and (messages[own].get("meta") or {}).get("openclaw_run") == recovery.run_id:
+            problems.append(
+                f"{name}: [recovery] the Gateway's recovery {recovery.run_id} of cut run {source.run_id} has a"
+                f" message of its own ({own}), not its source's message {target}"
+            )
+        elif recovery.run_id not in chain_ids and recovery.state == "ended":
+            session = sim.sessions.get(recovery.key)
+            texts, calls = _parts(_run_messages(session.transcript if session is not None else [], recovery.run_id))
+            if texts or calls:
+                problems.append(
+                    f"{name}: [recovery] the Gateway's recovery {recovery.run_id} of cut run {source.run_id} is not in"
+                    f" its source's message {target}"
+                )
     return problems
 
 

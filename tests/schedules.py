@@ -65,6 +65,8 @@ class RunModel:
     fate: str | None = None
 
     open_text: bool = False  # the last thing it said was text: the next text joins that item
+    said_after_tool: bool = False  # it said text after its last tool call (the streamed tail a cut loses)
+    pipe: bool = False  # the Pipe's own run for an Open WebUI placeholder (``reply_to``): its place is fixed
     aborted: bool = False  # it ends (or may end) with an aborted terminal
     cut: bool = False  # a Gateway crash cut it (no terminal)
 
@@ -74,6 +76,7 @@ class RunModel:
         return any(b.startswith(a) for i, a in enumerate(self.items) for b in self.items[i + 1 :])
 
     def say(self, text: str) -> None:
+        self.said_after_tool = self.tools > 0
         if self.open_text:
             self.items[-1] += text
         else:
@@ -83,6 +86,7 @@ class RunModel:
     def tool(self) -> None:
         self.tools += 1
         self.open_text = False
+        self.said_after_tool = False
 
     @property
     def visible(self) -> bool:
@@ -116,6 +120,7 @@ class Schedule:
     aborted_repeats: frozenset[str] = frozenset()  # aborted runs with an item that starts with an earlier one
     prefixes: frozenset[str] = frozenset()  # runs with an item that is only the start of a sentinel ("NO")
     cut: frozenset[str] = frozenset()  # runs a Gateway crash cut (no terminal)
+    pipes: frozenset[str] = frozenset()  # the Pipe's runs of Open WebUI placeholders (``reply_to``)
 
     def text(self) -> str:
         head = f"# fuzz schedule, seed {self.seed}\n" if self.seed is not None else "# fuzz schedule, shrunk\n"
@@ -143,6 +148,13 @@ class Model:
         self.slowed = False  # a slow connection may close at any later event: no named target until a restart
         self.features: set[str] = set()
         self.quiet = False  # the last op was a wait: everything has settled
+        # Issue 24's shapes, as the model sees them (so a shrunk schedule still names its features).
+        self.placeholders: dict[str, str] = {}  # Open WebUI placeholders no run replies to yet -> their chat
+        self.owui_names: set[str] = set()
+        self.assistants: dict[str, str] = {}  # Open WebUI's assistant messages -> their chat (a teardown saves one)
+        self.dropping = False  # a drop was asked since the last wait: the next droppable events may be lost
+        self.recovering: set[str] = set()  # sessions whose cut run a delayed boot recovery is still to continue
+        self.beat_silent: dict[str, bool] = {}  # session -> its last run was a heartbeat that showed nothing
 
     # -------------------------------------------------------------- queries
 
@@ -213,7 +225,17 @@ class Model:
         scripted = op.get("steps") is not None
         if not scripted and session in self.locked:
             return False
+        reply_to = op.get("reply_to")
+        if reply_to is not None and (self.placeholders.get(reply_to) != session or op.get("heartbeat")):
+            return False
         run = RunModel(op["run"], session, session in self.chats, bool(op.get("heartbeat")), scripted)
+        if reply_to is not None:
+            del self.placeholders[reply_to]
+            run.pipe = True
+        if session in self.recovering:
+            self.features.add("newer-during-restart")  # a newer run on the key before the boot's recovery began
+        if run.heartbeat and self.beat_silent.get(session):
+            self.features.add("heartbeat-after-silent")
         if run.heartbeat:
             self.features.add("heartbeat")
         if not run.on_chat:
@@ -295,11 +317,17 @@ class Model:
         if run is None:
             return False
         run.aborted = op.get("state") == "aborted"
+        if op.get("state") == "error" and run.on_chat:
+            if not self.live or not self.stable:
+                self.features.add("error-away")  # the error terminal while owc is away or reconnecting
+            elif self.dropping:
+                self.features.add("error-drop")  # its events may fall in a seq gap
         self._end(run, "end")
         return True
 
     def _end(self, run: RunModel, how: str) -> None:
         queue = self.queues[run.session]
+        self.beat_silent[run.session] = run.heartbeat and not run.visible
         run.settle(how)
         queue.remove(run)
         self._begin(run.session)
@@ -308,6 +336,7 @@ class Model:
         if not self._deploy_ok(op):
             return False
         self.features.add("drop")
+        self.dropping = True
         return True
 
     def _op_disconnect(self, op: dict[str, Any]) -> bool:
@@ -360,6 +389,10 @@ class Model:
             for run in list(queue):
                 queue.remove(run)
                 if run.state == "active" and not run.scripted:
+                    if run.said_after_tool and mode in ("stop", "crash", "restart"):
+                        self.features.add("cut-after-tool")  # its streamed tail after a tool call is lost
+                    if op.get("recovery_delay") and mode != "container" and run.on_chat:
+                        self.recovering.add(session)
                     run.aborted = mode in ("restart", "stop")
                     # A restart or a stop past its drain loses the partial from the transcript as a crash does
                     # (measured on 2026.9.6: only a connected owc keeps what it streamed); a container stop fails
@@ -384,6 +417,38 @@ class Model:
                 run.settle("end")
         self.locked.clear()
         self.unknown_scripted.clear()
+        self.dropping = False
+        self.recovering.clear()
+        return True
+
+    def _op_owui_message(self, op: dict[str, Any]) -> bool:
+        if op["chat"] not in self.chats or op["message"] in self.owui_names or op["message"] in self.runs:
+            return False
+        self.owui_names.add(op["message"])
+        if op.get("role") == "assistant":
+            self.assistants[op["message"]] = op["chat"]
+            if not op.get("done"):
+                self.placeholders[op["message"]] = op["chat"]
+        return True
+
+    def _op_wait_claimed(self, op: dict[str, Any]) -> bool:
+        run = self.runs.get(op["run"])
+        return (
+            run is not None
+            and run.on_chat
+            and not run.heartbeat
+            and run.state == "active"
+            and run.visible
+            and bool(self.live)
+            and not self.slowed
+            and not self.failing
+        )
+
+    def _op_teardown(self, op: dict[str, Any]) -> bool:
+        if op["deploy"] not in self.live or self.assistants.get(op["message"]) != op["chat"]:
+            return False
+        self.live.remove(op["deploy"])
+        self.features |= {"owui-teardown", "kill"}
         return True
 
     # -------------------------------------------------------------- repair and the tail
@@ -461,12 +526,16 @@ def build(body: Sequence[dict[str, Any]], seed: int | None = None) -> Schedule:
     ops += kept
     ops += model.tail()
     expect = {r.name: r.fate or MAY for r in model.runs.values()}
-    order = {c: [r.name for r in model.started if r.session == c] for c in sorted(model.chats)}
+    # The Pipe's runs are left out of the order: their placeholder's place is fixed when the user sends.
+    order = {c: [r.name for r in model.started if r.session == c and not r.pipe] for c in sorted(model.chats)}
     heartbeats = frozenset(r.name for r in model.runs.values() if r.heartbeat)
     repeats = frozenset(r.name for r in model.runs.values() if r.aborted and r.repeats_an_item)
     prefixes = frozenset(r.name for r in model.runs.values() if any(i.strip() in SENTINEL_PREFIXES for i in r.items))
     cut = frozenset(r.name for r in model.runs.values() if r.cut)
-    return Schedule(seed, ops, kept, expect, order, frozenset(model.features), heartbeats, repeats, prefixes, cut)
+    pipes = frozenset(r.name for r in model.runs.values() if r.pipe)
+    return Schedule(
+        seed, ops, kept, expect, order, frozenset(model.features), heartbeats, repeats, prefixes, cut, pipes
+    )
 
 
 # ------------------------------------------------------------------ the generator
@@ -618,11 +687,166 @@ class _Gen:
         self.emit({"op": "heal"} if self.model.failing else {"op": "fail", "method": "chat.history"})
 
 
+#: Issue 24's shapes (each a feature of its own, drawn by ``_Shapes``).
+SHAPES = ("error-away", "newer-during-restart", "cut-after-tool", "owui-teardown", "heartbeat-after-silent")
+#: How often a seed gets a section of them (after the body its main stream drew, which is unchanged).
+SHAPE_SHARE = 0.5
+ERRORS = ("boom", "rate limit reached", "The model refused the request.")
+
+
+class _Shapes:
+    """The shapes that produced issue 24's defects, drawn from a stream of their own (``random.Random`` seeded
+    from the seed and a label), played after the body the seed's main stream drew and that body's tail (every
+    run ended, owc connected, quiet): a seed's earlier ops are the same file as before, and a seed whose stream
+    draws no section is the same schedule as before (so ``CI_SEEDS`` keep meaning what they meant)."""
+
+    def __init__(self, gen: _Gen, seed: int) -> None:
+        self.g = gen
+        self.r = random.Random(f"issue-24 shapes {seed}")
+
+    def section(self) -> None:
+        if self.r.random() >= SHAPE_SHARE:
+            return
+        g = self.g
+        for kind in self.r.sample(SHAPES, self.r.randint(1, 2)):
+            g.body += g.model.tail()  # from a quiet start: nothing pending, owc connected
+            getattr(self, kind.replace("-", "_"))()
+
+    def put(self, op: dict[str, Any]) -> bool:
+        ops = self.g.model.repair(op)
+        self.g.body += ops
+        return bool(ops) and ops[-1] is op
+
+    def driven(self, chat: str, *, heartbeat: bool = False) -> str:
+        name = self.g.new_run()
+        op: dict[str, Any] = {"op": "run", "run": name, "chat": chat, "origin": "heartbeat" if heartbeat else "cron"}
+        if heartbeat:
+            op["heartbeat"] = True
+        elif self.r.random() < 0.5:
+            op["user_text"] = "Wake up."
+        self.put(op)
+        return name
+
+    def back(self, deploy: str | None = None) -> None:
+        m = self.g.model
+        if deploy is not None and deploy not in m.live:
+            self.put({"op": "start", "deploy": deploy})
+        if m.live:
+            self.put({"op": "await_clients", "count": len(m.live)})
+
+    def error_away(self) -> None:
+        """A run that ends with an error while owc is away (its socket cut, its process dead) or while its events
+        are dropped (the error's seq after a gap): the message must show the error as a live one does."""
+        r, m = self.r, self.g.model
+        name = self.driven(r.choice(CHATS))
+        self.put({"op": "text", "run": name, "text": r.choice(TEXTS)})
+        if r.random() < 0.3:
+            self.put({"op": "tool", "run": name, "name": "exec", "args": {"i": 1}, "result": "ok"})
+        fault = r.choice(["drop", "disconnect", "kill"])
+        if fault == "drop":
+            self.put({"op": "drop", "count": r.randint(2, 8)})
+            if r.random() < 0.5:
+                self.put({"op": "text", "run": name, "text": " " + r.choice(TEXTS)})
+        elif fault == "disconnect":
+            self.put({"op": "disconnect"})
+        killed = list(m.live) if fault == "kill" else []
+        for deploy in killed:  # every process: nobody sees the error live
+            self.put({"op": "kill", "deploy": deploy})
+        self.put({"op": "end", "run": name, "state": "error", "error": r.choice(ERRORS)})
+        for deploy in killed:
+            self.put({"op": "start", "deploy": deploy})
+        self.back()
+        self.put({"op": "wait"})
+
+    def newer_during_restart(self) -> None:
+        """A Gateway restart cuts a run; before the boot's recovery begins (``recovery_delay``), a newer run
+        starts on the key: the recovery still belongs in the cut run's message (link rule E)."""
+        r = self.r
+        chat = r.choice(CHATS)
+        name = self.driven(chat)
+        self.put({"op": "text", "run": name, "text": r.choice(TEXTS)})
+        if r.random() < 0.5:
+            self.put({"op": "tool", "run": name, "name": "exec", "args": {"i": 2}, "result": "ok"})
+            self.put({"op": "text", "run": name, "text": r.choice(TEXTS)})
+        restart: dict[str, Any] = {"op": "restart", "mode": r.choice(["restart", "crash", "stop"])}
+        restart["recovery_delay"] = r.choice([2, 3, 4])
+        self.put(restart)
+        newer = self.g.new_run()
+        op: dict[str, Any] = {"op": "run", "run": newer, "chat": chat, "origin": r.choice(["cron", "sessions_send"])}
+        if r.random() < 0.5:
+            op["user_text"] = "Another thing."
+        op["steps"] = [{"text": r.choice(TEXTS)}, {"end": "final"}]
+        self.put(op)
+        self.back()
+        self.put({"op": "wait"})
+
+    def cut_after_tool(self) -> None:
+        """A run streams text after a tool call and a Gateway stop (past its drain) or crash cuts it: the
+        transcript loses that tail, the message must not."""
+        r = self.r
+        name = self.driven(r.choice(CHATS))
+        if r.random() < 0.5:
+            self.put({"op": "text", "run": name, "text": r.choice(TEXTS)})
+        self.put({"op": "tool", "run": name, "name": "exec", "args": {"i": 3}, "result": "ok"})
+        self.put({"op": "text", "run": name, "text": r.choice(TEXTS)})
+        self.put({"op": "restart", "mode": r.choice(["stop", "crash", "restart"])})
+        self.back()
+        self.put({"op": "wait"})
+
+    def owui_teardown(self) -> None:
+        """A user turn's request streams the start of its reply; Open WebUI's cancel path saves the reply
+        ``done: true`` and the process dies before the handover: the next process must finish it."""
+        r, g, m = self.r, self.g, self.g.model
+        chat = r.choice(CHATS)
+        g.n += 1
+        user, placeholder = f"u{g.n}", f"m{g.n}"
+        self.put({"op": "owui_message", "chat": chat, "message": user, "text": "Tell me."})
+        self.put({"op": "owui_message", "chat": chat, "message": placeholder, "role": "assistant"})
+        name = g.new_run()
+        if not self.put({"op": "run", "run": name, "chat": chat, "reply_to": placeholder}):
+            return
+        first = "First part,"
+        self.put({"op": "text", "run": name, "text": first})
+        if r.random() < 0.7:
+            self.put({"op": "wait_claimed", "run": name})
+        deploy = m.live[0] if m.live else DEPLOYS[0]
+        self.put({"op": "teardown", "chat": chat, "message": placeholder, "deploy": deploy, "text": first})
+        if r.random() < 0.4:
+            self.put({"op": "tool", "run": name, "name": "exec", "args": {"i": 4}, "result": "ok"})
+        self.put({"op": "text", "run": name, "text": " and the rest."})
+        self.put({"op": "end", "run": name})
+        self.back(deploy)
+        self.put({"op": "wait"})
+
+    def heartbeat_after_silent(self) -> None:
+        """A silent heartbeat (``HEARTBEAT_OK``), then a heartbeat that speaks, on one chat's key (owc sometimes
+        away): chat.history hides both prompts, so the speaking one's reply is easily taken for a turn."""
+        r, m = self.r, self.g.model
+        chat = r.choice(CHATS)
+        away = r.random() < 0.5
+        deploy = m.live[0] if m.live else None
+        for _ in range(r.randint(1, 2)):
+            beat = self.driven(chat, heartbeat=True)
+            self.put({"op": "text", "run": beat, "text": "HEARTBEAT_OK"})
+            self.put({"op": "end", "run": beat})
+        if away and deploy is not None:
+            self.put(r.choice([{"op": "disconnect"}, {"op": "kill", "deploy": deploy}]))
+        beat = self.driven(chat, heartbeat=True)
+        self.put({"op": "text", "run": beat, "text": r.choice(TEXTS)})
+        if r.random() < 0.3:
+            self.put({"op": "tool", "run": beat, "name": "exec", "args": {"i": 5}, "result": "ok"})
+        self.put({"op": "end", "run": beat})
+        self.back(deploy)
+        self.put({"op": "wait"})
+
+
 def generate(seed: int) -> Schedule:
-    """The schedule of ``seed`` (the same seed always gives the same file)."""
+    """The schedule of ``seed`` (the same seed always gives the same file): the body its main stream draws,
+    then, for about half the seeds, a section of issue 24's shapes from a stream of their own (``_Shapes``)."""
     gen = _Gen(seed)
     for _ in range(gen.r.randint(8, 40)):
         gen.step()
+    _Shapes(gen, seed).section()
     return build(gen.body, seed)
 
 

@@ -59,6 +59,9 @@ def test_the_generator_covers_every_fault() -> None:
     assert {
         "queued", "heartbeat", "sentinel", "sentinel-prefix", "other-key", "send", "slow", "drop", "away", "kill",
         "deploys", "history-fails", "restart-restart", "restart-stop", "restart-container", "restart-crash",
+        # issue 24's shapes
+        "error-away", "error-drop", "newer-during-restart", "cut-after-tool", "owui-teardown",
+        "heartbeat-after-silent",
     } <= seen  # fmt: skip
 
 
@@ -177,8 +180,11 @@ async def test_shrunk_reproduction(path: Path, tmp_path: Path, mock_clock) -> No
     """The fuzzer's shrunk reproductions of the bugs it found (``tests/fuzz_repros``; replay one with ``owc scenario
     run``): one of a known bug fails until it is fixed (some only in some plays: they are races); one of a fixed
     bug is a regression test."""
+    schedule = _schedule_of(path)
     async with virtual_time(mock_clock):
-        problems = await judge(_schedule_of(path), tmp_path / "webui.db")
+        problems = await judge(schedule, tmp_path / "webui.db")
+    if problems and (bug := known_bug(schedule, problems)) is not None:
+        pytest.xfail(f"known bug: {bug}")  # another, open bug shows in it too (issue 24's checks)
     assert problems == []
 
 

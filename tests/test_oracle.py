@@ -15,7 +15,9 @@ import trio
 
 from owc.sim.play import Played, play_scenario
 
-from oracle import check_database, check_expected, expected_message_id, kind_of
+from fuzzing import judge, virtual_time
+from oracle import CUT_OFF, check_database, check_expected, expected_message_id, kind_of
+from schedules import build
 
 SCENARIO = """
 {"op": "chat", "chat": "a", "user": "u0"}
@@ -202,7 +204,7 @@ def test_texts_out_of_the_transcripts_order_are_content(spoiled: Spoiled) -> Non
         texts[0]["content"], texts[1]["content"] = texts[1]["content"], texts[0]["content"]
 
     spoiled.edit(swap)
-    assert spoiled.kinds() == {"content"}
+    assert spoiled.kinds() == {"content", "streamed"}  # what it streamed is out of order too
 
 
 def test_a_text_missing_from_the_content_is_content(spoiled: Spoiled) -> None:
@@ -282,3 +284,125 @@ def test_the_generators_expectations_are_checked(spoiled: Spoiled) -> None:
     sim, ids = spoiled.played.player.sim, spoiled.run_ids
     found = check_expected({"r1": "silent", "beat": "show"}, {}, sim, ids, chats)
     assert len(found) == 2 and {kind_of(p) for p in found} == {"expected"}
+
+
+# ---------------------------------------------------------------------- issue 24: what a message says
+
+CUT_SCENARIO = """
+{"op": "chat", "chat": "a", "user": "u0"}
+{"op": "run", "chat": "a", "run": "failed"}
+{"op": "text", "run": "failed", "text": "Before the error."}
+{"op": "end", "run": "failed", "state": "error", "error": "boom"}
+{"op": "run", "chat": "a", "run": "cut"}
+{"op": "text", "run": "cut", "text": "Live only."}
+{"op": "restart", "mode": "restart"}
+{"op": "await_clients", "count": 1}
+{"op": "wait"}
+"""
+
+
+@pytest.fixture(scope="module")
+def cut_baseline(tmp_path_factory) -> tuple[Played, Path]:
+    """A run that ends with its own error (live), and a run a Gateway restart cut after it streamed text the
+    transcript lost, continued by the boot's recovery in its message (link rule E)."""
+    db = tmp_path_factory.mktemp("oracle-cut") / "clean.db"
+    played = trio.run(play_scenario, CUT_SCENARIO, f"sqlite:///{db}")
+    return played, db
+
+
+@pytest.fixture
+def cut(cut_baseline, tmp_path) -> Spoiled:
+    return Spoiled(cut_baseline, tmp_path)
+
+
+def _recovery(spoiled: Spoiled) -> Any:
+    sim = spoiled.played.player.sim
+    return next(r for r in sim.runs.values() if r.recovers == spoiled.run_ids["cut"])
+
+
+def test_the_oracles_cut_off_note_is_owcs() -> None:
+    from owc.rules.owner import CUT_OFF as OWCS
+
+    assert CUT_OFF == OWCS
+
+
+def test_a_clean_play_with_an_error_and_a_linked_recovery_passes(cut: Spoiled) -> None:
+    assert cut.problems() == []
+    sim = cut.played.player.sim
+    assert sim.runs[cut.run_ids["failed"]].error == "boom"  # the simulator's ground truth, for the oracle
+    assert sim.runs[cut.run_ids["cut"]].cut_by == "restart"
+    assert "Live only." in sim.runs[cut.run_ids["cut"]].streamed.get("owc", "")  # streamed, the transcript lost it
+    message = cut.played.chats["a"][cut.mid("failed")]
+    assert message["error"] == {"content": "boom"}
+
+
+def test_a_message_without_its_runs_error_is_an_error_fault(cut: Spoiled) -> None:
+    """Rule 1: the run's error, whether owc saw it live or not, in the words a live error gives."""
+    cut.edit(lambda h: h["messages"][cut.mid("failed")].pop("error"))
+    assert cut.kinds() == {"error"}
+    cut.edit(lambda h: h["messages"][cut.mid("failed")].update(error={"content": "The run failed."}))
+    assert cut.kinds() == {"error"}
+
+
+def test_the_cut_off_note_where_nothing_was_cut_is_a_cutoff_fault(cut: Spoiled, monkeypatch) -> None:
+    """Rule 2: the note only on a run a restart cut and nobody continued; never in place of its own error."""
+    note = {"content": f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."}
+    cut.edit(lambda h: h["messages"][cut.mid("failed")].update(error=note))
+    problems = cut.problems()
+    assert {kind_of(p) for p in problems} == {"cutoff"} and "replaces run" in problems[0]
+    cut.edit(lambda h: h["messages"][cut.mid("cut")].update(error=note))  # its recovery continued it
+    assert {kind_of(p) for p in cut.problems()} == {"cutoff"} and len(cut.problems()) == 2
+    # The same note on a run a restart cut that nobody continued is right.
+    sim = cut.played.player.sim
+    failed = sim.runs[cut.run_ids["failed"]]
+    monkeypatch.setattr(failed, "cut_by", "crash")
+    monkeypatch.setattr(failed, "error", None)
+    cut.edit(lambda h: h["messages"][cut.mid("cut")].pop("error"))
+    assert cut.problems() == []
+
+
+def test_a_message_with_less_than_was_streamed_is_a_streamed_fault(cut: Spoiled) -> None:
+    """Rule 3: the cut run streamed "Live only." and its transcript lost it: the message must keep it (the
+    transcript-only checks cannot see this)."""
+
+    def lose(history: dict[str, Any]) -> None:
+        message = history["messages"][cut.mid("cut")]
+        message["output"] = [i for i in message["output"] if "Live only." not in json.dumps(i)]
+        message["content"] = message["content"].replace("Live only.", "").strip()
+
+    cut.edit(lose)
+    problems = cut.problems()
+    assert {kind_of(p) for p in problems} == {"streamed"}, problems
+    assert "'Live only.'" in problems[0]
+
+
+def test_a_recovery_with_a_message_of_its_own_is_a_recovery_fault(cut: Spoiled) -> None:
+    """Rule 4: the boot's recovery of a cut run owc holds a message of belongs in that message."""
+    recovery = _recovery(cut)
+    own = expected_message_id(cut.key, recovery.run_id)
+    assert own is not None
+
+    def split(history: dict[str, Any]) -> None:
+        meta = history["messages"][cut.mid("cut")]["meta"]
+        meta["openclaw_chain"] = [r for r in meta.get("openclaw_chain") or [] if r != recovery.run_id]
+        _append(history, own, recovery.run_id, text="Recovered after the Gateway restart.")
+
+    cut.edit(split)
+    problems = cut.problems()
+    assert "recovery" in {kind_of(p) for p in problems}, problems
+    assert any("has a message of its own" in p for p in problems)
+
+
+async def test_a_play_that_never_settles_is_a_hang(monkeypatch, tmp_path: Path, mock_clock) -> None:
+    """Rule 5: a wait that can never end is a failure of its own, found on the virtual clock (no real wait)."""
+    import owc.sim.play
+
+    async def never(self) -> None:  # owc never says it has finished its runs
+        await trio.sleep_forever()  # timer-ok: the hang under test
+
+    monkeypatch.setattr(owc.sim.play.Deployments, "settled", never)
+    schedule = build([{"op": "run", "run": "r1", "chat": "a"}, {"op": "text", "run": "r1", "text": "Hi."}])
+    async with virtual_time(mock_clock):
+        problems = await judge(schedule, tmp_path / "webui.db")
+    assert [kind_of(p) for p in problems] == ["hang"], problems
+    assert "hung" in problems[0] and "virtual clock" in problems[0] and "line" in problems[0]

@@ -106,6 +106,16 @@ CHAT = '{"op": "chat", "chat": "c"}\n'
         ('{"op": "chat", "chat": "c", "runtime": "docker"}', "line 1: runtime must be one of embedded, cli"),
         (CHAT + '{"op": "steer", "run": "p", "text": "x"}', "line 2: unknown run 'p'"),
         (CHAT + '{"op": "stop", "chat": "d"}', "line 2: unknown chat 'd'"),
+        (
+            CHAT + '{"op": "owui_message", "chat": "c", "message": "u"}\n'
+            '{"op": "teardown", "chat": "c", "message": "u", "deploy": "owc"}',
+            "line 3: teardown needs an assistant placeholder",
+        ),
+        (
+            CHAT + '{"op": "connect", "deploy": "A"}\n{"op": "stub", "chat": "c", "message": "m"}\n'
+            '{"op": "kill", "deploy": "A"}\n{"op": "teardown", "chat": "c", "message": "m", "deploy": "A"}',
+            "line 5: deploy 'A' is not running",
+        ),
     ],
 )
 def test_refused_before_playing(text: str, needle: str) -> None:
@@ -357,3 +367,49 @@ def test_owc_scenario_run_exits_1_on_a_failed_expectation(tmp_path: Path) -> Non
     assert out.returncode == 1, out.stderr[-2000:]
     assert "EXPECTED line 4: expect: run 'r': text 'Hello.', expected 'Bye.'" in out.stderr
     assert "1 expectations failed" in out.stdout
+
+
+async def test_a_run_started_during_a_restart_runs_before_the_boots_delayed_recovery(autojump_clock) -> None:
+    """``recovery_delay`` (issue 24 item 4): the boot decides what it recovers, a run started on the cut run's
+    key before the recovery begins runs first, the recovery queues behind it, and ``wait`` waits for both."""
+    text = (
+        CHAT + '{"op": "await_clients"}\n{"op": "run", "chat": "c", "run": "cut", "user_text": "Go."}\n'
+        '{"op": "text", "run": "cut", "text": "Working."}\n'
+        '{"op": "restart", "mode": "restart", "recovery_delay": 3}\n'
+        '{"op": "run", "chat": "c", "run": "newer", "user_text": "Next?",'
+        ' "steps": [{"text": "Newer."}, {"end": "final"}]}\n'
+        '{"op": "wait"}\n'
+    )
+    async with open_simulator(token=TOKEN) as sim:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_subscribe_forever, sim.url)
+            player = ScenarioPlayer(sim)
+            await player.play(parse_scenario(text))
+            nursery.cancel_scope.cancel()
+        cut, newer = sim.runs[player.run_ids["cut"]], sim.runs[player.run_ids["newer"]]
+        (recovery,) = [r for r in sim.runs.values() if r.origin == "recovery"]
+        assert recovery.recovers == cut.run_id and cut.cut_by == "restart"
+        assert recovery.state == "ended" and newer.terminal == "final"
+        session = sim.sessions[cut.key]
+        users = [m.get("idempotencyKey") for m in session.transcript if m.get("role") == "user"]
+        assert users == [f"{cut.run_id}:user", f"{newer.run_id}:user", f"{recovery.run_id}:user"], users
+
+
+async def test_a_teardown_saves_the_reply_done_and_its_deploy_dies(tmp_path: Path) -> None:
+    """``teardown`` (issue 24 item 1): Open WebUI's cancel path saves the placeholder done as the tab showed it,
+    then the process dies before the handover; the run goes on at the Gateway."""
+    text = (
+        CHAT + '{"op": "connect", "deploy": "owc"}\n{"op": "owui_message", "chat": "c", "message": "u"}\n'
+        '{"op": "owui_message", "chat": "c", "message": "m", "role": "assistant"}\n'
+        '{"op": "run", "chat": "c", "run": "r", "reply_to": "m"}\n{"op": "text", "run": "r", "text": "First part,"}\n'
+        '{"op": "wait_claimed", "run": "r"}\n'
+        '{"op": "teardown", "chat": "c", "message": "m", "deploy": "owc", "text": "First part,"}\n'
+        '{"op": "text", "run": "r", "text": " and the rest."}\n{"op": "end", "run": "r"}\n'
+        '{"op": "start", "deploy": "owc"}\n{"op": "wait"}\n'
+    )
+    played = await play_scenario(text, f"sqlite:///{tmp_path / 'x.db'}")
+    sim = played.player.sim
+    assert [d for d, _ in sim.deaths] == ["owc"]  # the teardown's death, for the oracle's "streamed" rule
+    assert sim.runs[played.player.run_ids["r"]].terminal == "final"
+    (message,) = [m for m in played.chats["c"].values() if m.get("role") == "assistant"]
+    assert message["done"] is True and message["content"].startswith("First part,")  # saved by the cancel path

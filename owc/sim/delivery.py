@@ -141,8 +141,10 @@ class Fanout:
         self.conns = conns
         self._now_ms = now_ms
 
-    def emit(self, event: str, payload: dict[str, Any], *, audience: Audience, drop_if_slow: bool) -> None:
-        """Send one event to every connection in ``audience``, numbering it per connection."""
+    def emit(self, event: str, payload: dict[str, Any], *, audience: Audience, drop_if_slow: bool) -> list[SimConn]:
+        """Send one event to every connection in ``audience``, numbering it per connection; returns the
+        connections it was queued for (not the ones it was dropped for)."""
+        sent: list[SimConn] = []
         for conn in list(self.conns.values()):
             if conn.closing or not audience(conn):
                 continue
@@ -160,6 +162,9 @@ class Fanout:
                 self.close(conn, 1008, "slow consumer")
                 continue
             self.enqueue(conn, {"type": "event", "event": event, "payload": payload, "seq": conn.seq})
+            if not conn.muted:
+                sent.append(conn)
+        return sent
 
     def enqueue(self, conn: SimConn, frame: dict[str, Any]) -> None:
         """Queue one frame (an event or a reply) unless the connection is muted."""
@@ -214,7 +219,14 @@ class Fanout:
     def chat(self, run: m.Run, state: str, *, drop_if_slow: bool, **fields: Any) -> None:
         payload = m.chat_payload(run, state, **fields)  # numbered even when nobody gets it, as live
         if not run.heartbeat:
-            self.emit("chat", payload, audience=everyone, drop_if_slow=drop_if_slow)
+            sent = self.emit("chat", payload, audience=everyone, drop_if_slow=drop_if_slow)
+            message = fields.get("message")
+            if message is not None:  # what each client was shown of the run (the oracle's "streamed" record)
+                text = m.plain_text(message) or ""
+                now = trio.current_time()
+                for conn in sent:
+                    if len(text) >= len(run.streamed.get(conn.name, "")):
+                        run.streamed[conn.name], run.streamed_at[conn.name] = text, now
         elif state in ("final", "aborted", "error"):
             # A heartbeat's deltas are hidden (``shouldHideHeartbeatChatOutput``, ``server-chat-*.mjs:48-59``) and
             # its status comes only for a chat.send (:924); its terminal goes to the key's message subscribers

@@ -119,6 +119,16 @@ class Run:
     terminal: str | None = None  # the terminal it ended with (final/error/aborted); None if cut without one
     #: A boot's restart recovery: the run it recovers (the simulator's ground truth, for the tests' oracle).
     recovers: str | None = None
+    #: The error text it ended with (its ``error`` terminal's ``errorMessage``, as a live client gets it).
+    error: str | None = None
+    #: The restart mode that cut it (``restart``, ``stop``, ``container``, ``crash``): it was active when the
+    #: Gateway went down (ground truth for the oracle: the cut-off note belongs only to such a run).
+    cut_by: str | None = None
+    #: What it streamed, per receiving client (a connection's ``instanceId``, else its id): the cumulative chat
+    #: text of the last ``chat`` event that reached it, and when (Trio's clock). The transcript may keep less (a
+    #: cut loses the partial); this is what a client was shown.
+    streamed: dict[str, str] = attrs.field(factory=dict)
+    streamed_at: dict[str, float] = attrs.field(factory=dict)
 
     def next_seq(self) -> int:
         self.run_seq += 1

@@ -13,6 +13,7 @@ take-over rules).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -157,11 +158,37 @@ class Deployments:
             for runtime in runtimes:
                 nursery.start_soon(until_held, runtime, nursery.cancel_scope)
 
+    async def teardown(self, chat: ChatSpec, message_id: str, deploy: str, text: str | None) -> None:
+        """Open WebUI dies during its own teardown (SIGINT, or any death between the save and the handover): the
+        request's cancel path saves the reply ``done: true`` as the tab had it (Open WebUI's middleware does that
+        on a cancel), then the process, and owc's deploy in it, is gone before the handover reaches owc."""
+        if deploy not in self._scopes:
+            raise ValueError(f"deploy {deploy!r} is not running")
+        sync = self.store.sync
+
+        def save() -> None:  # what Open WebUI's upsert of the message writes: the chat JSON and its mirror row
+            with sync._locked(chat.chat_id) as (conn, row):
+                body = sync._load(chat.chat_id, row, None)
+                message = body["history"]["messages"].get(message_id)
+                if message is None:
+                    raise ValueError(f"chat {chat.name!r} has no message {message_id}")
+                message["done"] = True
+                if text is not None:
+                    message["content"] = text
+                now = int(time.time())
+                sync._mirror(conn, chat.chat_id, row.user_id, message, now)
+                sync._save(conn, chat.chat_id, body, now, current_id=None)
+
+        await self.store._write(save)
+        log.info("sim.play.teardown chat=%s message=%s deploy=%s", chat.name, message_id, deploy)
+        await self.kill(deploy)
+
     async def kill(self, deploy: str) -> None:
         """A deploy's process dying: its connection and every writer it had stop at once."""
         scope = self._scopes.pop(deploy, None)
         if scope is None:
             raise ValueError(f"deploy {deploy!r} is not running")
+        self.sim.deaths.append((deploy, trio.current_time()))
         scope.cancel()
         self.runtimes.pop(deploy)
         await self.sim.wait_for(
@@ -215,6 +242,8 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
             if progress is not None:
                 progress(f"line {op.line}: {op.op} {' '.join(f'{k}={v}' for k, v in op.args.items() if k != 'steps')}")
             await player.play([op])
+        if progress is not None:
+            progress("the final settle (every run ended, owc finished with each)")
         await sim.wait_for(sim.quiescent)
         await deployments.settled()
         await player.check_expectations()

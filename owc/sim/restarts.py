@@ -63,6 +63,9 @@ class Restarts:
         self._interrupted: dict[str, str] = {}
         #: session keys whose recovery the next boots leave pending (``hold_recovery``).
         self.holding: set[str] = set()
+        #: Boots whose recoveries wait for their ``recovery_delay`` (the simulator is not quiescent meanwhile).
+        self.pending = 0
+        self._delayed: list[tuple[m.AgentSession, str | None]] = []  # the recoveries a boot has yet to start
 
     def give_up_recovery(
         self, key: str, error: str = "restart recovery failed 3 times: the session is tombstoned"
@@ -95,7 +98,7 @@ class Restarts:
         """The next boot that recovers ``key`` does it with this run (id, steps) instead of the default."""
         self.planned.setdefault(key, []).append(PlannedRecovery(run_id, steps))
 
-    async def restart(self, mode: str, *, down_seconds: float = 0.0) -> None:
+    async def restart(self, mode: str, *, down_seconds: float = 0.0, recovery_delay: float = 0.0) -> None:
         """Stop and boot the Gateway again in one of the four modes of seed 000 section 2.7 F3.
 
         * ``restart``: ``shutdown`` with ``restartExpectedMs``; active runs are cut with no chat terminal and no
@@ -110,16 +113,26 @@ class Restarts:
 
         Every mode closes every connection (1012 after a notice) and boots with a new boot id. While
         ``down_seconds`` run (Trio's clock) a ``connect`` is refused with UNAVAILABLE / 1013.
+
+        ``recovery_delay``: the boot's recoveries start that long after the boot (Trio's clock; the real Gateway
+        starts them 2-4 s after ``ready``, measured). Which sessions it recovers is decided at the boot (the rows
+        still ``running`` then); a run started on such a session in between runs first and the recovery queues
+        behind it, as on the real Gateway's session lane.
         """
         if mode not in RESTART_MODES:
             raise ValueError(f"unknown restart mode {mode!r}; one of {RESTART_MODES}")
         fanout, driver, boot = self._fanout, self._driver, self._boot
+        for session, source in self._delayed:  # a boot that had not started its recoveries yet: they are owed still
+            if source is not None:
+                self._interrupted.setdefault(session.key, source)
+        self._delayed = []
         if mode == "container":
             # The whole container goes down: its queues die with the Gateway's process (no queued run begins), and
             # every CLI child exits 143: every row keeps its error and nothing is recovered (measured on 2026.9.6).
             for session in driver.sessions.values():
                 driver.cancel_queued(session)
             for run in [s.active for s in driver.sessions.values() if s.active is not None]:
+                run.cut_by = mode
                 driver.end(run, End("error", error=m.CONTAINER_STOP_ERROR))
         if mode != "crash":
             notice: dict[str, Any] = {"reason": "gateway restarting" if mode == "restart" else "gateway stopping"}
@@ -128,6 +141,7 @@ class Restarts:
             fanout.emit("shutdown", notice, audience=everyone, drop_if_slow=False)
         for run in [s.active for s in driver.sessions.values() if s.active is not None]:
             self._interrupted[run.key] = run.run_id  # what a recovery at boot continues (a crash persists no end)
+            run.cut_by = mode
             if mode == "restart":
                 driver.interrupt_for_restart(run)
             elif mode == "stop":
@@ -150,19 +164,41 @@ class Restarts:
             await self._notify()
             await trio.sleep(down_seconds)
             boot.starting = False
-        self._boot_recovery()
+        due = self._due()
+        if recovery_delay > 0 and due:
+            self.pending += 1
+            self._delayed = due
+            self._driver.spawn(self._recover_later, due, boot.boot_id, recovery_delay)
+        else:
+            self._boot_recovery(due)
         await self._notify()
 
-    def _boot_recovery(self) -> None:
-        """At boot the Gateway recovers rows still ``running`` (F1): a new run per session whose user turn
-        carries the restart-recovery provenance."""
+    def _due(self) -> list[tuple[m.AgentSession, str | None]]:
+        """The sessions a boot recovers (rows still ``running``, no run active: F1) and the run each continues."""
+        due = []
         for session in list(self._driver.sessions.values()):
             if session.status != "running" or session.active is not None:
                 continue
             session.aborted_last_run = True  # markStartupOrphanedMainSessionsForRecovery
             if session.key in self.holding:
                 continue  # pending (``hold_recovery``): the caller gives it up or recovers it
-            source = self._interrupted.pop(session.key, None) or session.last_run_id or None
+            due.append((session, self._interrupted.pop(session.key, None) or session.last_run_id or None))
+        return due
+
+    async def _recover_later(self, due: list[tuple[m.AgentSession, str | None]], boot_id: str, delay: float) -> None:
+        try:
+            await trio.sleep(delay)
+            if self._boot.boot_id == boot_id:  # a later restart's boot decides for itself
+                self._delayed = []
+                self._boot_recovery(due)
+        finally:
+            self.pending -= 1
+            await self._notify()
+
+    def _boot_recovery(self, due: list[tuple[m.AgentSession, str | None]]) -> None:
+        """At boot the Gateway recovers rows still ``running`` (F1): a new run per session whose user turn
+        carries the restart-recovery provenance (queued behind a run that began there since the boot)."""
+        for session, source in due:
             planned = self.planned.get(session.key)
             plan = planned.pop(0) if planned else None
             if planned == []:

@@ -258,6 +258,10 @@ class RunDriver:
             finally:
                 self.plays.pop(run.run_id, None)
 
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` in the simulator's nursery (a boot's delayed recoveries)."""
+        self._nursery.start_soon(fn, *args)
+
     def release(self, run: m.Run) -> None:
         self._holds.setdefault(run.run_id, trio.Event()).set()
 
@@ -461,6 +465,7 @@ class RunDriver:
             # The send's own path says the error a second time (measured on 2026.9.6, a CLI and an embedded turn).
             fanout.chat(run, "error", drop_if_slow=False, errorMessage=m.failed_before_reply_text(error))
             session.status, session.last_run_error = "failed", error
+            run.error = error
         else:
             raise ValueError(f"unknown end state {state!r}")
         if state != "aborted":

@@ -71,7 +71,8 @@ SCHEMA: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "drop": (frozenset({"count"}), frozenset({"deploy"})),
     "slow": (frozenset(), frozenset({"deploy"})),
     "disconnect": (frozenset(), frozenset({"deploy"})),
-    "restart": (frozenset({"mode"}), frozenset({"down"})),
+    "restart": (frozenset({"mode"}), frozenset({"down", "recovery_delay"})),
+    "teardown": (frozenset({"chat", "message", "deploy"}), frozenset({"text"})),
     "connect": (frozenset({"deploy"}), frozenset({"process"})),
     "kill": (frozenset({"deploy"}), frozenset()),
     "start": (frozenset({"deploy"}), frozenset()),
@@ -140,9 +141,13 @@ def _check_references(ops: Sequence[Op]) -> None:
             chats.add(op.get("chat"))
             if op.get("runtime", "embedded") not in RUNTIMES:
                 raise ScenarioError(f"line {op.line}: runtime must be one of {', '.join(RUNTIMES)}")
-        elif op.op in ("stub", "owui_message", "current", "stop"):
+        elif op.op in ("stub", "owui_message", "current", "stop", "teardown"):
             if op.get("chat") not in chats:
                 raise _unknown_chat(op, op.get("chat"))
+            if op.op == "teardown" and stubs.get(op.get("message")) != op.get("chat"):
+                raise ScenarioError(
+                    f"line {op.line}: teardown needs an assistant placeholder ('stub' or 'owui_message') of this chat"
+                )
             if op.op == "current" and messages.get(op.get("message")) != op.get("chat"):
                 if runs.get(op.get("message"), "") != op.get("chat"):
                     raise ScenarioError(f"line {op.line}: unknown message or run {op.get('message')!r} of this chat")
@@ -267,7 +272,7 @@ def _check_deploys(ops: Sequence[Op], *, through_owc: bool) -> None:
                 raise ScenarioError(f"line {op.line}: deploy {deploy!r} is already running")
             running.add(deploy)
             known.add(deploy)
-        elif op.op == "kill":
+        elif op.op in ("kill", "teardown"):
             if deploy not in running:
                 raise ScenarioError(f"line {op.line}: deploy {deploy!r} is not running (connect it first)")
             running.discard(deploy)
@@ -312,7 +317,7 @@ def _check_finishable(ops: Sequence[Op]) -> None:
         name = op.get("run")
         if op.op == "stall" and op.get("seconds") is None:
             stalled.add(op.get("method"))
-        elif op.op in ("stall", "heal", "restart", "disconnect", "kill", "start", "slow"):
+        elif op.op in ("stall", "heal", "restart", "disconnect", "kill", "start", "slow", "teardown"):
             stalled.clear()  # a stall belongs to the connections of the moment; a new one is not stalled
         elif op.op == "await_held" and op.get("method") not in stalled:
             raise ScenarioError(
@@ -411,6 +416,10 @@ class Host(Protocol):
         """Return once owc (the deploy, or the only one) holds the run's message."""
 
     async def kill(self, deploy: str) -> None: ...
+
+    async def teardown(self, chat: ChatSpec, message_id: str, deploy: str, text: str | None) -> None:
+        """Open WebUI's process dies in its own teardown: the request's cancel path saves ``message_id``
+        ``done: true`` (its content ``text`` if given, else as stored), then ``deploy`` dies before any handover."""
 
     async def start(self, deploy: str) -> None: ...
 
@@ -656,7 +665,15 @@ class ScenarioPlayer:
         elif op.op == "disconnect":
             sim.disconnect(self._conn(op))
         elif op.op == "restart":
-            await sim.restart(op.get("mode"), down_seconds=float(op.get("down", 0)))
+            await sim.restart(
+                op.get("mode"),
+                down_seconds=float(op.get("down", 0)),
+                recovery_delay=float(op.get("recovery_delay", 0)),
+            )
+        elif op.op == "teardown":
+            await self._need_host(op).teardown(
+                self.chats[op.get("chat")], self.message_id(op.get("message")), op.get("deploy"), op.get("text")
+            )
         elif op.op == "connect":
             host = self._need_host(op)
             if op.get("process") is None:

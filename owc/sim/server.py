@@ -109,6 +109,9 @@ class Simulator:
         self.conns: dict[str, SimConn] = {}
         self.requests: collections.Counter[str] = collections.Counter()  # RPCs received, by method
         self.refusals: list[tuple[str, str]] = []  # (error code, detail code) of refused handshakes
+        #: Clients that died (an owc deploy killed: its ``instanceId``) and when (Trio's clock): what a dead
+        #: process streamed is shown nowhere any more (the oracle's "never less than was streamed").
+        self.deaths: list[tuple[str, float]] = []
         #: The pairing store and the owner's commands: ``sim.devices.pending()``, ``.approve(request_id)``,
         #: ``.revoke(device_id)``, ``.remove(device_id)`` (the last two close the device's connections, 4001).
         self.devices = d.Devices(self.now_ms, self._device_removed)
@@ -486,7 +489,11 @@ class Simulator:
                 await self._changed.wait()
 
     def quiescent(self) -> bool:
-        return not any(s.active or s.queued for s in self.sessions.values()) and not self.driver.plays
+        return (
+            not any(s.active or s.queued for s in self.sessions.values())
+            and not self.driver.plays
+            and not self.restarts.pending
+        )
 
     async def _notify(self) -> None:
         async with self._changed:
