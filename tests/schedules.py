@@ -69,6 +69,13 @@ class RunModel:
     pipe: bool = False  # the Pipe's own run for an Open WebUI placeholder (``reply_to``): its place is fixed
     aborted: bool = False  # it ends (or may end) with an aborted terminal
     cut: bool = False  # a Gateway crash cut it (no terminal)
+    errored: bool = False  # it ends with an error of its own: it shows that error, also with nothing said
+
+    @property
+    def shows(self) -> bool:
+        """It has something to show once ended: text or a card (a run that failed saying nothing has no message,
+        live or not: its error has no message to show in)."""
+        return self.visible
 
     @property
     def repeats_an_item(self) -> bool:
@@ -100,12 +107,12 @@ class RunModel:
         if self.heartbeat or not self.on_chat or how == "cancel":
             self.fate = SILENT_FATE
         elif how == "unknown":
-            self.fate = MAY if self.visible else SILENT_FATE
+            self.fate = MAY if self.shows else SILENT_FATE
         elif how == "crash":
             # What it called a tool for is persisted with the tool call; text after it dies with the process.
             self.fate = SHOW if self.tools else (MAY if self.visible else SILENT_FATE)
         else:
-            self.fate = SHOW if self.visible else SILENT_FATE
+            self.fate = SHOW if self.shows else SILENT_FATE
 
 
 @dataclass
@@ -256,7 +263,8 @@ class Model:
                     run.tool()
                 elif "end" in step:
                     end = step["end"]
-                    run.aborted = (end.get("state") if isinstance(end, dict) else end) == "aborted"
+                    state = end.get("state") if isinstance(end, dict) else end
+                    run.aborted, run.errored = state == "aborted", state == "error"
             self._note_texts(run)
         if len(queue) == 1:
             self._begin(session)
@@ -316,7 +324,7 @@ class Model:
         run = self._driven_active(op)
         if run is None:
             return False
-        run.aborted = op.get("state") == "aborted"
+        run.aborted, run.errored = op.get("state") == "aborted", op.get("state") == "error"
         if op.get("state") == "error" and run.on_chat:
             if not self.live or not self.stable:
                 self.features.add("error-away")  # the error terminal while owc is away or reconnecting
@@ -807,8 +815,11 @@ class _Shapes:
             return
         first = "First part,"
         self.put({"op": "text", "run": name, "text": first})
-        if r.random() < 0.7:
-            self.put({"op": "wait_claimed", "run": name})
+        # The Pipe holds M for its process before it sends the turn (``owc/runs/inline.py``): the cancel's save
+        # comes after owc holds it. Where owc cannot be waited on to hold it, no teardown: the run just ends.
+        if not self.put({"op": "wait_claimed", "run": name}):
+            self.put({"op": "end", "run": name})
+            return
         deploy = m.live[0] if m.live else DEPLOYS[0]
         self.put({"op": "teardown", "chat": chat, "message": placeholder, "deploy": deploy, "text": first})
         if r.random() < 0.4:

@@ -401,3 +401,30 @@ async def test_a_recovery_the_gateway_gives_up_ends_the_message_it_held_open(tmp
         assert error.startswith("This reply was cut off") and "could not recover" in error, error
         assert "restart recovery failed 3 times" in error
         assert resume_runs(env) == [] and recoveries(env) == []
+
+
+@pytest.mark.parametrize("mode", ["crash", "restart"])
+async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_message(
+    tmp_path, mock_clock, mode: str
+) -> None:
+    """Issue 24, item 4 (seed 000 case 5): the Gateway's recovery of a cut run S starts a few seconds after its boot;
+    meanwhile a newer run N is sent on the key, runs and ends, and the recovery queues behind it. Link rule E goes
+    by the recovery's provenance and the transcript's order: N ended on its own, so the run the boot recovers is
+    still S. The recovery writes into S's message (no note), N has a message of its own."""
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.recovery = lambda k, source: [Text("Picked up after the boot."), End()]
+        await _cut_run(env, key)
+        await env.sim.restart(mode, recovery_delay=5.0)
+        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        env.sim.start_run(key, "N", user_text="Something else").text("The newer answer.").end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        m, n = ids.message_id(key, "S"), ids.message_id(key, "N")
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m, n}, "the recovery has no message of its own"
+        assert messages[m]["done"] is True and messages[m].get("error") is None
+        assert messages[m]["content"] == "Working on the first half.\nPicked up after the boot."
+        assert messages[m]["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert messages[n]["done"] is True and messages[n]["content"] == "The newer answer."

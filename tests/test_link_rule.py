@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from owc.protocol import parse_chat_history
-from owc.rules.link import Verdict, before, ended_in, followed, recovery_source
+from owc.rules.link import Link, Verdict, before, ended_in, followed, recovery_source
 
 PROV = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
 
@@ -58,14 +58,21 @@ def test_a_run_without_a_user_turn_of_its_own_is_no_recovery() -> None:
 
 def test_an_agent_turn_is_not_named_by_the_transcript() -> None:
     inbound = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
-    # Its user turn is keyed by an id of its own: a recovery of an unnamed run (the caller's cut names it).
+    # Its user turn is keyed by an id of its own and it stored nothing: a recovery of an unnamed run (the caller's
+    # cut names it).
     for h in (
-        history(user("a"), said("a", "x"), inbound, said("s", "cut"), user("r", "c", PROV)),
         history(user("a"), said("a", "x"), inbound, user("r", "c", PROV)),
         history(user("r", "c", PROV)),
     ):
         link = recovery_source(h, "r")
         assert link.verdict is Verdict.RECOVERY and link.source is None
+    # It stored messages under that turn and none ended it: its assistant messages name it (issue 24, item 4: a
+    # process that saw it begin, and died before the cut, holds its message).
+    h = history(user("a"), said("a", "x"), inbound, said("s", "cut"), user("r", "c", PROV))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Its last message ended it: the recovered run is one the transcript does not show.
+    ended = {**said("s", "all done"), "stopReason": "stop"}
+    assert recovery_source(history(user("a"), inbound, ended, user("r", "c", PROV)), "r").verdict is Verdict.RECOVERY
     # Its user turn hidden (an inter-session message): the newest <id>:user is an older run's, and another run
     # stored messages after it: not that run either.
     h = history(user("a"), said("a", "x"), said("s", "cut"), user("r", "c", PROV))

@@ -757,3 +757,16 @@ async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp
             assert ref is not None
             message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
             assert message["done"] is True and message["content"] == f"Answer {n}."
+
+
+async def test_the_gateways_internal_runs_never_get_a_message(tmp_path) -> None:
+    """Issue 24, item 8: the Gateway's internal runs (a progress card refresh on the chat's own key, measured:
+    ``progress-card-refresh:<sha256>``; a memory flush or a skill workshop review, flagged
+    ``projectSessionLifecycle: false``) show on none of its own chat surfaces, so never in the chat either, whatever
+    reaches owc of them."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        env.sim.start_run(key, "progress-card-refresh:" + "a" * 64).text("Card refreshed.").end()
+        await env.settled()
+        assert set(await env.messages(chat_id)) == {"u1"}

@@ -70,7 +70,17 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
                 continue  # an earlier recovery of the same source: look further back
             source = message.user_run_id
             if source is None:
-                return Link(Verdict.RECOVERY)  # an agent turn's user turn: its run is not named here
+                # An agent turn's user turn (keyed by an id of its own): its run is named by its assistant messages
+                # after it. One run stored messages there and none of them ended it: that run was running when the
+                # boot came, so it is the one recovered (issue 24, item 4: a process that saw it begin but died
+                # before the cut holds its message, and the recovery belongs in it). Else not named here.
+                candidates = others - recoveries
+                if len(candidates) == 1 and not hidden_turn:
+                    (only,) = candidates
+                    last = next((stop for run, stop in stops if run == only or run in recoveries), None)
+                    if last not in ENDED:
+                        return Link(Verdict.LINKED, only)
+                return Link(Verdict.RECOVERY)
             if others - {source} - recoveries:
                 # Another run stored messages after it: the run the boot recovered began later, and its own
                 # user turn is hidden from the transcript (an inter-session message): not named here.
@@ -102,20 +112,32 @@ def ended_in(history: ChatHistory, run_id: str) -> bool:
 
 
 def followed(history: ChatHistory, run_id: str) -> bool:
-    """Another run began after run ``run_id``'s last stored message: a user turn that is no restart recovery's, or
-    another run's assistant message, comes after it. The boot then recovered that later run, not this one (a
-    session runs one run at a time). False when the page holds nothing of ``run_id``."""
+    """Another run began after run ``run_id``'s last stored message and did not end there: a user turn that is no
+    restart recovery's, or another run's assistant message, comes after it, of a run whose own last stored message
+    does not end it. The boot then recovered that later run, not this one (a session runs one run at a time, and
+    the Gateway recovers a run still running). A later run that ended on its own (a final answer, an error: a run
+    admitted between the boot and its delayed recovery, which queues behind it) is no such run: the recovery is
+    still this one's (issue 24, item 4). False when the page holds nothing of ``run_id``."""
     messages = history.messages
     last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
     if last is None:
         return False
-    for message in messages[last + 1 :]:
+    after = messages[last + 1 :]
+    later: list[str | None] = []
+    for index, message in enumerate(after):
         if message.role == "user" and not message.is_restart_recovery_turn:
-            return True
+            turn = message.user_run_id
+            if turn is None:
+                # An agent turn's user turn, keyed by no run: its run is the one whose messages follow it.
+                nxt = next((m for m in after[index + 1 :] if m.role == "user" or m.assistant_run_id), None)
+                turn = nxt.assistant_run_id if nxt is not None and nxt.role != "user" else None
+            later.append(turn)
         owner = message.assistant_run_id
         if owner is not None and owner != run_id and not _recovery_run(history, owner):
-            return True
-    return False
+            later.append(owner)
+    # A turn whose run stored nothing after it (None) may be the one cut, as may a run whose last message did not
+    # end it.
+    return any(other is None or not ended_in(history, other) for other in later)
 
 
 def _of(message: object, run_id: str) -> bool:

@@ -31,6 +31,7 @@ from owc import ids
 from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
+from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
 from owc.rules.link import Verdict, before, followed, recovery_source
 from owc.rules.owner import (
@@ -47,6 +48,7 @@ from owc.rules.owner import (
     may_resume,
     owner,
 )
+from owc.rules.reconcile import run_order
 from owc.runs.run import Run
 from owc.store import StoreError, Written
 
@@ -406,24 +408,41 @@ class Cuts:
         if self.by_key.get(cut.session_key) is cut:
             del self.by_key[cut.session_key]  # the resume run carries the chain now
 
-    async def _kept_open(self, run: Run) -> str | None:
-        """The message of the chat a cut run left open for its continuation (``done: false`` with a chain), if
-        there is one: the newest."""
+    async def _kept_open(self, run: Run, history: ChatHistory) -> tuple[str, tuple[str, ...]] | None:
+        """The message of the chat a cut run left for the recovery ``run`` (its id, and the runs it holds), if there is
+        one: the newest message a cut run wrote open for its continuation (``done: false`` with a chain), else the
+        newest message owc still owes (``message_finished`` false) of a run that stored nothing on this transcript
+        page (a run a crash cut before it stored anything, whose process died before it could see the cut: it is the
+        session's run the boot recovers, issue 24 item 4)."""
         try:
             chat = await self.bridge.store.read_chat(run.ref.chat_id)
         except StoreError:
             return None
         messages = ((chat or {}).get("history") or {}).get("messages") or {}
-        kept = [
-            (m.get("timestamp") or 0, mid)
-            for mid, m in messages.items()
-            if isinstance(m, dict)
-            and m.get("role") == "assistant"
-            and m.get("done") is False
-            and isinstance(m.get("meta"), dict)
-            and m["meta"].get("openclaw_chain")
-        ]
-        return max(kept)[1] if kept else None
+        stored = set(run_order(history))
+        kept: list[tuple[int, str, tuple[str, ...]]] = []
+        owed: list[tuple[int, str, tuple[str, ...]]] = []
+        for mid, m in messages.items():
+            if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("meta"), dict):
+                continue
+            meta = m["meta"]
+            chain = meta.get("openclaw_chain")
+            source = meta.get("openclaw_run")
+            if m.get("done") is False and chain:
+                kept.append((m.get("timestamp") or 0, mid, tuple(str(x) for x in chain)))
+            elif (
+                not message_finished(m)
+                and isinstance(source, str)
+                and source != run.run_id
+                and source not in stored
+                and ids.message_id(run.session_key, source) == mid
+            ):
+                owed.append((m.get("timestamp") or 0, mid, (source,)))
+        for found in (kept, owed):
+            if found:
+                _, mid, chain = max(found)
+                return mid, chain
+        return None
 
     async def _stored(self, cut: Cut) -> list[dict[str, Any]] | None:
         """M's output as stored (None: M is not there)."""
@@ -586,6 +605,7 @@ class Cuts:
         run.link_checked = True
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
+        kept_chain: tuple[str, ...] = ()
         if link.verdict is Verdict.NOT_RECOVERY:
             if cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run.
@@ -616,8 +636,9 @@ class Cuts:
             message_id = cut.message_id
         elif link.source is not None:
             message_id = ids.message_id(run.session_key, link.source)
-        elif (kept := await self._kept_open(run)) is not None:
-            message_id = kept  # another process saw the run cut and wrote its message open for this recovery
+        elif (kept := await self._kept_open(run, history)) is not None:
+            # Another process saw the run cut and wrote its message open for this recovery, or held it and died.
+            message_id, kept_chain = kept
         else:
             log.warning(
                 "runs.link_unnamed run=%s (a recovery of a run owc cannot name: a message of its own)", run.run_id
@@ -652,8 +673,7 @@ class Cuts:
             if self.by_key.get(run.session_key) is cut:
                 del self.by_key[run.session_key]
         else:
-            run.chain = (
-                (link.source,) if link.source else ()
-            )  # a cut this process did not see: M's output is read at the claim
+            # A cut this process did not see: M's output is read at the claim.
+            run.chain = (link.source,) if link.source else kept_chain
         log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, message_id)
         self.bridge.wake()

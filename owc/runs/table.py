@@ -27,6 +27,7 @@ from owc import ids
 from owc.emit import Emitter
 from owc.gateway import HelloInfo, NotConnected, Resync, SessionClosed
 from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged, Shutdown, Tick
+from owc.protocol.events import is_internal_run_id
 from owc.registry import WRITERS, WriterRegistry
 from owc.rules.lifecycle import (
     Action,
@@ -259,6 +260,8 @@ class RunTable:
     # ------------------------------------------------------------------ events
 
     def _open(self, session_key: str, run_id: str, *, start: bool, seen_ms: int | None = None) -> Run | None:
+        if is_internal_run_id(run_id):
+            return None  # the Gateway's own internal runs are shown on none of its chat surfaces: never here either
         known = self.ledger.get(session_key, run_id) is not None
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
@@ -334,6 +337,8 @@ class RunTable:
             return
         if not isinstance(event, (ChatEvent, AgentEvent)) or event.session_key is None:
             return
+        if isinstance(event, AgentEvent) and event.is_internal:
+            return  # ``projectSessionLifecycle: false``: an internal run (measured: none reaches an operator today)
         start = _at_its_start(event)
         run = self._open(event.session_key, event.run_id, start=start, seen_ms=ts)
         if run is None:

@@ -291,6 +291,8 @@ class _Writer:
         shows = False
         if history is not None and not r.renderer.heartbeat:
             try:
+                # As live: a run that said nothing has no message, also when it failed (the transcript's record of
+                # the failure is its error, not text: ``output_from_transcript`` leaves it out).
                 shows = not heartbeat_turn(history, r.run_id) and bool(output_from_transcript(history, r.run_id))
             except Exception:
                 log.exception("runs.transcript_unreadable run=%s", r.run_id)
@@ -560,7 +562,11 @@ class _Writer:
         if (r.life.stop or isinstance(self.handle.intent, Stop)) and r.life.terminal is None and not self.aborted:
             await self._abort()
         history = await self._history()
-        finished = finish(r.renderer, history)
+        terminal = r.life.terminal
+        # The session row's ``lastRunError`` for a run whose error terminal owc did not see (``Terminal.from_row``):
+        # the live words (measured equal to the first live ``errorMessage``), before the transcript's own wording.
+        row_error = terminal.error if terminal is not None and terminal.state == "error" else None
+        finished = finish(r.renderer, history, row_error=row_error)
         if finished.source == "transcript":
             # Never less than the tabs were shown (issue 24, item 5): a stop or a crash stores nothing of the text it
             # cuts, so the transcript can end where the stream went on.
@@ -581,7 +587,6 @@ class _Writer:
             await self._keep_open(finished.output)
             return
         error = finished.error
-        terminal = r.life.terminal
         if error is None and terminal is not None and terminal.state == "error":
             # An error terminal owc did not see live (it ended while owc was away, or in a seq gap): its session row
             # said it (``Terminal.from_row``), and it shows as a live one does (issue 24, item 2).

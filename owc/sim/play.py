@@ -13,7 +13,6 @@ take-over rules).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -164,22 +163,11 @@ class Deployments:
         on a cancel), then the process, and owc's deploy in it, is gone before the handover reaches owc."""
         if deploy not in self._scopes:
             raise ValueError(f"deploy {deploy!r} is not running")
-        sync = self.store.sync
-
-        def save() -> None:  # what Open WebUI's upsert of the message writes: the chat JSON and its mirror row
-            with sync._locked(chat.chat_id) as (conn, row):
-                body = sync._load(chat.chat_id, row, None)
-                message = body["history"]["messages"].get(message_id)
-                if message is None:
-                    raise ValueError(f"chat {chat.name!r} has no message {message_id}")
-                message["done"] = True
-                if text is not None:
-                    message["content"] = text
-                now = int(time.time())
-                sync._mirror(conn, chat.chat_id, row.user_id, message, now)
-                sync._save(conn, chat.chat_id, body, now, current_id=None)
-
-        await self.store._write(save)
+        fields: dict[str, Any] = {"done": True}
+        if text is not None:
+            fields["content"] = text
+        # Open WebUI's upsert of the message: the keys it writes replace the message's, ``meta`` stays.
+        await self.store.save_message(chat.chat_id, message_id, fields)
         log.info("sim.play.teardown chat=%s message=%s deploy=%s", chat.name, message_id, deploy)
         await self.kill(deploy)
 

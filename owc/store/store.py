@@ -526,7 +526,9 @@ class ChatStore:
                     (done and not reopen)
                     or (holder is None and not orphan)
                     or holder == writer
-                    or (holder is not None and alive(holder))
+                    # A live writer keeps M, unless M is finished: its writer is done with it, and a continuation
+                    # (``reopen``: a recovery or a resume linked into M) takes it back whoever finished it.
+                    or (holder is not None and alive(holder) and not (done and reopen))
                 ):
                     return _Plan(AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done))
                 existing["meta"] = {
