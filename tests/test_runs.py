@@ -770,3 +770,90 @@ async def test_the_gateways_internal_runs_never_get_a_message(tmp_path) -> None:
         env.sim.start_run(key, "progress-card-refresh:" + "a" * 64).text("Card refreshed.").end()
         await env.settled()
         assert set(await env.messages(chat_id)) == {"u1"}
+
+
+def _edit_chat_row(db: object, chat_id: str, edit: object) -> None:
+    """Change a chat's row as another writer would (Open WebUI, an admin, a broken migration): ``edit(chat_json,
+    user_id) -> (chat_json, user_id)``, straight in SQLite."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(str(db)) as conn:
+        raw, user = conn.execute("SELECT chat, user_id FROM chat WHERE id = ?", (chat_id,)).fetchone()
+        chat, user = edit(json.loads(raw), user)  # type: ignore[operator]
+        conn.execute("UPDATE chat SET chat = ?, user_id = ? WHERE id = ?", (json.dumps(chat), user, chat_id))
+
+
+@pytest.mark.parametrize("change", ["reply deleted", "chat moved", "chat corrupted", "chat deleted"])
+async def test_a_chat_changed_under_a_streaming_reply_ends_that_writer_with_one_line(
+    tmp_path, caplog, change: str
+) -> None:
+    """Issue 24, item 13: mid-run the user deletes the streaming reply or the chat, the chat moves to another user,
+    or its row stops being a message tree. That run's writer ends with one line (no traceback), writes nothing into
+    the chat, and the connection and other chats go on."""
+    import sqlite3
+
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        other_chat, other_key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "changed").text("Half of it.")
+        m = ids.message_id(key, "changed")
+        await bridge.until(
+            lambda: (r := bridge.ledger.get(key, "changed")) is not None and r.life.state is State.STREAMING
+        )
+        db = tmp_path / "webui.db"
+        if change == "reply deleted":
+            _edit_chat_row(
+                db,
+                chat_id,
+                lambda c, u: (
+                    {
+                        **c,
+                        "history": {
+                            **c["history"],
+                            "messages": {k: v for k, v in c["history"]["messages"].items() if k != m},
+                        },
+                    },
+                    u,
+                ),
+            )
+        elif change == "chat moved":
+            _edit_chat_row(db, chat_id, lambda c, u: (c, "someone-else"))
+        elif change == "chat corrupted":
+            _edit_chat_row(db, chat_id, lambda c, u: ({**c, "history": {"messages": ["not", "a", "tree"]}}, u))
+        else:
+            with sqlite3.connect(str(db)) as conn:
+                conn.execute("DELETE FROM chat WHERE id = ?", (chat_id,))
+        before = sqlite3.connect(str(db)).execute("SELECT chat FROM chat WHERE id = ?", (chat_id,)).fetchone()
+        run.text(" The rest.").end()
+        env.sim.start_run(other_key, "other").text("Unharmed.").end()
+        await env.settled()
+        after = sqlite3.connect(str(db)).execute("SELECT chat FROM chat WHERE id = ?", (chat_id,)).fetchone()
+        assert after == before, "nothing written into the changed chat"
+        lines = [r.getMessage() for r in caplog.records if "run=changed" in r.getMessage()]
+        assert any(line.startswith("runs.writer_ended run=changed") for line in lines), lines
+        assert not any(r.exc_info for r in caplog.records if "run=changed" in r.getMessage())
+        ref = ids.parse_session_key(other_key)
+        assert ref is not None
+        assert (await env.messages(ref.chat_id))[ids.message_id(other_key, "other")]["content"] == "Unharmed."
+
+
+async def test_a_run_id_naming_a_users_message_never_writes_over_it(tmp_path, caplog) -> None:
+    """Issue 24, item 13: a run id ``msg-<chat>-<M>-...`` whose M is the user's own message (a hostile or broken
+    sender): the claim only ever writes an assistant message, so the user's words stay as they are."""
+    async with open_env(tmp_path) as env:
+        import uuid
+
+        chat_id, key = await env.chat()
+        mine = str(uuid.uuid4())
+        await env.store.add_message(chat_id, {"id": mine, "role": "user", "content": "my words"}, current=True)
+        await env.connect()
+        run_id = f"msg-{chat_id}-{mine}-hostile"
+        assert ids.message_id(key, run_id) == mine
+        env.sim.start_run(key, run_id).text("Overwritten?").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", mine}
+        assert messages[mine]["content"] == "my words" and messages[mine]["role"] == "user"
+        assert any("is a 'user' message, not a reply" in r.getMessage() for r in caplog.records)

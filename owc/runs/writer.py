@@ -199,6 +199,12 @@ async def write_run(
         await _Writer(ctx, run, handle).run()
     except _Gone:
         pass
+    except StoreError as exc:
+        # The chat cannot take this run's message (deleted, its reply deleted, moved to another user, its row no
+        # longer a message tree, the id naming a user's message): this run's writer ends with one line, nothing of
+        # anyone's written (issue 24, item 13).
+        log.error("runs.writer_ended run=%s chat=%s message=%s (%s)", run.run_id, run.ref.chat_id, run.message_id, exc)
+        ctx.apply(run, WriterFailed())
     except Exception:
         # A failure of this run's writer (an unexpected database error, a bug) is this run's alone: it must not
         # close the connection, which would cancel every other run's writer with it.
@@ -618,6 +624,7 @@ class _Writer:
                 error=error["content"] if error else None,
                 unless_done=unless_done,
                 unless_continued=r.run_id,  # a continuation wrote M after this run: it holds this run's part too
+                user_id=r.ref.user_id,
                 meta={"openclaw_chain": [*r.chain, r.run_id]} if r.chain else None,
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives

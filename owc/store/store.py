@@ -83,6 +83,18 @@ class ChatCorrupt(StoreError):
         self.chat_id = chat_id
 
 
+class NotAnAssistantMessage(StoreError):
+    """The message a run's id names is not an assistant message (a run id ``msg-<chat>-<M>-...`` whose M is the
+    user's own message): a claim or a write never changes it, so the agent's reply never overwrites the user's
+    words (issue 24, item 13)."""
+
+    def __init__(self, chat_id: str, message_id: str, role: object) -> None:
+        super().__init__(
+            f"message {message_id} in chat {chat_id} is a {str(role)[:20]!r} message, not a reply: left as it is"
+        )
+        self.chat_id, self.message_id = chat_id, message_id
+
+
 class MessageMissing(StoreError):
     def __init__(self, chat_id: str, message_id: str) -> None:
         super().__init__(f"message {message_id} is not in chat {chat_id}")
@@ -517,6 +529,8 @@ class ChatStore:
             existing = chat["history"]["messages"].get(message_id)
             if existing is not None and not isinstance(existing, dict):
                 raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+            if existing is not None and existing.get("role", "assistant") != "assistant":
+                raise NotAnAssistantMessage(chat_id, message_id, existing.get("role"))
             if existing is not None:
                 meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
                 holder = meta.get("openclaw_writer")
@@ -625,6 +639,7 @@ class ChatStore:
         unless_done: bool = False,
         unless_continued: str | None = None,
         run_order: Sequence[str] = (),
+        user_id: str | None = None,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -636,12 +651,15 @@ class ChatStore:
         and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
 
         def decide(row: Any) -> _Plan[WriteResult]:
-            chat = self._load(chat_id, row, None)
+            # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
+            chat = self._load(chat_id, row, user_id)
             if message_id not in chat["history"]["messages"]:
                 raise MessageMissing(chat_id, message_id)
             existing = chat["history"]["messages"][message_id]
             if not isinstance(existing, dict):
                 raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+            if existing.get("role", "assistant") != "assistant":
+                raise NotAnAssistantMessage(chat_id, message_id, existing.get("role"))
             if unless_done and message_finished(existing):
                 return _Plan(AlreadyDone(message=existing))
             if unless_continued is not None and tree.continued_past(existing, unless_continued):
