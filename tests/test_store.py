@@ -522,3 +522,22 @@ def test_a_write_touches_updated_at(store: ChatStore, sqlite_url: str) -> None:
     written_at = db.execute("select updated_at from chat where id = 'c'").fetchone()[0]
     assert claimed_at > 1_700_000_000 and written_at > 1_700_000_000  # epoch seconds, as Open WebUI keeps them
     db.close()
+
+
+def test_a_second_finalize_of_the_same_finished_message_writes_nothing(store: ChatStore, monkeypatch) -> None:
+    """Issue 24, item 13: two processes finish one run from the same transcript (8 processes on PostgreSQL wrote 235
+    of 500 runs twice). The second finalize finds M finished with exactly what it would write: it writes nothing
+    (no chat save, no mirror row), and still answers ``Written`` so its tabs get the finished message."""
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="r1", writer="w", alive=DEAD, user_id=USER)
+    out = [{"type": "message", "content": [{"type": "output_text", "text": "All of it."}]}]
+    assert isinstance(store.write("c", "m1", content="All of it.", output=out, done=True), Written)
+    saves: list[str] = []
+    real_save = store._save
+    monkeypatch.setattr(
+        store, "_save", lambda conn, chat_id, *a, **k: (saves.append(chat_id), real_save(conn, chat_id, *a, **k))
+    )
+    again = store.write("c", "m1", content="All of it.", output=out, done=True)
+    assert isinstance(again, Written) and again.message["content"] == "All of it." and saves == []
+    changed = store.write("c", "m1", content="More of it.", output=out, done=True)
+    assert isinstance(changed, Written) and saves == ["c"]  # a different content is written
