@@ -795,7 +795,7 @@ async def test_a_chat_changed_under_a_streaming_reply_ends_that_writer_with_one_
 
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        other_chat, other_key = await env.chat()
+        _, other_key = await env.chat()
         bridge = await env.connect()
         run = env.sim.start_run(key, "changed").text("Half of it.")
         m = ids.message_id(key, "changed")
