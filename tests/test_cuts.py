@@ -428,3 +428,26 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         assert messages[m]["content"] == "Working on the first half.\nPicked up after the boot."
         assert messages[m]["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
         assert messages[n]["done"] is True and messages[n]["content"] == "The newer answer."
+
+
+async def test_a_shutdown_notice_the_gateway_never_follows_with_a_close_holds_no_message_open(
+    tmp_path, mock_clock
+) -> None:
+    """Issue 24, item 13: a ``shutdown`` notice (a stop: no ``restartExpectedMs``), a run aborted after it (its row
+    ``killed``: owc's to resume), and then no close: the Gateway goes on serving, its ticks keep coming. The resume
+    waits for the next hello only while the Gateway may be going down; a tick after the notice says it is not, so
+    the resume goes and M is finished (before: ``done: false`` until a reconnect that never came)."""
+    from owc.sim.delivery import everyone
+
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        env.sim.fanout.emit("shutdown", {"reason": "gateway stopping"}, audience=everyone, drop_if_slow=False)
+        run.end("aborted", stop_reason="rpc")
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        m = ids.message_id(key, "S")
+        messages = await env.messages(chat_id)
+        assert len(resume_runs(env)) == 1
+        assert messages[m]["done"] is True and messages[m]["content"].startswith("Working on the first half.")

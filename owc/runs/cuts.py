@@ -85,6 +85,9 @@ class Cut:
     sending: bool = False
     #: The Gateway said it is stopping: the resume waits for the next hello-ok.
     after_hello: bool = False
+    #: A Gateway tick came after its ``shutdown`` notice on the same connection: it is still serving, so the resume
+    #: is tried without waiting for a hello that may never come (a notice never followed by a close).
+    past_notice: bool = False
     #: The ledger's open count when the cut was decided: a run opened after it is newer than the cut run.
     opened: int = 0
     #: Nobody continues it: M ends (with this note, or none) as soon as the cut run is settled here.
@@ -243,7 +246,12 @@ class Cuts:
         if cut.owner is Owner.RESUME:
             if cut.after_hello:
                 return  # the next hello-ok sends it
-            if table.conn.notice is not None and table.conn.notice.restart_expected_ms is None and cut.held is None:
+            if (
+                table.conn.notice is not None
+                and table.conn.notice.restart_expected_ms is None
+                and cut.held is None
+                and not cut.past_notice
+            ):
                 # The Gateway said it is stopping: a send now would be refused or cut again. The next hello sends.
                 cut.after_hello = True
                 log.info(
@@ -326,6 +334,19 @@ class Cuts:
                 log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
                 del self.by_key[key]
                 self.bridge.wake()
+
+    def tick(self, table: RunTable) -> None:
+        """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
+        held for the next hello is tried now (a refused one is held again, under the same run id, for the next tick or
+        hello). Issue 24, item 13: a notice the Gateway never followed with a close left M ``done: false`` until a
+        reconnect."""
+        if table.conn.notice is None:
+            return
+        for cut in list(self.by_key.values()):
+            if cut.owner is Owner.RESUME and cut.ready and not cut.sending and (cut.after_hello or cut.held):
+                cut.after_hello, cut.past_notice = False, True
+                log.info("runs.resume_after_notice chat=%s (a tick after the shutdown notice)", cut.ref.chat_id)
+                self._act(table, cut)
 
     def hello(self, table: RunTable) -> None:
         """A new connection said hello-ok (its list is in): held resumes go now."""

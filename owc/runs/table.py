@@ -292,6 +292,7 @@ class RunTable:
         if isinstance(event, Tick):
             self.bridge.ticks += 1
             self.bridge.wake()
+            self.bridge.cuts.tick(self)
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
             self._correct()

@@ -536,14 +536,17 @@ class ChatStore:
                 meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
                 holder = meta.get("openclaw_writer")
                 done = message_finished(existing)
+                chain = meta.get("openclaw_chain") if isinstance(meta.get("openclaw_chain"), list) else []
+                # M finished with this run's part in it (another process ran it to its end): nothing to take back.
+                takes_back = reopen and not (done and run_id in chain)
                 orphan = holder is None and adopt_writerless
                 if (
-                    (done and not reopen)
+                    (done and not takes_back)
                     or (holder is None and not orphan)
                     or holder == writer
                     # A live writer keeps M, unless M is finished: its writer is done with it, and a continuation
                     # (``reopen``: a recovery or a resume linked into M) takes it back whoever finished it.
-                    or (holder is not None and alive(holder) and not (done and reopen))
+                    or (holder is not None and alive(holder) and not (done and takes_back))
                 ):
                     return _Plan(AlreadyThere(writer=holder, run_id=meta.get("openclaw_run"), done=done))
                 existing["meta"] = {
