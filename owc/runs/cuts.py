@@ -572,6 +572,16 @@ class Cuts:
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run.
                 self._end(table, cut, NEWER_RUN_NOTE)
             return
+        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
+        if cut is not None and cut.owner is Owner.GATEWAY and held is not None and run.place < held.place:
+            # It began before the held cut's run did: a recovery starts at a boot after the run it recovers, so it
+            # recovers an earlier cut (one a boot before this one made). Taking the held cut's message for it was
+            # wrong, and it hung: it waited for the held run, which claims after the runs between the two, which
+            # wait for the pass to give this recovery its message first (fuzzer, seed 20686).
+            log.info("runs.link_older run=%s held=%s (it began before the held cut's run)", run.run_id, cut.source)
+            if link.source is None:
+                return  # a recovery of a cut this process did not hold: a message of its own
+            cut = None
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY
