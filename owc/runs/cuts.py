@@ -98,7 +98,7 @@ class Cut:
         return self.chain[-1]
 
 
-def _resumes(run_id: str | None, message_id: str, chain: tuple[str, ...]) -> bool:
+def resumes_message(run_id: str | None, message_id: str, chain: tuple[str, ...]) -> bool:
     """``run_id`` (a session's last run) is a resume of message ``message_id`` that is not one of the runs of
     ``chain`` (M's runs so far): a continuation of M someone has sent."""
     resume = ids.parse_run_id(run_id or "")
@@ -158,7 +158,7 @@ class Cuts:
         if run.cut is not None or run.renderer.heartbeat or run.life.settled:
             return None
         self.adopt(run)
-        if _resumes(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
+        if resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
             # The session's last run is M's own resume (another process, or this one before a restart, sent it):
             # the cut is being continued. M is written open (never over what the resume wrote: ``unless_continued``)
             # and no second resume goes (its count on M would give it another id: a double continuation).
@@ -253,7 +253,7 @@ class Cuts:
                 log.info("runs.resume_waits chat=%s (the session is busy)", cut.ref.chat_id)
                 return
             if row is not None and row.last_run_id not in (None, *cut.chain, cut.held):
-                if _resumes(row.last_run_id, cut.message_id, cut.chain):
+                if resumes_message(row.last_run_id, cut.message_id, cut.chain):
                     self._continued(cut, row.last_run_id)
                 else:
                     self._end(table, cut, NEWER_RUN_NOTE)  # a newer run took the session: it decides
@@ -273,7 +273,7 @@ class Cuts:
         if cut is None or not cut.ready or source.has_active_run:
             return
         row = _row(source)
-        if cut.owner is Owner.WAIT and _resumes(row.last_run_id, cut.message_id, cut.chain):
+        if cut.owner is Owner.WAIT and resumes_message(row.last_run_id, cut.message_id, cut.chain):
             self._continued(cut, row.last_run_id)  # the busy run was M's own resume (another process sent it)
         elif cut.owner is Owner.WAIT:
             # The busy run settled: decide again (a newer run that took the session ends M; else resume).
