@@ -594,12 +594,26 @@ class Cuts:
                 self._end(table, cut, NEWER_RUN_NOTE)
             return
         held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
-        if cut is not None and cut.owner is Owner.GATEWAY and held is not None and run.place < held.place:
-            # It began before the held cut's run did: a recovery starts at a boot after the run it recovers, so it
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and held is not None
+            and run.timed
+            and held.timed
+            and run.order[0] < held.order[0]
+        ):
+            # It began before the held cut's run did (Gateway times, strictly: at an equal time the place's tie-break
+            # says nothing of which began first): a recovery starts at a boot after the run it recovers, so it
             # recovers an earlier cut (one a boot before this one made). Taking the held cut's message for it was
             # wrong, and it hung: it waited for the held run, which claims after the runs between the two, which
             # wait for the pass to give this recovery its message first (fuzzer, seed 20686).
-            log.info("runs.link_older run=%s held=%s (it began before the held cut's run)", run.run_id, cut.source)
+            log.info(
+                "runs.link_older run=%s held=%s began=%d held_began=%d (it began before the held cut's run)",
+                run.run_id,
+                cut.source,
+                run.order[0],
+                held.order[0],
+            )
             if link.source is None:
                 return  # a recovery of a cut this process did not hold: a message of its own
             cut = None
