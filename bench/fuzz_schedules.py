@@ -27,8 +27,9 @@ import trio
 import trio.testing
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # this tree's owc, not an installed one
-sys.path.insert(0, str(ROOT / "tests"))
+# This checkout's owc, not whichever one is installed (a script's own folder is on the path, its checkout is not:
+# run from a second work tree, it played the installed tree's owc).
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from fuzzing import judge, known_bug, shrink_failure, virtual_time  # noqa: E402
 from oracle import kind_of  # noqa: E402

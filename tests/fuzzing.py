@@ -95,6 +95,13 @@ FIXED_BUGS = {
         " turnBoundary; a run whose first message is so marked, with exactly one hidden message before it and no"
         " user turn of its own, is a heartbeat's)"
     ),
+    "link-older-recovery": (
+        "a restart recovery the reconcile pass found, which began before the cut run this process held on its session"
+        " (it recovered an earlier boot's cut), was linked to that held cut's message: it waited for the held run,"
+        " whose claim waited for the runs between the two, which waited for the pass to give the recovery its message"
+        " first; the play never finished (issue 24, fuzzer seed 20686: a recovery only links to a cut run that began"
+        " before it)"
+    ),
     "order-race": (
         "back-to-back runs chain out of run-start order (issue 11, seed case 9: claims in worker threads race for"
         " SQLite's lock; the lead is fixing it in owc/runs and owc/store)"

@@ -451,3 +451,51 @@ async def test_a_shutdown_notice_the_gateway_never_follows_with_a_close_holds_no
         messages = await env.messages(chat_id)
         assert len(resume_runs(env)) == 1
         assert messages[m]["done"] is True and messages[m]["content"].startswith("Working on the first half.")
+
+
+class _EndsHeldBack(_ClaimsHeldBack):
+    """Also holds this process's finishing writes (``done: true``) of the message until the test lets them go."""
+
+    def __init__(self, store: TrioChatStore, message_id: str) -> None:
+        super().__init__(store, message_id)
+        self.ends = trio.Event()
+
+    async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id and kwargs.get("done") is True:
+            await self.ends.wait()
+        return await self._store.write(chat_id, message_id, **kwargs)
+
+
+async def test_a_cut_another_process_resumed_is_not_ended_as_taken_by_a_newer_run(tmp_path, mock_clock) -> None:
+    """Two processes see a container stop cut S (owc resumes it). A writes M open and sends the resume, which streams
+    into M; B's writer of S reaches M only then (held by A's resume writer: B keeps M open and settles S). The
+    session's last run is now M's own resume: B must neither end M with the "newer run" note nor send a resume of
+    its own. Before, B took the resume for a newer run and ended M with the note over what the resume wrote
+    (fuzzer, seed 20808, about 1 play in 15 under load)."""
+    from owc.registry import WriterRegistry
+
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _EndsHeldBack(env.store, m)
+        a = await env.connect("A")
+        b = await env.connect("B", store=held, registry=WriterRegistry())  # type: ignore[arg-type]  # another process
+        env.sim.responder = lambda k, message: [Text("Resumed and"), Hold(), Text(" finished."), End()]
+        await _cut_run(env, key)  # A claims M; B's claim of it waits
+        await env.sim.restart("container")
+        await env.until(lambda: any(a.ledger.get(key, r) is not None for r in resume_runs(env)))
+        [resume] = resume_runs(env)
+        await env.until(lambda: a.ledger.get(key, resume) is not None and a.ledger.get(key, resume).writer_live)
+        held.go.set()  # B's writer of S finds M held by A's resume writer
+        await env.until(lambda: b.ledger.is_settled(key, "S"))
+        env.sim.handle(resume).release()
+        await env.until(lambda: a.ledger.is_settled(key, resume))
+        held.ends.set()  # whatever B meant to finish M with lands now, after the resume's finalize
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert "error" not in final or not final["error"], final.get("error")
+        assert final["content"] == "Working on the first half.\nResumed and finished."
+        assert resume_runs(env) == [resume], "one resume"
+        assert NEWER_RUN_NOTE not in str(final)

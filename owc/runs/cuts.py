@@ -50,7 +50,7 @@ from owc.rules.owner import (
 )
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run
-from owc.store import StoreError, Written
+from owc.store import AlreadyDone, StoreError, Written
 
 if TYPE_CHECKING:
     from owc.runs.table import Bridge, RunTable
@@ -102,6 +102,13 @@ class Cut:
     @property
     def source(self) -> str:
         return self.chain[-1]
+
+
+def resumes_message(run_id: str | None, message_id: str, chain: tuple[str, ...]) -> bool:
+    """``run_id`` (a session's last run) is a resume of message ``message_id`` that is not one of the runs of
+    ``chain`` (M's runs so far): a continuation of M someone has sent."""
+    resume = ids.parse_run_id(run_id or "")
+    return resume is not None and resume.kind == "resume" and resume.message_id == message_id and run_id not in chain
 
 
 def _row(source: SessionRow | SessionsChanged) -> Row:
@@ -157,14 +164,7 @@ class Cuts:
         if run.cut is not None or run.renderer.heartbeat or run.life.settled:
             return None
         self.adopt(run)
-        resume = ids.parse_run_id(row.last_run_id or "")
-        if (
-            resume is not None
-            and resume.kind == "resume"
-            and resume.message_id == run.message_id
-            and row.last_run_id != run.run_id
-            and row.last_run_id not in run.chain
-        ):
+        if resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
             # The session's last run is M's own resume (another process, or this one before a restart, sent it):
             # the cut is being continued. M is written open (never over what the resume wrote: ``unless_continued``)
             # and no second resume goes (its count on M would give it another id: a double continuation).
@@ -264,7 +264,10 @@ class Cuts:
                 log.info("runs.resume_waits chat=%s (the session is busy)", cut.ref.chat_id)
                 return
             if row is not None and row.last_run_id not in (None, *cut.chain, cut.held):
-                self._end(table, cut, NEWER_RUN_NOTE)  # a newer run took the session: it decides
+                if resumes_message(row.last_run_id, cut.message_id, cut.chain):
+                    self._continued(cut, row.last_run_id)
+                else:
+                    self._end(table, cut, NEWER_RUN_NOTE)  # a newer run took the session: it decides
                 return
             cut.sending = True
             table.spawn(self._resume, table, cut)
@@ -281,7 +284,9 @@ class Cuts:
         if cut is None or not cut.ready or source.has_active_run:
             return
         row = _row(source)
-        if cut.owner is Owner.WAIT:
+        if cut.owner is Owner.WAIT and resumes_message(row.last_run_id, cut.message_id, cut.chain):
+            self._continued(cut, row.last_run_id)  # the busy run was M's own resume (another process sent it)
+        elif cut.owner is Owner.WAIT:
             # The busy run settled: decide again (a newer run that took the session ends M; else resume).
             decision = owner(cut.source, row, cut.seen)
             self._redecide(table, cut, Owner.RESUME if decision is Owner.WAIT else decision)
@@ -306,6 +311,16 @@ class Cuts:
         """A run this process has heard of (open, or settled here): its own path decides what it did to a cut."""
         ledger = self.bridge.ledger
         return run_id is not None and (ledger.get(key, run_id) is not None or ledger.is_settled(key, run_id))
+
+    def _continued(self, cut: Cut, resume: str | None) -> None:
+        """The session's last run is M's own resume, sent by another process (or by this one before it restarted):
+        it continues M, and this process neither sends a second one nor ends M. Before, the resume was taken for a
+        newer run that took the session, and M was ended with the note over what the resume wrote (fuzzer, seed
+        20808, under load: two deploys that both saw a container stop cut the run)."""
+        log.info("runs.cut_continued run=%s chat=%s by=%s", cut.source, cut.ref.chat_id, resume)
+        if self.by_key.get(cut.session_key) is cut:
+            del self.by_key[cut.session_key]
+        self.bridge.wake()
 
     def _redecide(self, table: RunTable, cut: Cut, decision: Owner) -> None:
         log.info("runs.cut_again chat=%s run=%s owner=%s", cut.ref.chat_id, cut.source, decision.value)
@@ -525,9 +540,15 @@ class Cuts:
                 output=output,
                 done=True,
                 error=note,
+                # M's chain goes on past the cut run: a continuation wrote it after the read above (it holds the
+                # cut run's part too), and ending M now would write over it.
+                unless_continued=cut.source,
             )
         except StoreError as exc:
             log.info("runs.cut_end_unwritten chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+            return
+        if isinstance(result, AlreadyDone):
+            log.info("runs.cut_continued_elsewhere chat=%s message=%s", cut.ref.chat_id, cut.message_id)
             return
         if not isinstance(result, Written):
             log.warning("runs.cut_end_unwritten chat=%s result=%s", cut.ref.chat_id, type(result).__name__)
@@ -632,6 +653,30 @@ class Cuts:
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run.
                 self._end(table, cut, NEWER_RUN_NOTE)
             return
+        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and held is not None
+            and run.timed
+            and held.timed
+            and run.order[0] < held.order[0]
+        ):
+            # It began before the held cut's run did (Gateway times, strictly: at an equal time the place's tie-break
+            # says nothing of which began first): a recovery starts at a boot after the run it recovers, so it
+            # recovers an earlier cut (one a boot before this one made). Taking the held cut's message for it was
+            # wrong, and it hung: it waited for the held run, which claims after the runs between the two, which
+            # wait for the pass to give this recovery its message first (fuzzer, seed 20686).
+            log.info(
+                "runs.link_older run=%s held=%s began=%d held_began=%d (it began before the held cut's run)",
+                run.run_id,
+                cut.source,
+                run.order[0],
+                held.order[0],
+            )
+            if link.source is None:
+                return  # a recovery of a cut this process did not hold: a message of its own
+            cut = None
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY

@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
 )
 from owc.rules.owner import Row, Seen, row_at_terminal
 from owc.runs.correct import Corrections
-from owc.runs.cuts import Cuts
+from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import Run, RunKey
@@ -439,6 +439,12 @@ class RunTable:
             and row is not None
             and row.status in ("running", "done")
             and row.last_run_id not in (None, run.run_id)
+            # M's own resume (another process sent it after the cut, or this one did before a restart) is not the
+            # boot's recovery: the row goes to the owner rule as it is, which sees the cut being continued. Before,
+            # the row was rewritten to name this run, the rule gave it to the Gateway, the transcript then said the
+            # run had ended (its row failed), and the message was finished without the resume streaming into it
+            # (fuzzer seed 128, 2 plays in 100 under load).
+            and not resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id))
         ):
             # A newer run on the session since the boot, running or done: most likely the boot's recovery of this
             # very run (it starts at once, and may have ended before this hello). Link rule E tells, from the
