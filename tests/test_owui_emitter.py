@@ -389,3 +389,50 @@ def test_a_cancel_before_the_message_is_introduced_is_asked_about_once_the_tabs_
             await host.aclose()
 
     _run(body)
+
+
+def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
+    """Issue 24, item 11: after a cancel that was not a Stop ("Send now"), the writer is registered under a new
+    task id and its ``on_task_id`` is awaited with that id, on the Trio side (so M's ``meta.task_id`` can name
+    a live task); two cancels in a row end with the newest id told last. A writer that closes meanwhile is told
+    nothing (no write outlives its task)."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now"]}] * 3)
+            told: list[str] = []
+            changed = trio.Event()
+
+            async def on_task_id(task_id: str) -> None:
+                trio.lowlevel.current_task()  # raises outside Trio
+                await trio.lowlevel.checkpoint()
+                told.append(task_id)
+                changed.set()
+
+            async def open_it() -> None:
+                await emitter.open_task("c", "m", "u", writers.on_cancel("m"), on_task_id)
+                await emitter.emit("c", "m", "u", {"type": "chat:messages", "data": {"messages": {"m": {}}}})
+
+            await host.run_in_trio(open_it)
+            [before] = owui.item_tasks["c"]
+            assert await owui.stop_chat("c") == 1
+            await _settled(emitter)
+            await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
+            [after] = owui.item_tasks["c"]
+            assert after != before and told == [after] and writers.heard == []
+            await owui.stop_chat("c")
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
+            [newest] = owui.item_tasks["c"]
+            assert told[-1] == newest and newest not in told[:-1]
+            await host.run_in_trio(emitter.close_task, "c", "m")
+            assert emitter._namings == {}
+        finally:
+            await host.aclose()
+
+    _run(body)

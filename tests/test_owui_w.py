@@ -675,3 +675,173 @@ def test_open_webui_on_postgresql_shows_an_agent_turn_written_by_owc(sim, server
         with psycopg.connect(database) as conn:  # it is PostgreSQL that holds it, as Open WebUI and owc wrote it
             row = conn.execute("SELECT chat FROM chat WHERE id = %s", (chat_id,)).fetchone()
         assert row is not None and row[0]["history"]["messages"][message_id]["done"] is True
+
+
+def _stored_chat(db: Any, chat_id: str) -> dict[str, Any]:
+    """The chat JSON as Open WebUI's database holds it (no live overlay, no API): read from the SQLite file."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (raw,) = conn.execute("SELECT chat FROM chat WHERE id = ?", (chat_id,)).fetchone()
+    return json.loads(raw)
+
+
+def test_a_finished_agent_turn_sits_in_its_place_and_a_writer_registered_again_names_its_live_task(
+    deployment, browser
+) -> None:
+    """Issue 24, item 11. A tab loaded the chat before owc claimed the message: the finished message's last
+    ``chat:messages`` carries its parent's link and the chat's ``currentId`` (the tab shows the reply under the
+    user's message, without a reload, and the Stop button goes). A stop no control of any tab made (the API's
+    ``/stop``, as a shared chat's other user's) registers the writer again: the message's ``meta.task_id`` in the
+    database names the new, live task (before, the cancelled one, which Open WebUI's ``/stop`` then cannot find)."""
+    from owui.browser import SEL_STOP
+    from owui.server import EventRecorder
+
+    admin, sim, token, server = deployment["admin"], deployment["sim"], deployment["token"], deployment["server"]
+    chat_id, key = new_chat(admin)
+    user_id = admin.get_chat(chat_id)["chat"]["history"]["currentId"]
+    page = open_page(browser, deployment, chat_id)  # loaded before the claim
+    with EventRecorder(server.base_url, admin.token).connect() as events:
+        events.join_chat(chat_id)
+        run = call(token, lambda: sim.start_run(key, "w-place").text("In its place,"))
+        message_id = ids.message_id(key, "w-place")
+        page.wait_for_assistant_text("In its place,", timeout_ms=WAIT_S * 1000)
+        page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+        [before] = wait_until(lambda: admin.chat_tasks(chat_id), "owc's writer registered as a task of the chat")
+        stored = _stored_chat(server.workdir / "data" / "webui.db", chat_id)["history"]["messages"][message_id]
+        assert stored["meta"]["task_id"] == before
+        aborts = call(token, lambda: sim.requests["chat.abort"])
+        admin.stop_chat(chat_id)  # no tab pressed Stop: the writer goes on under a new task
+        [after] = wait_until(
+            lambda: [t for t in admin.chat_tasks(chat_id) if t != before], "the writer registered again"
+        )
+        meta = wait_until(
+            lambda: (
+                (
+                    m := _stored_chat(server.workdir / "data" / "webui.db", chat_id)["history"]["messages"][message_id][
+                        "meta"
+                    ]
+                ).get("task_id")
+                == after
+                and m
+            ),
+            "meta.task_id naming the live task",
+        )
+        assert after in admin.chat_tasks(chat_id)  # live: Open WebUI's /stop finds it
+        assert meta["openclaw_run"] == "w-place" and meta["openclaw_open"] is True  # merged, owc's keys kept
+        assert call(token, lambda: sim.requests["chat.abort"]) == aborts
+        page.screenshot("w-item11-registered-again")
+        call(token, lambda: run.text(" under your message.").end())
+        page.wait_for_assistant_text("under your message.", timeout_ms=WAIT_S * 1000)
+        final = events.wait_for(
+            lambda e: (
+                e.get("chat_id") == chat_id
+                and (e.get("data") or {}).get("type") == "chat:messages"
+                and ((e["data"].get("data") or {}).get("messages") or {}).get(message_id, {}).get("done") is True
+            ),
+            timeout_s=WAIT_S,
+        )["data"]["data"]
+    assert final["currentId"] == message_id
+    assert message_id in final["messages"][user_id]["childrenIds"]
+    page.page.locator(SEL_STOP).wait_for(state="hidden", timeout=WAIT_S * 1000)
+    order = page.page.locator('[id^="message-"]').evaluate_all("els => els.map(e => e.id)")
+    assert [i for i in order if i in (f"message-{user_id}", f"message-{message_id}")] == [
+        f"message-{user_id}",
+        f"message-{message_id}",
+    ]
+    page.screenshot("w-item11-in-its-place")
+    chat = _stored_chat(server.workdir / "data" / "webui.db", chat_id)
+    message = chat["history"]["messages"][message_id]
+    assert message["done"] is True and message["content"] == "In its place, under your message."
+    assert message["parentId"] == user_id and chat["history"]["currentId"] == message_id
+    assert len(page.assistant_texts()) == 1
+
+
+def test_open_webui_killed_after_its_cancel_save_the_next_process_shows_the_whole_reply(
+    sim, server_venv, browser_install, tmp_path
+) -> None:
+    """Issue 24, item 1. A person's reply streams "Hello"; a stop cancels the request, Open WebUI's middleware
+    saves the reply ``done: true`` with what it had (its cancel path), and the process is killed right after that
+    save (SIGKILL: nothing more of it runs). The run goes on at the Gateway and ends while Open WebUI is down. The
+    next process finishes the reply from the transcript: the tab shows the whole reply, no Stop button."""
+    import signal
+
+    from owui.browser import SEL_STOP, running_browser
+    from owui.server import running_server
+
+    simulator, token = sim
+    before = subscribed(simulator, token)
+    with running_server(tmp_path, env_extra=owc_env(simulator.url)) as server:
+        install_owc(server.base_url, simulator.url)
+        admin = server.admin()
+        wait_connected(simulator, token, before + 1)
+        db = server.workdir / "data" / "webui.db"
+        with running_browser(tmp_path / "browser") as b:
+            page = open_page(b, {"server": server, "admin": admin})
+            chat_id = page.new_chat_with(MODEL, "SLOW then die", timeout_ms=WAIT_S * 1000)
+            page.wait_for_assistant_text("Hello", timeout_ms=WAIT_S * 1000)
+            page.wait_for_intent_hook(timeout_ms=WAIT_S * 1000)
+            key = ids.session_key("main", admin.user_id, chat_id)
+            run = call(token, lambda: simulator.active_run(key))
+            assert run is not None
+            found = _reply_of(admin, chat_id, "SLOW then die")
+            assert found is not None
+            reply_id = found[0]
+            admin.stop_chat(chat_id)  # the request's task is cancelled: Open WebUI's cancel path saves the reply
+            cut = wait_until(
+                lambda: (m := _stored_chat(db, chat_id)["history"]["messages"][reply_id]).get("done") is True and m,
+                "Open WebUI's cancel-path save",
+            )
+            stop = server.signal_and_wait(signal.SIGKILL)
+            assert cut["content"].startswith("Hello") and "the rest" not in cut["content"]
+            assert stop.seconds < 5, stop
+            call(token, lambda: run.text(" and the rest, said while Open WebUI was down.").end())
+            server.restart()
+            admin = server.admin()
+            whole = "Hello and the rest, said while Open WebUI was down."
+            message = wait_until(
+                lambda: (
+                    (m := _stored_chat(db, chat_id)["history"]["messages"][reply_id]).get("content") == whole
+                    and m.get("done") is True
+                    and m
+                ),
+                "the next process finishing the reply",
+            )
+            assert "openclaw_open" not in (message.get("meta") or {})
+            page = open_page(b, {"server": server, "admin": admin}, chat_id)
+            page.wait_for_assistant_text("said while Open WebUI was down.", timeout_ms=WAIT_S * 1000)
+            assert page.assistant_texts() == [whole]
+            assert not page.page.locator(SEL_STOP).is_visible()
+            page.screenshot("w-item1-whole-after-kill")
+
+
+def test_a_recovery_the_gateway_gives_up_ends_the_message_with_its_note_in_the_tab(deployment, browser) -> None:
+    """Issue 24, item 7 (seed 004): an agent turn streams into the open tab; the Gateway crashes under it and, back,
+    leaves the run's recovery pending (its row ``running``); owc reconnects and holds the message open for it; then
+    the Gateway's three recovery attempts fail and the session is tombstoned. The tab shows what the run had said
+    and the cut-off line naming the Gateway's error, the Stop button goes, and the database holds the message
+    finished (before, it stayed ``done: false``: the row named the last attempt's fresh run id, not the cut run)."""
+    from owui.browser import SEL_STOP
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    call(token, lambda: sim.start_run(key, "w-given-up").text("Working on the first half."))
+    message_id = ids.message_id(key, "w-given-up")
+    page.wait_for_assistant_text("Working on the first half.", timeout_ms=WAIT_S * 1000)
+    before = subscribed(sim, token)
+    call(token, lambda: sim.hold_recovery(key))
+    trio.from_thread.run(sim.restart, "crash", trio_token=token)
+    wait_connected(sim, token, before)  # owc is back on the new boot, the recovery still pending
+    assert (assistant_messages(admin, chat_id).get(message_id) or {}).get("done") is not True
+    page.screenshot("w-item7-held-for-the-recovery")
+    call(token, lambda: sim.give_up_recovery(key))
+    message = wait_until(lambda: finished(admin, chat_id, message_id), "the message ended after the give-up")
+    error = str((message.get("error") or {}).get("content"))
+    assert message["content"] == "Working on the first half."
+    assert error.startswith("This reply was cut off") and "could not recover" in error, error
+    page.wait_for_text("could not recover", timeout_ms=WAIT_S * 1000)
+    page.page.locator(SEL_STOP).wait_for(state="hidden", timeout=WAIT_S * 1000)
+    assert page.assistant_texts()[0].startswith("Working on the first half.")
+    page.screenshot("w-item7-given-up")

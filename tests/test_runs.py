@@ -316,6 +316,35 @@ async def test_a_writer_is_a_task_of_its_chat_and_the_tabs_stop_reaches_it(tmp_p
         assert env.emitter.tasks == {} and env.emitter.tasks_opened == 2
 
 
+async def test_a_writer_registered_again_after_a_cancel_names_its_new_task_in_the_message(
+    tmp_path, clock, db_url
+) -> None:
+    """Issue 24, item 11: a cancel that was not a Stop ("Send now", or no tab said) registers the writer again
+    under a new task id; M's ``meta.task_id`` names the new one (Open WebUI's ``/stop`` for a shared chat's reply
+    looks the task up by it), merged into ``meta`` (owc's own keys stay). A cancel before the claim is named by the
+    claim's check. Once M is finished, nothing is renamed."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        run = env.sim.start_run(key, "goes-on", steps=[Text("Partial answer"), Hold()])
+        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        m = ids.message_id(key, "goes-on")
+        first, _ = env.emitter.tasks[(chat_id, m)]
+        assert (await env.messages(chat_id))[m]["meta"]["task_id"] == first
+        second = await env.emitter.reregister_task(chat_id, m)
+        meta = (await env.messages(chat_id))[m]["meta"]
+        assert second != first and meta["task_id"] == second
+        assert meta["openclaw_run"] == "goes-on" and meta["openclaw_open"] is True and meta["openclaw_writer"]
+        run.release()
+        env.sim.active_run(key).text(" and the rest.").end()
+        await env.settled()
+        msg = (await env.messages(chat_id))[m]
+        assert msg["done"] and msg["content"] == "Partial answer and the rest." and msg["meta"]["task_id"] == second
+        # Finished: a late rename of it writes nothing.
+        assert not await env.store.set_task_id(chat_id, m, "late", holds=lambda _w: True)
+        assert (await env.messages(chat_id))[m]["meta"]["task_id"] == second
+
+
 async def test_a_stopped_item_that_starts_with_an_earlier_items_text_is_kept_whole(tmp_path, clock) -> None:
     """The run says "Hello", calls a tool, then "Hello from" and is stopped. The real Gateway's aborted partial is
     its run-wide buffer ("Hello\n\nHello from", measured by the conformance tier); the finalizer keeps what no

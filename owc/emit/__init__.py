@@ -12,7 +12,7 @@ recording emitter serves tests and benches.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import attrs
@@ -32,12 +32,18 @@ class Emitter(Protocol):
         """The message is final in the database: drop its live copy."""
 
     async def open_task(
-        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None = None,
     ) -> str | None:
         """The writer of ``message_id`` (owned by ``user_id``) is at work: register it as a task of its chat (the
         tabs' generating state and Stop button); ``on_cancel`` is called if the tabs stop it (a Stop, not "Send
         now": ``owc.rules.intent``). Returns the task id (the message's ``meta.task_id``), or None where there are
-        no tasks. Asked again for the same message, the same task."""
+        no tasks. Asked again for the same message, the same task. A cancel that was not a Stop registers the
+        writer again under a new id: ``on_task_id`` is awaited with it (in Trio), so the message can name it."""
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         """The writer is done with ``message_id`` (final, or held by another writer): its task ends."""
@@ -47,7 +53,12 @@ class NoTasks:
     """For emitters with no tabs to show a generating state: tasks are not kept."""
 
     async def open_task(
-        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None = None,
     ) -> str | None:
         return None
 
@@ -81,6 +92,8 @@ class RecordingEmitter:
         self.streams_saved = 0
         #: Open tasks: (chat, message) -> (task id, on_cancel).
         self.tasks: dict[tuple[str, str], tuple[str, Callable[[], object]]] = {}
+        #: Per open task, the writer's ``on_task_id`` (told the new id by ``reregister_task``).
+        self.task_namers: dict[tuple[str, str], Callable[[str], Awaitable[object]]] = {}
         self.tasks_opened = 0
         self._changed = trio.Event()
 
@@ -94,21 +107,44 @@ class RecordingEmitter:
             await self._changed.wait()
 
     async def open_task(
-        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None = None,
     ) -> str | None:
         key = (chat_id, message_id)
         if key not in self.tasks:
             self.tasks_opened += 1
             self.tasks[key] = (f"task-{self.tasks_opened}", on_cancel)
+            if on_task_id is not None:
+                self.task_namers[key] = on_task_id
         return self.tasks[key][0]
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         self.tasks.pop((chat_id, message_id), None)
+        self.task_namers.pop((chat_id, message_id), None)
+
+    async def reregister_task(self, chat_id: str, message_id: str) -> str | None:
+        """A cancel that was not a Stop ("Send now", or nobody said): the writer goes on under a new task id, and
+        is told it as Open WebUI's emitter tells it. The new id (None if there was no task)."""
+        key = (chat_id, message_id)
+        if key not in self.tasks:
+            return None
+        self.tasks_opened += 1
+        task_id = f"task-{self.tasks_opened}"
+        self.tasks[key] = (task_id, self.tasks[key][1])
+        namer = self.task_namers.get(key)
+        if namer is not None:
+            await namer(task_id)
+        return task_id
 
     def cancel_task(self, chat_id: str, message_id: str) -> bool:
         """A Stop (the page said so, ``owc.rules.intent``): the task ends, and its writer hears of it. False if
         there was none."""
         task = self.tasks.pop((chat_id, message_id), None)
+        self.task_namers.pop((chat_id, message_id), None)
         if task is None:
             return False
         task[1]()

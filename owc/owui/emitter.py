@@ -84,6 +84,11 @@ class _Task:
     on_cancel: Callable[[], object]
     release: asyncio.Event
     task_id: str = ""
+    #: Tells the writer (on the Trio side) the id it is registered under after a re-registration, so the
+    #: message's ``meta.task_id`` names a live task (``ChatStore.set_task_id``). None: nobody to tell.
+    on_task_id: Callable[[str], Awaitable[object]] | None = None
+    #: One ``meta.task_id`` write at a time, each naming the newest id: the last write is the newest.
+    naming: asyncio.Lock = attrs.field(factory=asyncio.Lock)
     #: A Stop was decided: ``on_cancel`` has been passed to the writer, which finalizes and closes the task.
     stopping: bool = False
     #: The writer's final ``chat:messages`` went out: nothing may put the message back to ``done: false``.
@@ -115,6 +120,8 @@ class OwuiEmitter:
         self._asks: dict[str, set[asyncio.Task[None]]] = {}
         #: Questions after a user turn's request was cancelled (ended by their answer, or at shutdown).
         self._inline_asks: set[asyncio.Task[None]] = set()
+        #: Per message, the ``meta.task_id`` writes in flight after a re-registration (ended with its task).
+        self._namings: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -153,23 +160,37 @@ class OwuiEmitter:
     # ------------------------------------------------------------------ the writer as an Open WebUI task
 
     async def open_task(
-        self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None = None,
     ) -> str | None:
         """Register the message's writer as a task of its chat. A cancel of it (the page's Stop button, Escape, or
         "Send now": one endpoint for all three) is asked about (``owc.rules.intent``): ``on_cancel`` is called (on
-        the Trio side) only for a Stop. Returns the task id (None if Open WebUI refused: no Stop button then)."""
+        the Trio side) only for a Stop; after a cancel the writer is registered again under a new id, which
+        ``on_task_id`` is awaited with (in Trio). Returns the task id (None if Open WebUI refused: no Stop
+        button then)."""
         key = (chat_id, message_id)
         if key in self._tasks:
             return self._tasks[key].task_id
         try:
-            task = await self._host.run_in_asyncio(self._open_task, chat_id, message_id, user_id, on_cancel)
+            task = await self._host.run_in_asyncio(self._open_task, chat_id, message_id, user_id, on_cancel, on_task_id)
         except Exception:
             log.exception("owui.task_failed chat=%s message=%s", chat_id, message_id)
             return None
         return task.task_id
 
-    async def _open_task(self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]) -> _Task:
-        task = _Task(chat_id, message_id, user_id, on_cancel, asyncio.Event())
+    async def _open_task(
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None,
+    ) -> _Task:
+        task = _Task(chat_id, message_id, user_id, on_cancel, asyncio.Event(), on_task_id=on_task_id)
         await self._register(task)
         self._tasks[task.key] = task
         log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task.task_id)
@@ -214,6 +235,7 @@ class OwuiEmitter:
             if self._tasks.get(task.key) is not task:
                 raise _Closed  # the writer closed meanwhile: nothing to register again (a Stop still counts)
             await self._register(task)
+            self._name_task(task)
             if task.output is not None and self._tasks.get(task.key) is task:
                 # Open WebUI dropped the live copy with the cancelled task: a tab loading the chat now must see it.
                 await self._surface.save_response_stream(task.task_id, task.chat_id, task.message_id, task.output)
@@ -227,6 +249,27 @@ class OwuiEmitter:
             self._stop_chat(task.chat_id)
         elif intent is Intent.UNKNOWN:
             await self._reannounce(task)
+
+    def _name_task(self, task: _Task) -> None:
+        """The writer was registered again: its message's ``meta.task_id`` is to name the new id (issue 24, item
+        11: Open WebUI's ``/stop`` for a shared chat's reply finds the task by it). Written beside the question,
+        not before it (a database wait must not delay a Stop), by an asyncio task that ends with the writer's."""
+        if task.on_task_id is None or self._tasks.get(task.key) is not task:
+            return
+        naming = asyncio.get_running_loop().create_task(self._write_task_id(task))
+        namings = self._namings.setdefault(task.key, set())
+        namings.add(naming)
+        naming.add_done_callback(namings.discard)
+
+    async def _write_task_id(self, task: _Task) -> None:
+        assert task.on_task_id is not None
+        async with task.naming:  # the id read under the lock: the last write names the newest registration
+            if self._tasks.get(task.key) is not task:
+                return
+            try:
+                await self._host.run_in_trio(task.on_task_id, task.task_id)
+            except Exception:
+                log.exception("owui.task_id_not_saved chat=%s message=%s", task.chat_id, task.message_id)
 
     async def _ask(self, task: _Task) -> Intent:
         """Ask every tab of the message's user on the chat which control made its stop calls; the first Stop
@@ -361,6 +404,8 @@ class OwuiEmitter:
         task = self._tasks.pop(key, None)
         if task is not None:
             task.release.set()  # the loop thread is this thread: the held coroutine returns at its next step
+        for naming in self._namings.pop(key, set()):
+            naming.cancel()
         if not any(t.chat_id == chat_id for t in self._tasks.values()):
             self._hooked.pop(chat_id, None)
             for ask in self._asks.pop(chat_id, set()):
@@ -371,6 +416,10 @@ class OwuiEmitter:
         for key in list(self._tasks):
             self._emitters.pop(key, None)
             self._tasks.pop(key).release.set()
+        for namings in self._namings.values():
+            for naming in namings:
+                naming.cancel()
+        self._namings.clear()
         self._hooked.clear()
         for asked in list(self._inline_asks):
             asked.cancel()

@@ -238,6 +238,10 @@ class _Writer:
         self.aborted = False
         #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
         self.history_failed = False
+        #: The task id this writer's claim wrote into M's ``meta.task_id`` (None: no claim wrote one yet).
+        self.claimed_task_id: str | None = None
+        #: The newest id the writer's Open WebUI task is registered under (``_task_moved``).
+        self.task_id: str | None = None
 
     async def _not_saved(self, why: str) -> None:
         """Tell the tabs, once per run, that its message is not saved yet (it is kept and tried again)."""
@@ -267,10 +271,36 @@ class _Writer:
         its ``meta.task_id`` (as Open WebUI's own requests do) and the tabs' Stop reaches the run."""
         r, ctx = self.run_, self.ctx
         try:
-            return await ctx.emitter.open_task(r.ref.chat_id, r.message_id, r.ref.user_id, lambda: ctx.stop(r))
+            self.task_id = await ctx.emitter.open_task(
+                r.ref.chat_id, r.message_id, r.ref.user_id, lambda: ctx.stop(r), self._task_moved
+            )
         except Exception:  # no Stop button is better than no message
             log.exception("runs.open_task_failed run=%s", r.run_id)
-            return None
+            self.task_id = None
+        return self.task_id
+
+    async def _claimed_with(self, stored: str | None) -> None:
+        """M is this writer's, naming ``stored`` as its task: if the task was registered again meanwhile (or M was
+        taken over from a writer whose task is gone), M is made to name the live one."""
+        self.claimed_task_id = stored or ""
+        if self.task_id is not None and self.task_id != stored:
+            await self._task_moved(self.task_id)
+
+    async def _task_moved(self, task_id: str) -> None:
+        """Open WebUI cancelled the writer's task and the emitter registered it again (not a Stop): M's
+        ``meta.task_id`` names the new id, so Open WebUI's ``/stop`` for the message (a shared chat's other user)
+        finds a live task (issue 24, item 11). Before the claim there is no M yet: the claim, or the check right
+        after it, writes it."""
+        r, ctx = self.run_, self.ctx
+        self.task_id = task_id
+        if self.claimed_task_id is None:
+            return
+        try:
+            named = await ctx.store.set_task_id(r.ref.chat_id, r.message_id, task_id, holds=ctx.registry.is_local)
+        except Exception:  # a stale task id costs a shared chat's Stop, never the message
+            log.exception("runs.task_id_not_saved run=%s", r.run_id)
+            return
+        log.info("runs.task_renamed run=%s message=%s named=%s", r.run_id, r.message_id, named)
 
     async def _emit(self, event: dict[str, Any]) -> None:
         r = self.run_
@@ -365,6 +395,10 @@ class _Writer:
                         "data": {"messages": {r.message_id: result.message}, "currentId": r.message_id},
                     }
                 )
+            meta = result.message.get("meta") if isinstance(result, TakenOver) else None
+            await self._claimed_with(
+                task_id if isinstance(result, Claimed) else (meta.get("task_id") if isinstance(meta, dict) else None)
+            )
             return
         if isinstance(result, AlreadyThere):
             if result.writer == ctx.writer_id and (not result.done or self.takes_back):
@@ -373,6 +407,7 @@ class _Writer:
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
                 if self.takes_back:
                     await self._reopen()
+                await self._claimed_with(task_id)
                 return
             log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
             if result.done:

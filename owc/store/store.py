@@ -819,6 +819,30 @@ class ChatStore:
             self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now)
 
+    def set_task_id(self, chat_id: str, message_id: str, task_id: str, *, holds: Callable[[str | None], bool]) -> bool:
+        """Name ``task_id`` in the message's ``meta.task_id`` while a writer ``holds`` accepts (this process's:
+        ``Registry.is_local``; a run carried to the next connection changes its writer, not its task) holds it
+        unfinished: its writer was registered again as an Open WebUI task under a new id (a cancel that was not a
+        Stop, ``owc.owui.emitter``), and Open WebUI's ``/stop`` of a shared chat's reply looks the task up by that
+        key. One key merged into ``meta`` under the row lock (``meta`` also holds the run, the writer and the open
+        mark); False, writing nothing, when the message is gone, finished, held by another process's writer (the
+        id names no task there) or already names it."""
+        with self._locked(chat_id) as (conn, row):
+            if row is None:
+                return False
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+                return False
+            meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+            if not holds(meta.get("openclaw_writer")) or message_finished(message) or meta.get("task_id") == task_id:
+                return False
+            message["meta"] = {**meta, "task_id": task_id}
+            now = int(time.time())
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now)
+            return True
+
     def set_current(self, chat_id: str, message_id: str) -> None:
         """The message the chat shows (``history.currentId`` and ``current_message_id``), as Open WebUI sets it
         when the user picks a branch."""
@@ -920,6 +944,11 @@ class TrioChatStore:
 
     async def save_message(self, chat_id: str, message_id: str, fields: dict[str, Any]) -> None:
         await self._write(self.sync.save_message, chat_id, message_id, fields)
+
+    async def set_task_id(
+        self, chat_id: str, message_id: str, task_id: str, *, holds: Callable[[str | None], bool]
+    ) -> bool:
+        return await self._write(self.sync.set_task_id, chat_id, message_id, task_id, holds=holds)
 
     async def set_current(self, chat_id: str, message_id: str) -> None:
         await self._write(self.sync.set_current, chat_id, message_id)
