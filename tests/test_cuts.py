@@ -390,6 +390,9 @@ async def test_a_recovery_the_gateway_gives_up_ends_the_message_it_held_open(tmp
 
         await env.until(held_open)
         assert (await env.messages(chat_id))[m]["done"] is False
+        # The tabs were told M as written open, with its text: not an empty bubble while the recovery is owed.
+        told = [e.event["data"]["messages"][m] for e in env.emitter.of(m, "chat:messages")][-1]
+        assert told["done"] is False and told["content"] == "Working on the first half."
         env.sim.give_up_recovery(key)
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()

@@ -594,9 +594,15 @@ class _Writer:
         log.info("runs.kept_open run=%s message=%s owner=%s", r.run_id, r.message_id, r.cut.value if r.cut else None)
         # Reported as written either way: the continuation writes M (and makes it, if this write could not).
         ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
-        await self._emit(
-            {"type": "chat:messages", "data": {"messages": {r.message_id: {"id": r.message_id, "done": False}}}}
+        # The tabs get M as written open, with what it shows: a take-over on a new connection told them M as stored
+        # (empty: a live copy is never saved before the finalize), so ``done: false`` alone left an empty bubble for
+        # as long as the continuation took (seen in the browser, issue 24 item 7).
+        shown: dict[str, Any] = (
+            result.message
+            if isinstance(result, Written)
+            else {"id": r.message_id, "done": False, "content": output_text(output), "output": output}
         )
+        await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: shown}}})
 
     async def _finalize(self, *, unless_done: bool) -> None:
         r, ctx = self.run_, self.ctx
