@@ -366,6 +366,8 @@ class _Writer:
         # Reported before any await: a cancel from here on must find the claim recorded.
         if isinstance(result, (Claimed, TakenOver)):
             ctx.stats.claims += 1
+            if isinstance(result, TakenOver):
+                self._adopt_longer_chain(result.message)
             if r.chain and r.prefix is None:
                 # A continuation this process did not see cut: M's output so far is what it shows first.
                 output = result.message.get("output") if isinstance(result, TakenOver) else None
@@ -402,6 +404,10 @@ class _Writer:
             return
         if isinstance(result, AlreadyThere):
             if result.writer == ctx.writer_id and (not result.done or self.takes_back):
+                if r.chain:
+                    stored = await self._stored_message()
+                    if stored is not None:
+                        self._adopt_longer_chain(stored)
                 if r.chain and r.prefix is None:
                     r.prefix = await self._stored_output()
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
@@ -453,15 +459,39 @@ class _Writer:
         """Its claim takes M back even if M was marked done: a handover, or a continuation of a cut run."""
         return self.run_.handed_over or bool(self.run_.chain)
 
-    async def _stored_output(self) -> list[dict[str, Any]]:
+    async def _stored_message(self) -> dict[str, Any] | None:
         r = self.run_
         try:
             chat = await self.ctx.store.read_chat(r.ref.chat_id)
         except StoreError:
-            return []
+            return None
         message = ((chat or {}).get("history") or {}).get("messages", {}).get(r.message_id)
-        output = message.get("output") if isinstance(message, dict) else None
+        return message if isinstance(message, dict) else None
+
+    async def _stored_output(self) -> list[dict[str, Any]]:
+        message = await self._stored_message()
+        output = message.get("output") if message is not None else None
         return list(output) if isinstance(output, list) else []
+
+    def _adopt_longer_chain(self, message: dict[str, Any]) -> None:
+        """A continuation claiming M finds M holding more runs than it knows (``meta.openclaw_chain`` goes on past its
+        own chain): another process linked an earlier continuation into M (a recovery the next restart cut in turn).
+        This run goes after all of them: it takes M's chain, and M's output is what it shows first (issue 24, item
+        13: two deploys, a crash, then a stop; the second recovery's message had lost the first one's part)."""
+        r = self.run_
+        meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+        chain = meta.get("openclaw_chain")
+        if (
+            not isinstance(chain, list)
+            or len(chain) <= len(r.chain)
+            or tuple(str(x) for x in chain[: len(r.chain)]) != r.chain
+            or r.run_id in chain
+        ):
+            return
+        log.info("runs.chain_extended run=%s chain=%d->%d", r.run_id, len(r.chain), len(chain))
+        output = message.get("output")
+        r.chain = tuple(str(x) for x in chain)
+        r.prefix = list(output) if isinstance(output, list) else []
 
     async def _reopen(self) -> None:
         """A handover of a user turn whose run goes on: Open WebUI's request saved M ``done`` with the output it
