@@ -47,6 +47,12 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "recovered-apart-hang": (
+        "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
+        " which the first had given a message of its own (it knew of no cut); nothing continued the cut and that"
+        " process never went quiet (issue 24 item 12's class, fresh sweep seed 50216, 2 plays in 5). The held"
+        " message now ends once the session's last run, unseen here, has a message of its own"
+    ),
     "crash-cut-order": (
         "a run a Gateway crash cut before it stored anything, which one owc process streamed but never claimed, was"
         " finished from that stream after another process had written the boot's recovery run, below it (fuzzer,"
