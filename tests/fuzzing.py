@@ -47,6 +47,12 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "streamed-tail-killed": (
+        "the oracle's: a message that showed exactly what its cut run streamed past the transcript was a [content]"
+        " fault when the process it streamed to was killed later (fuzz seed 40536), although that process had"
+        " written the message open with it before it died. What a message may show counts every process's stream;"
+        " what it must show only the living ones'"
+    ),
     "recovered-elsewhere-hang": (
         "two deploys, a crash cut a run that had no message yet: the deploy back first gave the boot's recovery a"
         " message of its own, the other held the cut run's message open for that recovery, which never claims"
