@@ -551,3 +551,23 @@ def test_a_held_cut_whose_recovery_another_process_gave_a_message_ends_instead_o
         assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE
     else:
         assert cuts.by_key["k"] is cut and not cut.ending
+
+
+@pytest.mark.parametrize("continues", [True, False])
+def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(continues: bool) -> None:
+    """Fuzz seed 40434 (two deploys, a crash under a run that had stored nothing): the deploy that never saw the run
+    stream finished its message with "cut off before any of it was saved"; the boot's recovery then linked into that
+    message and finished it with its own text, and the note stayed under it ("[cutoff] ... although run R continued
+    its cut run"). A continuation's finish (a recovery or a resume: ``continues``) drops a cut-off note; any other
+    write, and any other error, keeps what is there."""
+    from owc.runs.writer import NOTHING_SAVED
+    from owc.store import tree
+
+    note = {"content": NOTHING_SAVED.format(reason="the Gateway restarted")}
+    chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(note)}}}}
+    tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=continues)
+    assert ("error" in chat["history"]["messages"]["M"]) is not continues
+    own = {"content": "boom"}
+    chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(own)}}}}
+    tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=True)
+    assert chat["history"]["messages"]["M"]["error"] == own
