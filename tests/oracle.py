@@ -469,17 +469,19 @@ def check_cut_off(
     return problems
 
 
-def _streamed_items(sim: Any, run: Any) -> list[str]:
+def _streamed_items(sim: Any, run: Any, *, living: bool = True) -> list[str]:
     """The text items the simulator sent owc for ``run`` as chat text, from the longest cumulative text that
     reached a client that lived on (a client that died after it was sent, a killed owc process, shows it
     nowhere), split as the run-wide buffer joins items (a blank line); silent sentinels and short answers that
-    are only the start of one (held back while a run streams) are left out."""
+    are only the start of one (held back while a run streams) are left out. ``living=False``: any client it
+    reached, dead since or not: what a message *may* show (a process that wrote a cut run's message open with its
+    streamed tail, then was killed, kept it in the database: fuzz seed 40536), where ``living`` is what it must."""
     streamed = getattr(run, "streamed", None) or {}
     at = getattr(run, "streamed_at", None) or {}
     deaths = getattr(sim, "deaths", None) or []
     best = ""
     for client, text in streamed.items():
-        if any(dead == client and when >= at.get(client, 0.0) for dead, when in deaths):
+        if living and any(dead == client and when >= at.get(client, 0.0) for dead, when in deaths):
             continue
         if len(text) > len(best):
             best = text
@@ -662,7 +664,7 @@ def _check_run(
         shows
         and not any("lacks its text" in p for p in problems)
         and shown != texts
-        and not _kept_streamed_tail(shown, texts, _streamed_items(sim, run))
+        and not _kept_streamed_tail(shown, texts, _streamed_items(sim, run, living=False))
     ):
         problems.append(
             f"{name}: [content] run {run.run_id}'s message shows the texts {shown!r}, its transcript {texts!r}"

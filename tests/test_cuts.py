@@ -502,3 +502,75 @@ async def test_a_cut_another_process_resumed_is_not_ended_as_taken_by_a_newer_ru
         assert final["content"] == "Working on the first half.\nResumed and finished."
         assert resume_runs(env) == [resume], "one resume"
         assert NEWER_RUN_NOTE not in str(final)
+
+
+class _Ledger:
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+
+    def get(self, key: str, run_id: str) -> Any:
+        return object() if run_id in self.known else None
+
+    def is_settled(self, key: str, run_id: str) -> bool:
+        return False
+
+
+class _Bridge:
+    def __init__(self, known: set[str]) -> None:
+        self.ledger = _Ledger(known)
+
+    def wake(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("case", ["recovered elsewhere", "seen here", "no recovery"])
+def test_a_held_cut_whose_recovery_another_process_gave_a_message_ends_instead_of_waiting(case: str) -> None:
+    """Fuzz seed 40434 (shrunk; two deploys, a crash): the process that comes back second holds S's message M open for
+    the boot's recovery R, which the hello's row names as the session's last run. The other process, back first,
+    had already settled R with a message of its own (M did not exist yet, so it could not link R to it). R never
+    claims here, so nothing would link it to M, and M stayed ``done: false``: the play hung. A reconcile pass that
+    reads R's finished message, R a recovery by the transcript and never a run of this process, ends M. R no
+    recovery (a run admitted before a delayed recovery, which then still comes here: fuzz seed 15), or a run this
+    process has (its own link check decides), leave M waiting."""
+    from test_link_rule import PROV, history, said, user
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    bridge = _Bridge({"R"} if case == "seen here" else set())
+    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery="R")
+    cuts.by_key["k"] = cut
+    inbound = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    turn = user("R", "continue", PROV) if case != "no recovery" else user("R", "a new question")
+    page = history(inbound, turn, said("R", "on"))
+    messages = {
+        "M": {"id": "M", "done": False, "meta": {"openclaw_run": "S", "openclaw_open": True}},
+        "MR": {"id": "MR", "done": True, "meta": {"openclaw_run": "R"}},
+    }
+    cuts.seen_chat(None, "c", messages, page)  # type: ignore[arg-type]
+    if case == "recovered elsewhere":
+        assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE
+    else:
+        assert cuts.by_key["k"] is cut and not cut.ending
+
+
+@pytest.mark.parametrize("continues", [True, False])
+def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(continues: bool) -> None:
+    """Fuzz seed 40434 (two deploys, a crash under a run that had stored nothing): the deploy that never saw the run
+    stream finished its message with "cut off before any of it was saved"; the boot's recovery then linked into that
+    message and finished it with its own text, and the note stayed under it ("[cutoff] ... although run R continued
+    its cut run"). A continuation's finish (a recovery or a resume: ``continues``) drops a cut-off note; any other
+    write, and any other error, keeps what is there."""
+    from owc.runs.writer import NOTHING_SAVED
+    from owc.store import tree
+
+    note = {"content": NOTHING_SAVED.format(reason="the Gateway restarted")}
+    chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(note)}}}}
+    tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=continues)
+    assert ("error" in chat["history"]["messages"]["M"]) is not continues
+    own = {"content": "boom"}
+    chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(own)}}}}
+    tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=True)
+    assert chat["history"]["messages"]["M"]["error"] == own

@@ -623,3 +623,29 @@ async def test_a_failed_run_leaves_what_the_real_gateway_keeps() -> None:
             "Hello from the",
             {"content": "⚠️ LLM request failed (model overloaded)."},
         )
+
+
+async def test_what_a_killed_process_is_sent_is_no_part_of_the_streamed_record() -> None:
+    """The oracle's "streamed" record (``Run.streamed``) counts only what a client can show. A killed process's
+    socket stays open for a moment after the kill (``ScenarioPlayer.kill``) and is still sent frames; before,
+    text sent to it then was recorded as streamed after the death, and the oracle asked for a message of a run
+    nobody living ever saw (fuzz seed 282, about 1 play in 10)."""
+    from owc.sim import model as m
+    from owc.sim.delivery import READ, Fanout, SimConn
+
+    conns: dict[str, SimConn] = {}
+    for name, killed in (("dead", True), ("live", False)):
+        send, _recv = trio.open_memory_channel[str](10)
+        conns[name] = SimConn(
+            conn_id=name,
+            ws=None,
+            instance_id=name,
+            subscribed=True,
+            scopes=frozenset({READ}),
+            send=send,  # type: ignore[arg-type]
+        )
+        conns[name].killed = killed
+    fanout = Fanout(conns, lambda: 0)
+    run = m.Run(run_id="r", key="agent:main:main")
+    fanout.chat(run, "delta", drop_if_slow=True, message={"role": "assistant", "content": "Shown."})
+    assert run.streamed == {"live": "Shown."}

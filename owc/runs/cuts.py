@@ -99,6 +99,11 @@ class Cut:
     #: A recovery waits for M to be written open (``link``): the cut run claims without waiting for a reconcile
     #: pass that owes the recovery its message (each would wait on the other).
     awaited: bool = False
+    #: The run a hello's row named as the session's last since the boot, taken for the boot's recovery of the cut
+    #: run (``RunTable._decide_unterminated``): M waits for it to link. If another process has already given it a
+    #: message of its own (a finished message of that run, read by a reconcile pass: ``seen_chat``), it will never
+    #: link here, and M ends instead of waiting for ever (fuzz seeds 30151, 40434).
+    recovery: str | None = None
 
     @property
     def source(self) -> str:
@@ -366,11 +371,29 @@ class Cuts:
         else:
             self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
 
-    def seen_chat(self, chat_id: str, messages: dict[str, Any]) -> None:
+    def seen_chat(
+        self, table: RunTable, chat_id: str, messages: dict[str, Any], history: ChatHistory | None = None
+    ) -> None:
         """A chat's messages as a reconcile pass read them: a cut whose message another process has continued (its
-        chain goes on past the cut run) or ended (with a cut-off note) is no longer this process's to continue."""
+        chain goes on past the cut run) or ended (with a cut-off note) is no longer this process's to continue; one
+        whose expected recovery already has a finished message of its own (``_recovered_elsewhere``) ends."""
         for key, cut in list(self.by_key.items()):
-            if cut.ref.chat_id != chat_id or not cut.ready:
+            if cut.ref.chat_id != chat_id:
+                continue
+            if cut.owner is Owner.GATEWAY and self._recovered_elsewhere(cut, messages, history):
+                # The run the Gateway continued the cut run with ended, and another process gave it a message of its
+                # own (it could not know this process held the cut: M did not exist when it settled the recovery).
+                # It will never claim here, so nothing would ever link it to M: M ends now (before, M waited for it
+                # and stayed ``done: false``, and the play hung). Issue 24, item 4's remainder decides the link.
+                log.info(
+                    "runs.recovered_elsewhere chat=%s run=%s recovery=%s (a message of its own: M ends)",
+                    chat_id,
+                    cut.source,
+                    cut.recovery,
+                )
+                self._end(table, cut, NEWER_RUN_NOTE)
+                continue
+            if not cut.ready:
                 continue
             message = messages.get(cut.message_id)
             meta = message.get("meta") if isinstance(message, dict) else None
@@ -385,6 +408,30 @@ class Cuts:
                 log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
                 del self.by_key[key]
                 self.bridge.wake()
+
+    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> bool:
+        """The cut's expected recovery (``Cut.recovery``) is one this process never had (another process settled
+        it: it will never link-check here), the transcript says it is a restart recovery of the cut run (unnamed, or
+        named as one of M's runs), and it has a finished message other than M (its own, or one that holds it). Only
+        then: a run the transcript says is no recovery may be a run admitted before a delayed recovery, which then
+        still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link)."""
+        if cut.recovery is None or cut.recovery in cut.chain or history is None:
+            return False
+        if self._seen_run(cut.session_key, cut.recovery):
+            return False
+        link = recovery_source(history, cut.recovery)
+        if link.verdict is Verdict.NOT_RECOVERY or (link.source is not None and link.source not in cut.chain):
+            return False
+        for message_id, message in messages.items():
+            if message_id == cut.message_id or not isinstance(message, dict) or not message_finished(message):
+                continue
+            meta = message.get("meta")
+            if not isinstance(meta, dict):
+                continue
+            chain = meta.get("openclaw_chain") if isinstance(meta.get("openclaw_chain"), list) else []
+            if meta.get("openclaw_run") == cut.recovery or cut.recovery in chain:
+                return True
+        return False
 
     def tick(self, table: RunTable) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume

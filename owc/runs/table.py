@@ -47,7 +47,7 @@ from owc.rules.lifecycle import (
     WriteOutcome,
     WriteResult,
 )
-from owc.rules.owner import Row, Seen, row_at_terminal
+from owc.rules.owner import Owner, Row, Seen, row_at_terminal
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
@@ -452,7 +452,13 @@ class RunTable:
             # with a cut-off note. A row that failed or was killed under a newer run is not one the boot left
             # running for a recovery (a container stop fails every run: measured): that run decides.
             listed = Row("running", False, run.run_id)
-        self.bridge.cuts.decide(self, run, listed, self._seen(terminal=False, notice=info.notice))
+            recovery = row.last_run_id
+        else:
+            recovery = None
+        decision = self.bridge.cuts.decide(self, run, listed, self._seen(terminal=False, notice=info.notice))
+        cut = self.bridge.cuts.by_key.get(run.session_key)
+        if decision is Owner.GATEWAY and recovery is not None and cut is not None and cut.source == run.run_id:
+            cut.recovery = recovery  # the run M waits for; ``Cuts.seen_chat`` ends M if it went elsewhere
 
     async def on_resync(self, resync: Resync) -> None:
         self._resync(resync)

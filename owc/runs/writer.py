@@ -697,6 +697,7 @@ class _Writer:
                 unless_continued=r.run_id,  # a continuation wrote M after this run: it holds this run's part too
                 user_id=r.ref.user_id,
                 meta={"openclaw_chain": [*r.chain, r.run_id]} if r.chain else None,
+                continues=bool(r.chain),  # a continuation: a cut-off note an earlier finish left goes
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.

@@ -76,6 +76,9 @@ class SimConn:
     drop_next: int = 0
     slow: bool = False
     closing: bool = False
+    #: The process holding this connection was killed (``ScenarioPlayer.kill``): until the socket closes it is
+    #: still sent frames, but nothing it reads shows anywhere, so they are no part of the "streamed" record.
+    killed: bool = False
     stalled: bool = False  # requests are read and never answered (a hung server)
     failing: frozenset[str] = frozenset()  # methods answered with an UNAVAILABLE error (a failing backend)
     stalling: frozenset[str] = frozenset()  # methods whose requests are held, unanswered, until released
@@ -225,6 +228,8 @@ class Fanout:
                 text = m.plain_text(message) or ""
                 now = trio.current_time()
                 for conn in sent:
+                    if conn.killed:
+                        continue
                     if len(text) >= len(run.streamed.get(conn.name, "")):
                         run.streamed[conn.name], run.streamed_at[conn.name] = text, now
         elif state in ("final", "aborted", "error"):

@@ -177,6 +177,9 @@ class Deployments:
         if scope is None:
             raise ValueError(f"deploy {deploy!r} is not running")
         self.sim.deaths.append((deploy, trio.current_time()))
+        for conn in self.sim.conns.values():
+            if conn.instance_id == deploy and not conn.closing:
+                conn.killed = True  # sent frames until its socket closes, shown nowhere
         scope.cancel()
         self.runtimes.pop(deploy)
         await self.sim.wait_for(

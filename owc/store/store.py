@@ -644,6 +644,7 @@ class ChatStore:
         unless_continued: str | None = None,
         run_order: Sequence[str] = (),
         user_id: str | None = None,
+        continues: bool = False,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -671,7 +672,7 @@ class ChatStore:
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
             message = tree.update_message(
-                chat, message_id, content=content, output=output, done=done, error=error, meta=meta
+                chat, message_id, content=content, output=output, done=done, error=error, meta=meta, continues=continues
             )
             moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
             current = chat["history"].get("currentId") if moved else None

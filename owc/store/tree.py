@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from owc.rules.finished import OPEN_MARK
+from owc.rules.owner import CUT_OFF
 
 
 class TreeError(ValueError):
@@ -249,8 +250,12 @@ def update_message(
     done: bool,
     error: str | None = None,
     meta: dict[str, Any] | None = None,
+    continues: bool = False,
 ) -> dict[str, Any]:
-    """Write a message's content and output (a handover or the finalize); mutates ``chat``."""
+    """Write a message's content and output (a handover or the finalize); mutates ``chat``. ``continues``: the write
+    of a continuation of the message's cut run (a recovery linked by rule E, a resume): a cut-off note an earlier
+    finish of the message left (``CUT_OFF``: the cut run's own finish, by a process that did not see it continued)
+    goes, since the run was continued after all (fuzz seed 40434: the note stayed under the recovery's text)."""
     messages = messages_of(chat)
     message = messages.get(message_id)
     if not isinstance(message, dict):
@@ -260,6 +265,8 @@ def update_message(
     message["done"] = done
     if error is not None:
         message["error"] = {"content": strip_nul(error)}
+    elif continues and _is_cut_off(message.get("error")):
+        del message["error"]
     old = message.get("meta") if isinstance(message.get("meta"), dict) else {}
     merged = {**old, **(meta or {})}
     # Owed until written finished (``OPEN_MARK``): a later save of Open WebUI's that says ``done`` keeps the mark.
@@ -270,6 +277,10 @@ def update_message(
     if merged or "meta" in message:
         message["meta"] = merged
     return message
+
+
+def _is_cut_off(error: Any) -> bool:
+    return isinstance(error, dict) and str(error.get("content") or "").startswith(CUT_OFF)
 
 
 def strip_nul(value: Any) -> Any:
