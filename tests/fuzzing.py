@@ -50,8 +50,8 @@ FIXED_BUGS = {
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
         " which the first had given a message of its own (it knew of no cut); nothing continued the cut and that"
-        " process never went quiet (issue 24 item 12's class, fresh sweep seed 50216, 2 plays in 5). The held"
-        " message now ends once the session's last run, unseen here, has a message of its own"
+        " process never went quiet (issue 24 item 12's class, fresh sweep seed 50216, 2 plays in 5). Fixed with"
+        " recovered-elsewhere-hang's: a pass that reads the recovery's finished message ends the held one"
     ),
     "streamed-tail-killed": (
         "the oracle's: a message that showed exactly what its cut run streamed past the transcript was a [content]"

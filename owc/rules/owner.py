@@ -137,7 +137,6 @@ CUT_OFF = "This reply was cut off"
 NEWER_RUN_NOTE = f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."
 BUDGET_NOTE = CUT_OFF + ": the Gateway stopped under it {n} times, and owc does not resume it again."
 RECOVERY_FAILED_NOTE = CUT_OFF + ": the Gateway stopped under it and could not recover it ({error})."
-RECOVERED_APART_NOTE = CUT_OFF + ": the Gateway stopped under it, and its recovery is in a reply of its own."
 
 
 def may_resume(resumes_so_far: int) -> bool:

@@ -39,7 +39,6 @@ from owc.rules.owner import (
     CUT_OFF,
     MAX_RESUMES,
     NEWER_RUN_NOTE,
-    RECOVERED_APART_NOTE,
     RECOVERY_FAILED_NOTE,
     RESUME_DIRECTIVE,
     Owner,
@@ -249,11 +248,6 @@ class Cuts:
     def _act(self, table: RunTable, cut: Cut) -> None:
         if not cut.ready or cut.sending:
             return
-        if cut.owner is Owner.GATEWAY:
-            latest = self.rows.get(cut.session_key)
-            if latest is not None and latest.has_active_run is not None:
-                self._recovered_apart_soon(table, cut, _row(latest))
-            return
         if cut.owner is Owner.RESUME:
             if cut.after_hello:
                 return  # the next hello-ok sends it
@@ -317,36 +311,6 @@ class Cuts:
             log.info("runs.recovery_gave_up chat=%s run=%s last=%s", cut.ref.chat_id, cut.source, row.last_run_id)
             error = (row.last_run_error or "no reason given").strip()[:300]
             self._end(table, cut, RECOVERY_FAILED_NOTE.format(error=error))
-        elif cut.owner is Owner.GATEWAY:
-            self._recovered_apart_soon(table, cut, row)
-
-    def _recovered_apart_soon(self, table: RunTable, cut: Cut, row: Row) -> None:
-        """The session ran a run this process never saw, and it ended: if another deploy gave it a message of its own
-        (it did not know of this cut when it linked it: its stream had missed the cut run), nothing will ever
-        continue this cut here. Before, M stayed open and this process never went quiet (fuzzer, seed 50216: a wait
-        that could never end). Looked at when the row comes and when the cut is ready (M written open)."""
-        if (
-            row.status == "done"
-            and not row.has_active_run
-            and row.last_run_id not in (None, *cut.chain)
-            and not self._seen_run(cut.session_key, row.last_run_id)
-            and row.last_run_id is not None
-        ):
-            table.spawn(self._recovered_apart, table, cut, row.last_run_id)
-
-    async def _recovered_apart(self, table: RunTable, cut: Cut, run_id: str) -> None:
-        """End ``cut``'s M if the session's last run, which this process never saw, has a message of its own."""
-        try:
-            chat = await self.bridge.store.read_chat(cut.ref.chat_id)
-        except StoreError as exc:
-            log.info("runs.recovered_apart_unread chat=%s (%s)", cut.ref.chat_id, exc)
-            return
-        messages = ((chat or {}).get("history") or {}).get("messages") or {}
-        own = ids.message_id(cut.session_key, run_id)
-        if own is None or own not in messages or self.by_key.get(cut.session_key) is not cut:
-            return
-        log.info("runs.recovered_apart chat=%s run=%s by=%s", cut.ref.chat_id, cut.source, run_id)
-        self._end(table, cut, RECOVERED_APART_NOTE)
 
     def _seen_run(self, key: str, run_id: str | None) -> bool:
         """A run this process has heard of (open, or settled here): its own path decides what it did to a cut."""
