@@ -33,6 +33,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+import anyio
+import anyio.abc
 import attrs
 
 from owc.owui.guest import HostError, TrioHost
@@ -225,7 +227,8 @@ class OwuiEmitter:
         if self._tasks.get(task.key) is not task or task.stopping:
             return
         log.info("owui.task_cancelled chat=%s message=%s task=%s", task.chat_id, task.message_id, task.task_id)
-        ask = asyncio.get_running_loop().create_task(self._after_cancel(task))
+        # Owned by the emitter, per chat (self._asks): cancelled by close_task and release_all.
+        ask = asyncio.get_running_loop().create_task(self._after_cancel(task))  # task-ok: self._asks
         asks = self._asks.setdefault(task.chat_id, set())
         asks.add(ask)
         ask.add_done_callback(asks.discard)
@@ -256,7 +259,8 @@ class OwuiEmitter:
         not before it (a database wait must not delay a Stop), by an asyncio task that ends with the writer's."""
         if task.on_task_id is None or self._tasks.get(task.key) is not task:
             return
-        naming = asyncio.get_running_loop().create_task(self._write_task_id(task))
+        # Owned by the emitter, per message (self._namings): cancelled by close_task and release_all.
+        naming = asyncio.get_running_loop().create_task(self._write_task_id(task))  # task-ok: self._namings
         namings = self._namings.setdefault(task.key, set())
         namings.add(naming)
         naming.add_done_callback(namings.discard)
@@ -284,23 +288,26 @@ class OwuiEmitter:
             return Intent.UNKNOWN
         await task.introduced.wait()  # a tab drops an ``execute`` about a message it does not hold
         event = {"type": "execute", "data": {"code": ask_code(self.asker, task.chat_id)}}
-        loop = asyncio.get_running_loop()
         # Every tab is asked, even one a question from an earlier cancel still waits on: dropping that older
-        # question could drop an answer the tab has already given (its mark moved on).
-        pending = [loop.create_task(self._ask_one(task, session, event)) for session in sessions]
+        # question could drop an answer the tab has already given (its mark moved on). The questions live in a task
+        # group of this call: the first Stop cancels the rest, and none outlives the answer.
         answers: list[PageAnswer] = []
-        try:
-            for next_answer in asyncio.as_completed(pending):
-                answer = await next_answer
-                if answer is None:
-                    continue
-                answers.append(answer)
-                if stops(answer):
-                    return Intent.STOP
-            return decide(answers)
-        finally:
-            for p in pending:
-                p.cancel()
+        stopped = False
+
+        async def ask_tab(session: str, group: anyio.abc.TaskGroup) -> None:
+            nonlocal stopped
+            answer = await self._ask_one(task, session, event)
+            if answer is None:
+                return
+            answers.append(answer)
+            if stops(answer):
+                stopped = True
+                group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            for session in sessions:
+                group.start_soon(ask_tab, session, group)
+        return Intent.STOP if stopped else decide(answers)
 
     async def _ask_one(self, task: _Task, session_id: str, event: dict[str, Any]) -> PageAnswer | None:
         try:
@@ -358,7 +365,8 @@ class OwuiEmitter:
                 except HostError:
                     log.info("owui.stop_after_close chat=%s message=%s", chat_id, message_id)
 
-        asked = asyncio.get_running_loop().create_task(ask())
+        # Owned by the emitter (self._inline_asks), outside the dying request: cancelled by release_all.
+        asked = asyncio.get_running_loop().create_task(ask())  # task-ok: self._inline_asks
         self._inline_asks.add(asked)
         asked.add_done_callback(self._inline_asks.discard)
 

@@ -417,7 +417,9 @@ class TrioHost:
         if running is not self.loop:
             raise HostError("run_in_asyncio is for Trio tasks of the host's guest run, on its loop")
         token = self.token
-        task = self.loop.create_task(coro_fn(*args))  # same thread: no token needed this way
+        # Owned by the Trio caller below, which awaits it and, cancelled, cancels it and waits (shielded). Same
+        # thread: no token needed this way.
+        task = self.loop.create_task(coro_fn(*args))  # task-ok: the awaiting Trio caller
         if not task.done():
             done = trio.Event()
 
