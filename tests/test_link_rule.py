@@ -160,3 +160,42 @@ def test_a_hidden_message_between_leaves_the_source_unnamed() -> None:
     assert recovery_source(gap, "r").verdict is Verdict.RECOVERY
     none = history(at(user("s"), 1), at(said("s", "x"), 2), at(user("r", "c", PROV), 3))
     assert recovery_source(none, "r").source == "s"
+
+
+def _at(message: dict[str, Any], seq: int) -> dict[str, Any]:
+    return {**message, "__openclaw": {**(message.get("__openclaw") or {}), "seq": seq}}
+
+
+def _numbered(*messages: dict[str, Any], first: int = 1) -> Any:
+    return history(*(_at(m, first + i) for i, m in enumerate(messages)))
+
+
+def test_a_hidden_turn_right_before_one_runs_messages_is_that_runs_own() -> None:
+    """An announce's or a ``sessions_send``'s user turn is hidden from chat.history (a ``seq`` gap): the one run whose
+    messages follow the gap, not ended, is the run the boot recovered (issue 24 item 4; fuzz seeds 122, 196, 274:
+    no living process held its cut, and its recovery got a message of its own)."""
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    result = {"role": "toolResult", "content": "ok", "toolCallId": "c1"}
+    restart = {**_ended("s", "", "aborted"), "errorMessage": "agent run aborted for restart"}
+    # The page starts after the hidden turn (the transcript's first message, seq 1, is hidden).
+    for cut in ((tool, result), (tool, result, restart)):
+        h = _numbered(*cut, user("r", "c", PROV), said("r", "on"), first=2)
+        assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # A hidden turn after an earlier run's messages: the same.
+    h = history(
+        _at(user("a"), 1), _at(_ended("a", "x", "stop"), 2), _at(tool, 4), _at(result, 5), _at(user("r", "c", PROV), 6)
+    )
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Its last message ended it: not the one recovered.
+    h = _numbered(_ended("s", "done", "stop"), user("r", "c", PROV), first=2)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Another hidden message after its messages: the recovered run may be that one (seed 1569's case).
+    h = history(_at(tool, 2), _at(result, 3), _at(user("r", "c", PROV), 5))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Two runs' messages after the gap, or a heartbeat's mark among them: not named.
+    h = _numbered(tool, result, said("x", "other"), user("r", "c", PROV), first=2)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    marked = {**tool, "__openclaw": {"runId": "s", "turnBoundary": True}}
+    assert recovery_source(_numbered(marked, result, user("r", "c", PROV), first=2), "r").verdict is Verdict.RECOVERY
+    # Unnumbered messages: a hidden turn after them could not be told, so not named (as before).
+    assert recovery_source(history(tool, result, user("r", "c", PROV)), "r").verdict is Verdict.RECOVERY

@@ -21,7 +21,7 @@ import enum
 
 import attrs
 
-from owc.protocol import ChatHistory
+from owc.protocol import ChatHistory, HistoryMessage
 
 #: The stop reasons of a run's last stored message that say it ended (a final answer, an error, an abort's stored
 #: partial: ``openclawAbort``, from a Stop, a stop command or a chat.abort). A Gateway restart, stop or crash
@@ -57,12 +57,19 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
     others: set[str] = set()  # runs with messages after the candidate's user turn (walking back)
     stops: list[tuple[str, str | None]] = []  # (run, stop reason) of the messages after the candidate, newest first
     hidden_turn = messages[at].turn_boundary
+    #: Every message walked so far is numbered (``__openclaw.seq``): a hidden message among them would show as a gap.
+    numbered = messages[at].seq is not None
     for index in range(at - 1, -1, -1):
         message = messages[index]
         after = messages[index + 1]
+        numbered = numbered and message.seq is not None
         if message.seq is not None and after.seq is not None and after.seq - message.seq > 1:
             # A message chat.history hides lies between (``__openclaw.seq`` numbers the stored transcript): it may
-            # be the hidden user turn of the run the boot recovered (an announce: fuzzer, seed 1569).
+            # be the hidden user turn of the run the boot recovered (an announce: fuzzer, seed 1569), or the hidden
+            # user turn of the one run whose messages follow it (``_own_hidden_turn``).
+            named = _own_hidden_turn(after, others - recoveries, stops, recoveries, numbered and not hidden_turn)
+            if named is not None:
+                return named
             hidden_turn = True
         if message.role == "user":
             if message.is_restart_recovery_turn:
@@ -101,7 +108,35 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
         if owner is not None:
             others.add(owner)
             stops.append((owner, "openclawAbort" if message.aborted else message.stop_reason))
+    if at > 0:
+        # The page begins with the messages of the runs after it (the transcript's start, or the window's).
+        named = _own_hidden_turn(messages[0], others - recoveries, stops, recoveries, numbered and not hidden_turn)
+        if named is not None:
+            return named
     return Link(Verdict.RECOVERY)
+
+
+def _own_hidden_turn(
+    first: HistoryMessage,
+    candidates: set[str],
+    stops: list[tuple[str, str | None]],
+    recoveries: set[str],
+    unbroken: bool,
+) -> Link | None:
+    """The run named by the messages between a hidden message (or the page's start) and the recovery's user turn:
+    exactly one run stored them, beginning with ``first``, and none ended it. The hidden message right before its
+    first one is that run's own user turn (an announce's or a ``sessions_send``'s, hidden from chat.history): it was
+    running when the boot came (a session runs one run at a time, and any later run's turn would show, or leave a
+    gap of its own), so it is the run recovered (issue 24 item 4: an agent turn whose cut no living process holds).
+    ``unbroken``: every message from ``first`` on is numbered and no other hidden message or heartbeat mark lies
+    among them (else the recovered run may be a hidden one: unnamed, as before)."""
+    if not unbroken or len(candidates) != 1:
+        return None
+    (only,) = candidates
+    if first.assistant_run_id != only:
+        return None
+    last = next((stop for run, stop in stops if run == only or run in recoveries), None)
+    return Link(Verdict.LINKED, only) if last not in ENDED else None
 
 
 def ended_in(history: ChatHistory, run_id: str) -> bool:
