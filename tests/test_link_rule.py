@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from owc.protocol import parse_chat_history
-from owc.rules.link import Link, Verdict, before, ended_in, followed, recovery_source
+from owc.rules.link import Link, Verdict, before, ended_in, followed, recovery_owed, recovery_source
 
 PROV = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
 
@@ -199,3 +199,41 @@ def test_a_hidden_turn_right_before_one_runs_messages_is_that_runs_own() -> None
     assert recovery_source(_numbered(marked, result, user("r", "c", PROV), first=2), "r").verdict is Verdict.RECOVERY
     # Unnumbered messages: a hidden turn after them could not be told, so not named (as before).
     assert recovery_source(history(tool, result, user("r", "c", PROV)), "r").verdict is Verdict.RECOVERY
+
+
+def test_runs_that_ended_after_the_cut_one_are_passed_over_on_a_numbered_page() -> None:
+    """A run the Gateway admitted between its boot and the delayed recovery ran first and ended on its own (the
+    recovery queues behind it, seed 004 "a few seconds after startup"): on a numbered page with nothing hidden, the
+    recovered run is the earlier one that did not end (fuzz seeds 48, 135, 241, 40536)."""
+    inbound = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    x_final = _ended("x", "answer", "stop")
+    # A keyed turn ended, then the recovery: the cut run before it.
+    h = _numbered(user("s"), tool, user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # The cut run an agent turn (keyed by no run), the one after it hidden (a seq gap before its answer).
+    h = history(_at(inbound, 1), _at(tool, 2), _at(x_final, 4), _at(user("r", "c", PROV), 5))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Two ended runs in between.
+    h = _numbered(user("s"), tool, user("x"), x_final, user("y"), _ended("y", "b", "stop"), user("r", "c", PROV))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Every run ended: unnamed (the recovered run is one the transcript does not show).
+    h = _numbered(user("s"), _ended("s", "a", "stop"), user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # A turn after the cut run that stored nothing may be the one recovered: not passed over.
+    h = _numbered(user("s"), tool, inbound, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Unnumbered: as before, an ended newest run leaves the recovery unnamed.
+    h = history(user("s"), tool, user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+
+
+def test_the_recovery_owed_is_the_run_a_recovery_arriving_now_would_continue() -> None:
+    """``recovery_owed``: a reconcile pass asks whom a restart recovery arriving after the page's newest message would
+    continue, so that a delayed one is link-checked in a process that never saw the cut (fuzz seeds 241, 40536)."""
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    assert recovery_owed(_numbered(user("s"), tool, user("x"), _ended("x", "a", "stop"))) == "s"
+    assert recovery_owed(_numbered(user("s"), _ended("s", "a", "stop"))) is None  # it ended: none is owed
+    # The recovery came (and ended): none is owed any more.
+    assert recovery_owed(_numbered(user("s"), tool, user("r", "c", PROV), _ended("r", "on", "stop"))) is None
+    assert recovery_owed(history()) is None
