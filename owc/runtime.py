@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from owc.emit import Emitter
-from owc.gateway import GatewayClient, GatewayConfig, GatewayError
+from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.runs import Bridge, Ledger
@@ -118,16 +118,27 @@ class Runtime:
 
     async def settled(self) -> None:
         """Until the connection has read everything sent before this call (a request's reply comes after every
-        event sent before it) and nothing is left to do: no writer at work, no ended run unfinished."""
-        for _ in range(2):  # a resync or a writer's own requests may follow the first round trip
-            await self.client.wait_connection()
-            conn = self.client.connection
-            if conn is not None and not conn.closed:
-                try:
-                    await conn.request("sessions.list", {"limit": 1})
-                except GatewayError:
-                    pass  # closing: the next connection's hello takes over, and ``quiet`` waits for it
+        event sent before it) and nothing is left to do: no writer at work, no ended run unfinished.
+
+        A connection that drops is not settled until its successor's hello and reconcile are (a reconnect owes a
+        reconcile: a run that ended meanwhile gets its message there). Its close may reach owc's reader after the
+        round trip has already failed on the dead socket, so the run table can still stand for it and look quiet:
+        a round trip the connection closed under (``SessionClosed``), or a connection gone by the time the table
+        is quiet, counts for nothing, and the next hello is waited for (the transport's backoff is the only timer)."""
+        rounds = 0
+        while rounds < 2:  # a resync or a writer's own requests may follow the first round trip
+            conn = await self.client.wait_connection()
+            try:
+                await conn.request("sessions.list", {"limit": 1})
+            except SessionClosed:
+                await self.client.wait_connection(newer_than=conn)
+                continue
+            except GatewayError:
+                pass  # answered with an error, or not in time: the connection is still up, ``quiet`` judges
             await self.bridge.until(self.bridge.quiet)
+            if conn.closed or self.client.connection is not conn:
+                continue  # it dropped meanwhile: its successor owes a reconcile
+            rounds += 1
 
 
 @asynccontextmanager
