@@ -194,6 +194,9 @@ def test_a_chat_shared_to_continue_takes_the_senders_reply_under_the_owners_key(
         assert (message["content"], message["done"], message["user_id"]) == (text, True, bea)
         row = next(r for r in back["messages"] if r["id"] == f"{chat_id}-{reply}")
         assert (row["content"], row["done"], row["user_id"]) == (text, True, bea)
+        # What OwuiSurface.message_user reads (Chats.get_message_by_id_and_message_id: this map first): whose tabs
+        # a cancel of the writer's task is asked about.
+        assert back["messages_map"][reply]["user_id"] == bea
         assert back["chat"]["user_id"] == ann and back["has_unfinished"] is False
         stops = {
             who: owui.run_owui(["task-ids", "--chat-id", chat_id, "--user-id", who, "--task-ids", "task-1"], owui_db)
