@@ -91,7 +91,7 @@ def test_the_model_knows_what_each_run_must_produce() -> None:
     assert s.expect == {
         "shown": SHOW,
         "queued": SILENT_FATE,
-        "beat": SILENT_FATE,
+        "beat": SHOW,  # a heartbeat's tool call, persisted before the crash: shown as the Gateway's chat shows it
         "elsewhere": SILENT_FATE,
         "cut": MAY,
         "cut-tool": SILENT_FATE,  # queued behind the heartbeat run on b when the crash came: never began

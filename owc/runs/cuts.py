@@ -170,8 +170,8 @@ class Cuts:
 
     def decide(self, table: RunTable, run: Run, row: Row, seen: Seen) -> Owner | None:
         """The owner rule for ``run``, cut (an abnormal terminal, or none before a new boot). Returns the decision,
-        or None for a run the rule does not cover (a heartbeat, a run already decided)."""
-        if run.cut is not None or run.renderer.heartbeat or run.life.settled:
+        or None for a run the rule does not cover (a run already decided)."""
+        if run.cut is not None or run.life.settled:
             return None
         self.adopt(run)
         if resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
