@@ -225,8 +225,9 @@ class Cuts:
         cut.settled = True  # set before any branch returns: a recovery waiting in ``link`` goes on after each of them
         if run.life.state is State.ABANDONED:
             # The run has no message: its transcript shows nothing of it and nothing was streamed. It may be a
-            # heartbeat's turn (whose empty start chat.history cannot tell: a resume would show a heartbeat), and
-            # nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a heartbeat).
+            # heartbeat's turn that had said nothing yet (whose empty start chat.history cannot tell: a resume would
+            # make it speak), and nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a
+            # heartbeat).
             log.info(
                 "runs.cut_dropped run=%s chat=%s (it has no message: nothing to continue)", run.run_id, cut.ref.chat_id
             )
