@@ -132,6 +132,13 @@ FIXED_BUGS = {
         " only its prompt and a bare HEARTBEAT_OK: a heartbeat that speaks has its message, seen live or not, one"
         " that only acknowledges has none (the repro's heartbeat speaks while owc is cut off)"
     ),
+    "heartbeat-recovery-unlinked": (
+        "issue 24 item 6's consequence: a heartbeat that spoke (a tool call) was cut by a Gateway restart while no owc"
+        " process held it; the next process made its message from the transcript, and the boot's recovery got a"
+        " message of its own: link rule E took the turnBoundary mark of the heartbeat's own hidden prompt, on its first"
+        " message, for another hidden turn (fuzz seeds 80279, 80286). Fixed: that mark is folded in only past the"
+        " message it marks"
+    ),
     "link-older-recovery": (
         "a restart recovery the reconcile pass found, which began before the cut run this process held on its session"
         " (it recovered an earlier boot's cut), was linked to that held cut's message: it waited for the held run,"
@@ -304,6 +311,9 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
             found.add("recovery-unlinked")
             continue
         runs = set(re.findall(r"\((r\d+)\)", problem)) | set(re.findall(r"\brun (r\d+)\b", problem))
+        if kind == "recovery" and runs and runs <= schedule.heartbeats:
+            found.add("heartbeat-recovery-unlinked")  # the cut source is a heartbeat that spoke (item 6)
+            continue
         issue24 = {"error": "error-unseen", "cutoff": "cutoff-uncut", "recovery": "recovery-unlinked"}
         if kind == "recovery" and "deploys" not in schedule.features:
             return None  # what is left of recovery-unlinked takes two deploys: a single deploy's is fixed
