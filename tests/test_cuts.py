@@ -574,3 +574,58 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(own)}}}}
     tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=True)
     assert chat["history"]["messages"]["M"]["error"] == own
+
+
+class _LaterClaimsHeldBack(_ClaimsHeldBack):
+    """Lets the first claim of the message go (the run's claim as it begins) and holds every later one (its writer's
+    claim on the next connection, after a restart) until the test lets them go."""
+
+    def __init__(self, store: TrioChatStore, message_id: str) -> None:
+        super().__init__(store, message_id)
+        self.claims = 0
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id:
+            self.claims += 1
+            if self.claims > 1:
+                await self.go.wait()
+        return await self._store.claim(chat_id, message_id, **kwargs)
+
+
+async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_process_finished_first(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Class A of issue 24's campaign (fuzz seeds 40164, 40632): A streams S, and a crash cuts it before the Gateway
+    stored any of it. B, which never showed S's text, finishes M with the boot's recovery (its part alone: S's
+    transcript part is empty); only then does A's writer of S reach M on its next connection and find it finished.
+    A's tabs showed S's text in M, and a message never ends with less than it showed (issue 24, item 5): A puts
+    what it showed in front of the recovery's part, in one conditional write. Before, A dropped it
+    (``runs.cut_finished_elsewhere``): M showed the recovery's text only. A second pass adds nothing."""
+    from owc.registry import WriterRegistry
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        env.sim.recovery = lambda k, source: [Text("Picked up after the crash."), End()]
+        await _cut_run(env, key)
+        b = await env.connect("B", registry=WriterRegistry())  # another process, which never saw S's text
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        with trio.fail_after(PLAY_BOUND_S):
+            while (await env.messages(chat_id))[m].get("done") is not True:
+                await env.until(lambda: not b.ledger.unsettled())
+                await trio.sleep(0.1)
+        assert (await env.messages(chat_id))[m]["content"] == "Picked up after the crash."  # B's finish: the order
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Working on the first half.\nPicked up after the crash."
+        assert final["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert final["meta"]["openclaw_own_at"] == 1, "the recovery's part now begins after S's"
+        again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:1]}, user_id="user-1")
+        assert again is None, "a second pass adds nothing"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1

@@ -111,6 +111,30 @@ def test_a_message_owc_owes_is_not_finished_by_open_webuis_own_done_save(store: 
     assert isinstance(late, AlreadyThere) and late.done
 
 
+def test_what_a_process_showed_goes_in_front_of_a_finished_continuation_once(store: ChatStore) -> None:
+    """Issue 24 campaign, class A: ``add_shown`` writes a finished M only, and only what M lacks of what was shown
+    (``render.never_less.shown_in_front``), in front of the continuation's part; an open M (its writer shows what M
+    held at its claim) and a second pass are left as they are."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    shown = {"S": [msg("Streamed before the crash.")]}
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="", output=[], done=False, meta={"openclaw_chain": ["S"], "openclaw_own_at": 0})
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "M open: its writer's to write"
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 0}
+    store.write("c", "m1", content="Recovered.", output=[msg("Recovered.")], done=True, meta=meta, continues=True)
+    added = store.add_shown("c", "m1", shown_through=shown, user_id=USER)
+    assert isinstance(added, Written)
+    final = store.read_chat("c")["history"]["messages"]["m1"]
+    assert final["content"] == "Streamed before the crash.\nRecovered." and final["done"] is True
+    assert final["meta"]["openclaw_own_at"] == 1 and final["meta"]["openclaw_chain"] == ["S", "R"]
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "a second pass adds nothing"
+    assert store.read_chat("c")["history"]["messages"]["m1"] == final
+
+
 def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
     """A message finished before the mark existed (or Open WebUI's own) is finished when it says ``done``."""
     store.create_chat("c", USER)

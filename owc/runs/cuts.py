@@ -371,6 +371,9 @@ class Cuts:
             ):
                 log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
                 del self.by_key[key]
+                if cut.output:
+                    self._writing += 1
+                    table.spawn(self._write_shown, cut)
                 self.bridge.wake()
 
     def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> bool:
@@ -596,6 +599,7 @@ class Cuts:
             return
         if isinstance(result, AlreadyDone):
             log.info("runs.cut_continued_elsewhere chat=%s message=%s", cut.ref.chat_id, cut.message_id)
+            await self._add_shown(cut)
             return
         if not isinstance(result, Written):
             log.warning("runs.cut_end_unwritten chat=%s result=%s", cut.ref.chat_id, type(result).__name__)
@@ -612,6 +616,42 @@ class Cuts:
                 await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
             except Exception:
                 log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    async def _write_shown(self, cut: Cut) -> None:
+        try:
+            await self._add_shown(cut)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
+    async def _add_shown(self, cut: Cut) -> None:
+        """M was continued by another process after this one wrote it open with what the cut run showed here
+        (``cut.output``): a continuation that finished M while it was held here, from the transcript and without M's
+        open output (a crash stores nothing of the text it cuts after a tool call), lacks what the tabs here showed.
+        It goes in front of the continuation's part, in one conditional write (``ChatStore.add_shown``; the writer's
+        ``_add_shown`` is the same for a cut run this process finds finished at its claim; issue 24, item 5: a
+        message never ends with less than it showed). Nothing is added twice: M's part before the continuation's is
+        compared under the row lock."""
+        if not cut.output:
+            return
+        bridge = self.bridge
+        try:
+            result = await bridge.store.add_shown(
+                cut.ref.chat_id, cut.message_id, shown_through={cut.source: cut.output}, user_id=cut.ref.user_id
+            )
+        except StoreError as exc:
+            log.info("runs.shown_not_added chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+            return
+        if not isinstance(result, Written):
+            if result is not None:
+                log.error("runs.NOT_WRITTEN chat=%s (what was shown, in front): %s", cut.ref.chat_id, result)
+            return
+        log.info("runs.shown_added run=%s message=%s (M lacked what was streamed here)", cut.source, cut.message_id)
+        event = {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}}
+        try:
+            await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+        except Exception:
+            log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
 
     # ------------------------------------------------------------------ link rule E
 
