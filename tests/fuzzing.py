@@ -47,6 +47,12 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "older-run-ends-held-cut": (
+        "a reconcile pass opened runs that ran while owc was away after a held cut was decided, and a link check took"
+        " one of them (it began before the cut run) for a run that took the session after it: the cut ended, the"
+        " boot's recovery found no cut to wait for and finished M without the cut run's streamed tail (fuzz seed"
+        " 40958). A run that began before the cut run (Gateway times, strictly) leaves the cut held"
+    ),
     "crash-stream-continued-elsewhere": (
         "two deploys, a crash cut a run before it stored anything; the deploy that never saw it stream finished its"
         " message with the boot's recovery alone, and the deploy that streamed it, back second, found the message"

@@ -4,6 +4,7 @@ two; every cut run's message ends finished once its continuation (or nobody's) i
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -629,3 +630,49 @@ async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_pro
         again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:1]}, user_id="user-1")
         assert again is None, "a second pass adds nothing"
         assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
+class _Held:
+    """A ledger holding the cut run, at a Gateway time of its own."""
+
+    def __init__(self, began_ms: int) -> None:
+        self.run = SimpleNamespace(order=(began_ms, 1), timed=True)
+
+    def get(self, key: str, run_id: str) -> Any:
+        return self.run if run_id == "S" else None
+
+
+@pytest.mark.parametrize("began", ["before the cut run", "after the cut run"])
+async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer(began: str) -> None:
+    """Fuzz seed 40958 (shrunk: one deploy, killed while three runs ran on the chat, started again; a fourth run S
+    streams, a Gateway restart cuts it): the reconcile pass opens the runs that ran while owc was away after S's cut
+    was decided, and a run of its own opened after the cut was taken for one that took the session after it: the
+    held cut ended ("newer run"), so the boot's recovery found no cut to wait for, claimed M before S's writer wrote it
+    open and finished it without the streamed tail the transcript lacks. A run that began (Gateway times) before S
+    leaves the cut held; one that began after it ends it, as before."""
+    from test_link_rule import history, said, user
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    bridge = SimpleNamespace(ledger=_Held(began_ms=2_000), wake=lambda: None)
+    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", opened=1)
+    cuts.by_key["k"] = cut
+    page = history(user("O", "a question of its own"), said("O", "An answer."))
+    other = SimpleNamespace(
+        run_id="O",
+        session_key="k",
+        link_checked=False,
+        history=page,
+        life=SimpleNamespace(ended=True, settled=False),
+        renderer=SimpleNamespace(output=lambda: []),
+        order=(1_000 if began == "before the cut run" else 3_000, 2),  # opened after the cut (2 > 1)
+        timed=True,
+    )
+    await cuts.link(None, other)  # type: ignore[arg-type]
+    if began == "before the cut run":
+        assert cuts.by_key["k"] is cut and not cut.ending
+    else:
+        assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE

@@ -735,12 +735,22 @@ class Cuts:
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
+        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if link.verdict is Verdict.NOT_RECOVERY:
-            if cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
-                # A run of its own took the session after the cut: the Gateway did not recover the cut run.
+            if (
+                cut is not None
+                and cut.owner is Owner.GATEWAY
+                and run.order[1] > cut.opened
+                and not (held is not None and run.timed and held.timed and run.order[0] < held.order[0])
+            ):
+                # A run of its own took the session after the cut: the Gateway did not recover the cut run. Not one
+                # that began before the cut run did (Gateway times, strictly): a reconcile pass opens a run that ran
+                # while owc was away after the cut it finds on the session, and before, such a run ended the held
+                # cut, so the boot's recovery found no cut to wait for and read M before the cut run wrote it open
+                # (fuzz seed 40958: M lost the streamed tail the transcript lacks).
+                log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
                 self._end(table, cut, NEWER_RUN_NOTE)
             return
-        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY

@@ -417,6 +417,8 @@ class _Writer:
                 return
             log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
             if result.done:
+                # Finished by another process: by a continuation that never saw what this run showed here, that goes
+                # in front of its part. Before the outcome is reported: the run stays unsettled until it is written.
                 await self._add_shown([*(r.prefix or []), *r.renderer.output(done=True)])
                 outcome = ClaimOutcome.FINISHED
             elif result.writer is not None and not ctx.registry.is_local(result.writer):
