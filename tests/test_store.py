@@ -135,6 +135,27 @@ def test_what_a_process_showed_goes_in_front_of_a_finished_continuation_once(sto
     assert store.read_chat("c")["history"]["messages"]["m1"] == final
 
 
+def test_a_continuations_finish_leaves_a_finish_of_another_copy_of_it(store: ChatStore) -> None:
+    """Fuzz seed 40164 under load: two deploys linked the same recovery R into M; one's copy took M over (from M's
+    finish with the cut run alone) and read M's output then; the other's finished M first, with the cut run's streamed
+    tail. The first's finish (``unless_holds=R``) then finds M finished holding R and leaves it (before, it replaced
+    it with less). A finished M that does not hold R (the claim took it back for R) is written."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="Cut.", output=[msg("Cut.")], done=True, meta={"openclaw_chain": ["S"]})
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 1}
+    out = [msg("Cut. And the streamed tail."), msg("Recovered.")]
+    first = store.write("c", "m1", content="x", output=out, done=True, meta=meta, unless_holds="R")
+    assert isinstance(first, Written), "M held only S: the recovery's finish is written"
+    late = store.write("c", "m1", content="y", output=[msg("Cut."), msg("Recovered.")], done=True, unless_holds="R")
+    assert isinstance(late, AlreadyDone)
+    assert store.read_chat("c")["history"]["messages"]["m1"]["output"] == out
+
+
 def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
     """A message finished before the mark existed (or Open WebUI's own) is finished when it says ``done``."""
     store.create_chat("c", USER)

@@ -739,6 +739,9 @@ class _Writer:
                 # puts what it showed in front of this run's part (``_add_shown``).
                 meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else None,
                 continues=bool(r.chain),  # a continuation: a cut-off note an earlier finish left goes
+                # Another process's copy of this continuation finished M after this one's claim: its finish stands
+                # (this write is from M as it was at the claim; fuzz seed 40164 under load).
+                unless_holds=r.run_id if r.chain else None,
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.

@@ -647,6 +647,7 @@ class ChatStore:
         run_order: Sequence[str] = (),
         user_id: str | None = None,
         continues: bool = False,
+        unless_holds: str | None = None,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -655,7 +656,10 @@ class ChatStore:
         waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
         (``AlreadyDone``): a process finishing a run another process may be finishing too. ``unless_continued``: the
         same for a message whose chain (``meta.openclaw_chain``) goes on past that run: its continuation wrote it,
-        and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
+        and the cut run has nothing to add (a process that saw the cut late must not write over it). ``unless_holds``:
+        the same for a finished message whose chain holds that run: another process's copy of the same continuation
+        finished it after this one's claim (two deploys linked the same recovery), and this write, from M as it was
+        at the claim, could only replace that finish with less."""
 
         def decide(row: Any) -> _Plan[WriteResult]:
             # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
@@ -670,6 +674,8 @@ class ChatStore:
             if unless_done and message_finished(existing):
                 return _Plan(AlreadyDone(message=existing))
             if unless_continued is not None and tree.continued_past(existing, unless_continued):
+                return _Plan(AlreadyDone(message=existing))
+            if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
                 return _Plan(AlreadyDone(message=existing))
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
