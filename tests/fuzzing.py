@@ -65,6 +65,19 @@ FIXED_BUGS = {
         " seeds 241, 40536). A reconcile pass now notes the run a recovery would continue (recovery_owed); link"
         " rule E passes over runs that ended on their own on a numbered page"
     ),
+    "older-run-ends-held-cut": (
+        "a reconcile pass opened runs that ran while owc was away after a held cut was decided, and a link check took"
+        " one of them (it began before the cut run) for a run that took the session after it: the cut ended, the"
+        " boot's recovery found no cut to wait for and finished M without the cut run's streamed tail (fuzz seed"
+        " 40958). A run that began before the cut run (Gateway times, strictly) leaves the cut held"
+    ),
+    "crash-stream-continued-elsewhere": (
+        "two deploys, a crash cut a run before it stored anything; the deploy that never saw it stream finished its"
+        " message with the boot's recovery alone, and the deploy that streamed it, back second, found the message"
+        " finished and dropped what its tabs had shown ([streamed], fuzz seeds 40164, 40632, 40958; about 5 in 200"
+        " fresh seeds under load). It now puts what it showed in front of the recovery's part, in one conditional"
+        " write (ChatStore.add_shown, render.never_less.shown_in_front; issue 24, item 5)"
+    ),
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
         " which the first had given a message of its own (it knew of no cut); nothing continued the cut and that"

@@ -4,6 +4,7 @@ two; every cut run's message ends finished once its continuation (or nobody's) i
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -574,3 +575,104 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(own)}}}}
     tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=True)
     assert chat["history"]["messages"]["M"]["error"] == own
+
+
+class _LaterClaimsHeldBack(_ClaimsHeldBack):
+    """Lets the first claim of the message go (the run's claim as it begins) and holds every later one (its writer's
+    claim on the next connection, after a restart) until the test lets them go."""
+
+    def __init__(self, store: TrioChatStore, message_id: str) -> None:
+        super().__init__(store, message_id)
+        self.claims = 0
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id:
+            self.claims += 1
+            if self.claims > 1:
+                await self.go.wait()
+        return await self._store.claim(chat_id, message_id, **kwargs)
+
+
+async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_process_finished_first(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Class A of issue 24's campaign (fuzz seeds 40164, 40632): A streams S, and a crash cuts it before the Gateway
+    stored any of it. B, which never showed S's text, finishes M with the boot's recovery (its part alone: S's
+    transcript part is empty); only then does A's writer of S reach M on its next connection and find it finished.
+    A's tabs showed S's text in M, and a message never ends with less than it showed (issue 24, item 5): A puts
+    what it showed in front of the recovery's part, in one conditional write. Before, A dropped it
+    (``runs.cut_finished_elsewhere``): M showed the recovery's text only. A second pass adds nothing."""
+    from owc.registry import WriterRegistry
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        env.sim.recovery = lambda k, source: [Text("Picked up after the crash."), End()]
+        await _cut_run(env, key)
+        b = await env.connect("B", registry=WriterRegistry())  # another process, which never saw S's text
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        with trio.fail_after(PLAY_BOUND_S):
+            while (await env.messages(chat_id))[m].get("done") is not True:
+                await env.until(lambda: not b.ledger.unsettled())
+                await trio.sleep(0.1)
+        assert (await env.messages(chat_id))[m]["content"] == "Picked up after the crash."  # B's finish: the order
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Working on the first half.\nPicked up after the crash."
+        assert final["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert final["meta"]["openclaw_own_at"] == 1, "the recovery's part now begins after S's"
+        again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:1]}, user_id="user-1")
+        assert again is None, "a second pass adds nothing"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
+class _Held:
+    """A ledger holding the cut run, at a Gateway time of its own."""
+
+    def __init__(self, began_ms: int) -> None:
+        self.run = SimpleNamespace(order=(began_ms, 1), timed=True)
+
+    def get(self, key: str, run_id: str) -> Any:
+        return self.run if run_id == "S" else None
+
+
+@pytest.mark.parametrize("began", ["before the cut run", "after the cut run"])
+async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer(began: str) -> None:
+    """Fuzz seed 40958 (shrunk: one deploy, killed while three runs ran on the chat, started again; a fourth run S
+    streams, a Gateway restart cuts it): the reconcile pass opens the runs that ran while owc was away after S's cut
+    was decided, and a run of its own opened after the cut was taken for one that took the session after it: the
+    held cut ended ("newer run"), so the boot's recovery found no cut to wait for, claimed M before S's writer wrote it
+    open and finished it without the streamed tail the transcript lacks. A run that began (Gateway times) before S
+    leaves the cut held; one that began after it ends it, as before."""
+    from test_link_rule import history, said, user
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    bridge = SimpleNamespace(ledger=_Held(began_ms=2_000), wake=lambda: None)
+    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", opened=1)
+    cuts.by_key["k"] = cut
+    page = history(user("O", "a question of its own"), said("O", "An answer."))
+    other = SimpleNamespace(
+        run_id="O",
+        session_key="k",
+        link_checked=False,
+        history=page,
+        life=SimpleNamespace(ended=True, settled=False),
+        renderer=SimpleNamespace(output=lambda: []),
+        order=(1_000 if began == "before the cut run" else 3_000, 2),  # opened after the cut (2 > 1)
+        timed=True,
+    )
+    await cuts.link(None, other)  # type: ignore[arg-type]
+    if began == "before the cut run":
+        assert cuts.by_key["k"] is cut and not cut.ending
+    else:
+        assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE

@@ -111,6 +111,51 @@ def test_a_message_owc_owes_is_not_finished_by_open_webuis_own_done_save(store: 
     assert isinstance(late, AlreadyThere) and late.done
 
 
+def test_what_a_process_showed_goes_in_front_of_a_finished_continuation_once(store: ChatStore) -> None:
+    """Issue 24 campaign, class A: ``add_shown`` writes a finished M only, and only what M lacks of what was shown
+    (``render.never_less.shown_in_front``), in front of the continuation's part; an open M (its writer shows what M
+    held at its claim) and a second pass are left as they are."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    shown = {"S": [msg("Streamed before the crash.")]}
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="", output=[], done=False, meta={"openclaw_chain": ["S"], "openclaw_own_at": 0})
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "M open: its writer's to write"
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 0}
+    store.write("c", "m1", content="Recovered.", output=[msg("Recovered.")], done=True, meta=meta, continues=True)
+    added = store.add_shown("c", "m1", shown_through=shown, user_id=USER)
+    assert isinstance(added, Written)
+    final = store.read_chat("c")["history"]["messages"]["m1"]
+    assert final["content"] == "Streamed before the crash.\nRecovered." and final["done"] is True
+    assert final["meta"]["openclaw_own_at"] == 1 and final["meta"]["openclaw_chain"] == ["S", "R"]
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "a second pass adds nothing"
+    assert store.read_chat("c")["history"]["messages"]["m1"] == final
+
+
+def test_a_continuations_finish_leaves_a_finish_of_another_copy_of_it(store: ChatStore) -> None:
+    """Fuzz seed 40164 under load: two deploys linked the same recovery R into M; one's copy took M over (from M's
+    finish with the cut run alone) and read M's output then; the other's finished M first, with the cut run's streamed
+    tail. The first's finish (``unless_holds=R``) then finds M finished holding R and leaves it (before, it replaced
+    it with less). A finished M that does not hold R (the claim took it back for R) is written."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="Cut.", output=[msg("Cut.")], done=True, meta={"openclaw_chain": ["S"]})
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 1}
+    out = [msg("Cut. And the streamed tail."), msg("Recovered.")]
+    first = store.write("c", "m1", content="x", output=out, done=True, meta=meta, unless_holds="R")
+    assert isinstance(first, Written), "M held only S: the recovery's finish is written"
+    late = store.write("c", "m1", content="y", output=[msg("Cut."), msg("Recovered.")], done=True, unless_holds="R")
+    assert isinstance(late, AlreadyDone)
+    assert store.read_chat("c")["history"]["messages"]["m1"]["output"] == out
+
+
 def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
     """A message finished before the mark existed (or Open WebUI's own) is finished when it says ``done``."""
     store.create_chat("c", USER)

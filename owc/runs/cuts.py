@@ -388,6 +388,9 @@ class Cuts:
             ):
                 log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
                 del self.by_key[key]
+                if cut.output:
+                    self._writing += 1
+                    table.spawn(self._write_shown, cut)
                 self.bridge.wake()
 
     def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> bool:
@@ -613,6 +616,7 @@ class Cuts:
             return
         if isinstance(result, AlreadyDone):
             log.info("runs.cut_continued_elsewhere chat=%s message=%s", cut.ref.chat_id, cut.message_id)
+            await self._add_shown(cut)
             return
         if not isinstance(result, Written):
             log.warning("runs.cut_end_unwritten chat=%s result=%s", cut.ref.chat_id, type(result).__name__)
@@ -629,6 +633,42 @@ class Cuts:
                 await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
             except Exception:
                 log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    async def _write_shown(self, cut: Cut) -> None:
+        try:
+            await self._add_shown(cut)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
+    async def _add_shown(self, cut: Cut) -> None:
+        """M was continued by another process after this one wrote it open with what the cut run showed here
+        (``cut.output``): a continuation that finished M while it was held here, from the transcript and without M's
+        open output (a crash stores nothing of the text it cuts after a tool call), lacks what the tabs here showed.
+        It goes in front of the continuation's part, in one conditional write (``ChatStore.add_shown``; the writer's
+        ``_add_shown`` is the same for a cut run this process finds finished at its claim; issue 24, item 5: a
+        message never ends with less than it showed). Nothing is added twice: M's part before the continuation's is
+        compared under the row lock."""
+        if not cut.output:
+            return
+        bridge = self.bridge
+        try:
+            result = await bridge.store.add_shown(
+                cut.ref.chat_id, cut.message_id, shown_through={cut.source: cut.output}, user_id=cut.ref.user_id
+            )
+        except StoreError as exc:
+            log.info("runs.shown_not_added chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+            return
+        if not isinstance(result, Written):
+            if result is not None:
+                log.error("runs.NOT_WRITTEN chat=%s (what was shown, in front): %s", cut.ref.chat_id, result)
+            return
+        log.info("runs.shown_added run=%s message=%s (M lacked what was streamed here)", cut.source, cut.message_id)
+        event = {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}}
+        try:
+            await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+        except Exception:
+            log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
 
     # ------------------------------------------------------------------ link rule E
 
@@ -714,6 +754,7 @@ class Cuts:
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
+        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if link.verdict is Verdict.NOT_RECOVERY:
             if (
                 cut is not None
@@ -721,13 +762,19 @@ class Cuts:
                 and run.order[1] > cut.opened
                 and not cut.seen.notice_before_terminal
                 and (followed(history, cut.source) or recovery_owed(history) != cut.source)
+                and not (held is not None and run.timed and held.timed and run.order[0] < held.order[0])
             ):
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run. Not so
                 # when the Gateway said it was going down while the cut run ran (its row was left running, so the
                 # boot recovers it), or when the transcript says the cut run is still the one a recovery would
                 # continue (this run ended on its own after it): a run admitted between the boot and the delayed
                 # recovery runs first, and the recovery, queued behind it, still comes for M (issue 24 item 4:
-                # ending M here gave it a message of its own; fuzz seeds 48, 135).
+                # ending M here gave it a message of its own; fuzz seeds 48, 135). Nor one that began before the
+                # cut run did (Gateway times, strictly): a reconcile pass opens a run that ran while owc was away
+                # after the cut it finds on the session, and before, such a run ended the held cut, so the boot's
+                # recovery found no cut to wait for and read M before the cut run wrote it open (fuzz seed 40958:
+                # M lost the streamed tail the transcript lacks).
+                log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
                 self._end(table, cut, NEWER_RUN_NOTE)
             elif cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
                 log.info(
@@ -735,7 +782,6 @@ class Cuts:
                 )
             return
         self.owed.pop(run.session_key, None)  # the recovery came: its check decides
-        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY

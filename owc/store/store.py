@@ -39,6 +39,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from owc.render.items import output_text
+from owc.render.never_less import shown_in_front
 from owc.rules.finished import OPEN_MARK, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
@@ -645,6 +647,7 @@ class ChatStore:
         run_order: Sequence[str] = (),
         user_id: str | None = None,
         continues: bool = False,
+        unless_holds: str | None = None,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -653,7 +656,10 @@ class ChatStore:
         waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
         (``AlreadyDone``): a process finishing a run another process may be finishing too. ``unless_continued``: the
         same for a message whose chain (``meta.openclaw_chain``) goes on past that run: its continuation wrote it,
-        and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
+        and the cut run has nothing to add (a process that saw the cut late must not write over it). ``unless_holds``:
+        the same for a finished message whose chain holds that run: another process's copy of the same continuation
+        finished it after this one's claim (two deploys linked the same recovery), and this write, from M as it was
+        at the claim, could only replace that finish with less."""
 
         def decide(row: Any) -> _Plan[WriteResult]:
             # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
@@ -668,6 +674,8 @@ class ChatStore:
             if unless_done and message_finished(existing):
                 return _Plan(AlreadyDone(message=existing))
             if unless_continued is not None and tree.continued_past(existing, unless_continued):
+                return _Plan(AlreadyDone(message=existing))
+            if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
                 return _Plan(AlreadyDone(message=existing))
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
@@ -723,6 +731,59 @@ class ChatStore:
                     attempt,
                     self.finalize_attempts,
                 )
+        return NotWritten(detail=last, attempts=attempt)
+
+    def add_shown(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        shown_through: Mapping[str, Sequence[Any]],
+        user_id: str | None = None,
+    ) -> WriteResult | None:
+        """A finished M that lacks what this process showed of it: put that in front of the continuation's part, in
+        one conditional write under the row lock (issue 24, items 5 and 14). A crash cut run R that stored nothing of
+        what it streamed, and another process's continuation (which never saw that stream) finished M with its own
+        part only; R's process, back later, finds M finished (``render.never_less.shown_in_front`` decides what is
+        added, from M's chain and ``meta.openclaw_own_at``, as M is under the lock). None: M is not finished, or
+        holds it all already (a second pass adds nothing); ``NotWritten``: the database would not take it."""
+
+        def decide(row: Any) -> _Plan[WriteResult | None]:
+            chat = self._load(chat_id, row, user_id)
+            existing = chat["history"]["messages"].get(message_id)
+            if not isinstance(existing, dict) or existing.get("role", "assistant") != "assistant":
+                return _Plan(None)
+            if not message_finished(existing):
+                return _Plan(None)  # M is being written: its writer shows what M held at its claim
+            meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+            chain = meta.get("openclaw_chain")
+            own_at = meta.get("openclaw_own_at")
+            output = existing.get("output")
+            if not isinstance(chain, list) or not isinstance(own_at, int) or not isinstance(output, list):
+                return _Plan(None)
+            added = shown_in_front([str(x) for x in chain], own_at, output, shown_through)
+            if added is None:
+                return _Plan(None)
+            new_output, new_own_at = added
+            message = tree.update_message(
+                chat,
+                message_id,
+                content=output_text(new_output),
+                output=new_output,
+                done=True,
+                meta={"openclaw_own_at": new_own_at},
+            )
+            return _Plan(Written(message=message), _serialized(chat), int(time.time()), mirror=(message,))
+
+        last, attempt = "", 0
+        for attempt in range(1, self.finalize_attempts + 1):
+            try:
+                return self._transact(chat_id, decide)
+            except REFUSALS as exc:
+                if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
+                    log.error("store.add_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+                    return NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False)
+                last = str(exc.orig)
         return NotWritten(detail=last, attempts=attempt)
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
@@ -931,6 +992,9 @@ class TrioChatStore:
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
         return await self._write(self.sync.write, chat_id, message_id, **kwargs)
+
+    async def add_shown(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult | None:
+        return await self._write(self.sync.add_shown, chat_id, message_id, **kwargs)
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)

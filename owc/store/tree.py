@@ -302,3 +302,10 @@ def continued_past(message: dict[str, Any], run_id: str) -> bool:
     if not isinstance(chain, list) or run_id not in chain:
         return False
     return chain.index(run_id) < len(chain) - 1
+
+
+def holds_run(message: dict[str, Any], run_id: str) -> bool:
+    """The message's chain (``meta.openclaw_chain``) names ``run_id``: that run's part is in it."""
+    meta = message.get("meta")
+    chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+    return isinstance(chain, list) and run_id in chain
