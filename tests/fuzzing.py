@@ -36,18 +36,19 @@ PLAY_BOUND_S = 1800
 #: (the tests xfail such seeds, strict=False: once fixed they simply pass).
 KNOWN_BUGS: dict[str, str] = {
     # Issue 24's defects as the campaign's new checks and shapes found them: teardown-done (item 1), error-unseen
-    # (2), cutoff-uncut (3) and streamed-lost (5) are fixed, and so is recovery-newer (4) where the recovery's
-    # source is named by the transcript or held by a live process. What is left of item 4:
-    "recovery-unlinked": (
-        "issue 24 item 4, what is left: two deploys, a crash under a run that stored nothing; the deploy back first"
-        " never saw the run (it was away) and gives the boot's recovery a message of its own, before the other deploy,"
-        " which streamed the run and holds its message, is back: that one then ends its held message with the"
-        " newer-run note ([recovery] and the pair's [order]; recovered-elsewhere-hang's repro, some plays). Moving"
-        " the recovery's message into the held one takes a conditional write of both in one transaction"
-    ),
+    # (2), cutoff-uncut (3), streamed-lost (5) and recovery-unlinked (4, its last shape) are fixed (FIXED_BUGS).
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "recovery-unlinked": (
+        "issue 24 item 4's last shape (D): two deploys, a crash under a run that stored nothing; the deploy back first"
+        " never saw the run and could not name it, nor find its message (the deploy that streamed it had not claimed"
+        " it yet), and gave the boot's recovery a message of its own; the other then held the cut run's message and"
+        " ended it with the newer-run note ([recovery] and the pair's [order]; fresh sweep seed 60132, about 1 play"
+        " in 2). Nothing in the Gateway names the run, so it is repaired: the held cut's end makes one reply of both"
+        " (ChatStore.absorb_recovery: M's part, then the recovery's, chain [S, R']; the recovery's message goes), and"
+        " a recovery settled by both deploys at once loses its double after the later finish (Cuts.one_reply)"
+    ),
     "recovery-agent-turn-unheld": (
         "issue 24 item 4: the recovery of an agent turn whose user turn chat.history hides (a seq gap right before its"
         " messages, or the page's start) got a message of its own when no living process held the cut (owc away, or"
@@ -312,7 +313,7 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
     lost = ("reconcile-not-retried" if "history-fails" in schedule.features else "lost-at-hello") if away else None
     # A recovery with a message of its own (``[recovery]``) and its cut run's message: two messages where the design
     # has one, so their order is part of that defect, not another one (fuzz seed 40434: the cut run's message, made
-    # by the process back second, lands below the recovery's own).
+    # by the process back second, lands below the recovery's own). Fixed (FIXED_BUGS): either is a failure again.
     unlinked = {
         frozenset(pair)
         for problem in problems
@@ -328,8 +329,6 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
             found.add("heartbeat-recovery-unlinked")  # the cut source is a heartbeat that spoke (item 6)
             continue
         issue24 = {"error": "error-unseen", "cutoff": "cutoff-uncut", "recovery": "recovery-unlinked"}
-        if kind == "recovery" and "deploys" not in schedule.features:
-            return None  # what is left of recovery-unlinked takes two deploys: a single deploy's is fixed
         if kind in issue24:
             found.add(issue24[kind])
             continue

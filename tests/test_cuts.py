@@ -676,3 +676,86 @@ async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer
         assert cuts.by_key["k"] is cut and not cut.ending
     else:
         assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE
+
+
+class _StoreBridge(_Bridge):
+    def __init__(self, store: Any) -> None:
+        super().__init__(set())
+        from owc.emit import RecordingEmitter
+
+        self.store = store
+        self.emitter = RecordingEmitter()
+
+
+@pytest.mark.parametrize("path", ["held cut ends", "a race: the recovery finished twice"])
+async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path: str, tmp_path) -> None:
+    """Issue 24 item 4's shape D (``tests/fuzz_repros/recovery-unlinked.jsonl``): two deploys, a crash under S, which
+    had stored nothing. The deploy back first cannot name S (its user turn hidden, nothing stored) nor find its
+    message (the deploy that streamed S had not claimed it yet): the boot's recovery R gets a message of its own, X.
+    Nothing the Gateway says would let it know more, so this is repaired, not prevented:
+
+    * the deploy holding S's cut, back later, finds X finished (``seen_chat``) and, where it ended M with the
+      newer-run note before, makes one reply of M and X: S's streamed part, then R's, chain ``[S, R]``; X goes;
+    * both deploys settled R at once (one linked it to the cut it held, the other made X): the later finish of the
+      two (``one_reply``) takes X out, M already holding R.
+
+    Either way the tabs hear M, the links that changed and the chat's view in one ``chat:messages``."""
+    from test_link_rule import PROV, history, said, user
+
+    from owc.rules.owner import NEWER_RUN_NOTE, Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+    from owc.store import open_store
+
+    chat_id = "7d0c4a52-3c1e-4c55-9a51-0c2b8f1e6a10"
+    key = ids.session_key("main", "u1", chat_id)
+    ref = ids.parse_session_key(key)
+    m, x = ids.message_id(key, "S"), ids.message_id(key, "R")
+    own = {"openclaw_run": "R", "openclaw_writer": "w1"}
+    m_meta = {"openclaw_run": "S", "openclaw_writer": "w2"}
+    if path == "held cut ends":
+        m_meta |= {"openclaw_open": True, "openclaw_chain": ["S"]}
+        m_output, m_done = [{"type": "message", "text": "Two lines:"}], False
+    else:
+        m_meta |= {"openclaw_chain": ["S", "R"]}
+        m_output, m_done = [{"type": "message", "text": "Two lines:"}, {"type": "message", "text": "Recovered."}], True
+    chat = {
+        "id": chat_id,
+        "history": {
+            "currentId": m,
+            "messages": {
+                x: {
+                    "id": x, "parentId": None, "childrenIds": [m], "role": "assistant", "done": True,
+                    "content": "Recovered.", "output": [{"type": "message", "text": "Recovered."}], "meta": own,
+                },
+                m: {
+                    "id": m, "parentId": x, "childrenIds": [], "role": "assistant", "done": m_done,
+                    "content": "", "output": m_output, "meta": m_meta,
+                },
+            },
+        },
+    }  # fmt: skip
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, "u1", chat=chat)
+        bridge = _StoreBridge(store)
+        cuts = Cuts(bridge)  # type: ignore[arg-type]
+        if path == "held cut ends":
+            cut = Cut(key, ref, m, ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery="R")
+            cuts.by_key[key] = cut
+            page = history(
+                {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"},
+                user("R", "continue", PROV),
+                said("R", "Recovered."),
+            )
+            cuts.seen_chat(None, chat_id, chat["history"]["messages"], page)  # type: ignore[arg-type]
+            assert cut.absorb == x and cuts._ending["S"] is cut
+            await cuts._end_message(cut, NEWER_RUN_NOTE)
+        else:
+            run = SimpleNamespace(session_key=key, run_id="R", ref=ref, message_id=m)  # linked into M
+            await cuts.one_reply(run)  # type: ignore[arg-type]
+        stored = (await store.read_chat(chat_id))["history"]
+    assert set(stored["messages"]) == {m} and stored["currentId"] == m
+    final = stored["messages"][m]
+    assert [i["text"] for i in final["output"]] == ["Two lines:", "Recovered."]
+    assert final["done"] is True and "error" not in final and final["meta"]["openclaw_chain"] == ["S", "R"]
+    listing = next(e.event["data"] for e in bridge.emitter.events if e.event["type"] == "chat:messages")
+    assert listing["currentId"] == m and listing["messages"][m]["parentId"] is None

@@ -50,7 +50,7 @@ from owc.rules.owner import (
 )
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run
-from owc.store import AlreadyDone, StoreError, Written
+from owc.store import Absorbed, AlreadyDone, StoreError, Written
 
 if TYPE_CHECKING:
     from owc.runs.table import Bridge, RunTable
@@ -103,6 +103,10 @@ class Cut:
     #: message of its own (a finished message of that run, read by a reconcile pass: ``seen_chat``), it will never
     #: link here, and M ends instead of waiting for ever (fuzz seeds 30151, 40434).
     recovery: str | None = None
+    #: That recovery's own message, as a reconcile pass found it finished (``seen_chat``): when M ends it takes the
+    #: recovery's part and the recovery's message goes (``ChatStore.absorb_recovery``): one reply for the cut run and
+    #: its continuation (issue 24, item 4's shape D).
+    absorb: str | None = None
 
     @property
     def source(self) -> str:
@@ -361,7 +365,7 @@ class Cuts:
         for key, cut in list(self.by_key.items()):
             if cut.ref.chat_id != chat_id:
                 continue
-            if cut.owner is Owner.GATEWAY and self._recovered_elsewhere(cut, messages, history):
+            if cut.owner is Owner.GATEWAY and (found := self._recovered_elsewhere(cut, messages, history)):
                 # The run the Gateway continued the cut run with ended, and another process gave it a message of its
                 # own (it could not know this process held the cut: M did not exist when it settled the recovery).
                 # It will never claim here, so nothing would ever link it to M: M ends now (before, M waited for it
@@ -372,6 +376,9 @@ class Cuts:
                     cut.source,
                     cut.recovery,
                 )
+                meta = messages[found].get("meta")
+                if meta.get("openclaw_run") == cut.recovery:
+                    cut.absorb = found  # its own message: M takes its part when it ends (``_absorb``)
                 self._end(table, cut, NEWER_RUN_NOTE)
                 continue
             if not cut.ready:
@@ -393,19 +400,20 @@ class Cuts:
                     table.spawn(self._write_shown, cut)
                 self.bridge.wake()
 
-    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> bool:
+    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> str | None:
         """The cut's expected recovery (``Cut.recovery``) is one this process never had (another process settled
         it: it will never link-check here), the transcript says it is a restart recovery of the cut run (unnamed, or
         named as one of M's runs), and it has a finished message other than M (its own, or one that holds it). Only
         then: a run the transcript says is no recovery may be a run admitted before a delayed recovery, which then
-        still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link)."""
+        still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link). Returns that
+        message's id (None: not so)."""
         if cut.recovery is None or cut.recovery in cut.chain or history is None:
-            return False
+            return None
         if self._seen_run(cut.session_key, cut.recovery):
-            return False
+            return None
         link = recovery_source(history, cut.recovery)
         if link.verdict is Verdict.NOT_RECOVERY or (link.source is not None and link.source not in cut.chain):
-            return False
+            return None
         for message_id, message in messages.items():
             if message_id == cut.message_id or not isinstance(message, dict) or not message_finished(message):
                 continue
@@ -414,8 +422,8 @@ class Cuts:
                 continue
             chain = meta.get("openclaw_chain") if isinstance(meta.get("openclaw_chain"), list) else []
             if meta.get("openclaw_run") == cut.recovery or cut.recovery in chain:
-                return True
-        return False
+                return message_id
+        return None
 
     def tick(self, table: RunTable) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
@@ -593,8 +601,11 @@ class Cuts:
             self.bridge.wake()
 
     async def _end_message(self, cut: Cut, note: str | None) -> None:
-        """M ends with what it holds (and a cut-off note): nobody continues its run."""
+        """M ends with what it holds (and a cut-off note): nobody continues its run. Or, when another process gave
+        the run's recovery a message of its own (``Cut.absorb``), M takes that message's part (``_absorb``)."""
         bridge = self.bridge
+        if cut.absorb is not None and await self._absorb(cut):
+            return
         output = await self._stored(cut)
         if output is None:
             log.info("runs.cut_end_nothing chat=%s message=%s (no message to end)", cut.ref.chat_id, cut.message_id)
@@ -641,6 +652,28 @@ class Cuts:
             self._writing -= 1
             self.bridge.wake()
 
+    async def _absorb(self, cut: Cut) -> bool:
+        """Make M and the recovery's own message one reply (``ChatStore.absorb_recovery``: M's part, then the
+        recovery's, chain ``[..., cut run, recovery]``; the recovery's message goes), and tell the tabs: M, the links
+        that changed and the chat's view in one ``chat:messages``, then M's completion. False: nothing was written
+        (the recovery's message changed or went, or M was continued), and M ends as before."""
+        assert cut.absorb is not None and cut.recovery is not None
+        return await self._make_one(cut.ref, cut.message_id, cut.source, cut.recovery, cut.absorb)
+
+    def finished_recovery(self, table: RunTable, run: Run) -> None:
+        """``run``, a restart recovery, has finished its message: ``one_reply`` looks for a double, in a task of its
+        own (counted in ``busy``, so a settle waits for it; it wakes the bridge when done: the writer's own end
+        wakes nobody)."""
+        self._writing += 1
+        table.spawn(self._one_reply_task, run)
+
+    async def _one_reply_task(self, run: Run) -> None:
+        try:
+            await self.one_reply(run)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
     async def _add_shown(self, cut: Cut) -> None:
         """M was continued by another process after this one wrote it open with what the cut run showed here
         (``cut.output``): a continuation that finished M while it was held here, from the transcript and without M's
@@ -669,6 +702,76 @@ class Cuts:
             await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
         except Exception:
             log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    async def one_reply(self, run: Run) -> None:
+        """``run``, a restart recovery, has just finished its message: if the chat holds another message of it (one
+        of its own beside the cut run's message that names it in its chain: two processes settled it at once, one
+        linking it to the cut it held, the other, which could not name the run recovered, giving it a message of
+        its own), the one of its own goes (``ChatStore.absorb_recovery``). Each process checks after its own
+        finish, so the later of the two finishes sees both (issue 24, item 4's shape D, its race form)."""
+        try:
+            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+        except StoreError:
+            return
+        messages = ((chat or {}).get("history") or {}).get("messages") or {}
+        own = ids.message_id(run.session_key, run.run_id)
+        mine = messages.get(own) if own is not None else None
+        if not isinstance(mine, dict) or not isinstance(mine.get("meta"), dict):
+            return
+        if mine["meta"].get("openclaw_run") != run.run_id or not message_finished(mine):
+            return
+        for message_id, message in messages.items():
+            meta = message.get("meta") if isinstance(message, dict) else None
+            chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+            if message_id != own and isinstance(chain, list) and run.run_id in chain:
+                await self._make_one(run.ref, message_id, None, run.run_id, own)
+                return
+
+    async def _make_one(
+        self, ref: ids.SessionRef, message_id: str, source: str | None, recovery: str, double: str
+    ) -> bool:
+        try:
+            result = await self.bridge.store.absorb_recovery(
+                ref.chat_id,
+                message_id,
+                source=source,
+                recovery=recovery,
+                recovery_message_id=double,
+                user_id=ref.user_id,
+            )
+        except StoreError as exc:
+            log.info("runs.absorb_unwritten chat=%s message=%s (%s)", ref.chat_id, message_id, exc)
+            return False
+        if not isinstance(result, Absorbed):
+            log.info("runs.absorb_refused chat=%s message=%s (%s)", ref.chat_id, message_id, result.why)
+            return False
+        log.info(
+            "runs.absorbed chat=%s message=%s recovery=%s removed=%s (one reply for the cut run and its recovery)",
+            ref.chat_id,
+            message_id,
+            recovery,
+            result.removed,
+        )
+        messages: dict[str, Any] = {message_id: result.message}
+        for other in result.changed:
+            messages[other["id"]] = {
+                "id": other["id"],
+                "parentId": other.get("parentId"),
+                "childrenIds": other.get("childrenIds", []),
+            }
+        listing: dict[str, Any] = {"messages": messages}
+        if result.current_id is not None:
+            listing["currentId"] = result.current_id
+        output = result.message.get("output") or []
+        data: dict[str, Any] = {"done": True, "output": output, "content": output_text(output)}
+        if isinstance(result.message.get("error"), dict):
+            data["error"] = result.message["error"]
+        for event in ({"type": "chat:messages", "data": listing}, {"type": "chat:completion", "data": data}):
+            try:
+                await self.bridge.emitter.emit(ref.chat_id, message_id, ref.user_id, event)
+            except Exception:
+                log.exception("runs.emit_failed chat=%s", ref.chat_id)
+        return True
 
     # ------------------------------------------------------------------ link rule E
 
@@ -782,6 +885,7 @@ class Cuts:
                 )
             return
         self.owed.pop(run.session_key, None)  # the recovery came: its check decides
+        run.recovery = True
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY

@@ -105,6 +105,7 @@ class RunTable:
             next_tick=self.next_tick,
             stop=bridge.stop_run,
             uncut=bridge.cuts.uncut,
+            one_reply=lambda run: bridge.cuts.finished_recovery(self, run),
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()

@@ -134,6 +134,9 @@ class WriterContext:
     stop: Callable[[Run], None]
     #: The transcript says a run held for the Gateway's recovery had ended on its own: no cut (``Cuts.uncut``).
     uncut: Callable[[Run], None] = lambda run: None
+    #: A restart recovery's message is finished: another process's message of the same recovery goes
+    #: (``Cuts.one_reply``, in a task of its own: one message per run, issue 24 item 4's shape D).
+    one_reply: Callable[[Run], None] = lambda run: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -806,3 +809,5 @@ class _Writer:
             await ctx.emitter.clear_stream(r.ref.chat_id, r.message_id)
         except Exception:
             log.exception("runs.clear_stream_failed run=%s", r.run_id)
+        if r.recovery:
+            ctx.one_reply(r)
