@@ -411,9 +411,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
     tmp_path, mock_clock, mode: str
 ) -> None:
     """Issue 24, item 4 (seed 000 case 5): the Gateway's recovery of a cut run S starts a few seconds after its boot;
-    meanwhile a newer run N is sent on the key, runs and ends, and the recovery queues behind it. Link rule E goes
-    by the recovery's provenance and the transcript's order: N ended on its own, so the run the boot recovers is
-    still S. The recovery writes into S's message (no note), N has a message of its own."""
+    meanwhile a newer run N is sent on the key. The Gateway starts the recovery first (the admission of a turn on a
+    session with a recovery pending dispatches it: measured on 2026.9.6, ``tests/test_realgw_cuts.py``) and N runs
+    after it (on the real Gateway N's own turn was not run at all). Link rule E goes by the recovery's provenance
+    and the transcript's order: the recovery writes into S's message (no note), N has a message of its own."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         bridge = await env.connect()
@@ -421,7 +422,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         await _cut_run(env, key)
         await env.sim.restart(mode, recovery_delay=5.0)
         await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
-        env.sim.start_run(key, "N", user_text="Something else").text("The newer answer.").end()
+        newer = env.sim.start_run(key, "N", user_text="Something else")
+        # Behind the recovery it started.
+        await env.sim.wait_for(lambda: env.sim.sessions[key].active is newer.run)
+        newer.text("The newer answer.").end()
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()
         m, n = ids.message_id(key, "S"), ids.message_id(key, "N")
