@@ -47,6 +47,20 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "aborted-not-recovered": (
+        "a run that ended aborted after a tool call while owc was away stores no ending message; at the hello after"
+        " a Gateway crash the session's row named a later ordinary run, taken for the boot's recovery of it: M was"
+        " held for a link that never came (another deploy finished M; the later run never linked here), the cut"
+        " stayed and the play hung (issue 24 item 12, fuzz seed 30151). The Gateway recovers a session before any"
+        " turn admitted after the boot (measured), so a run begun after the held run's last message before any"
+        " recovery says it ended on its own: the hold ends, no note"
+    ),
+    "aborted-noted": (
+        "the same reading (fuzz seed 77089): the held run ended aborted after a tool call, a later run was cut by a"
+        " stop and recovered; the recovery's link found the later run and ended the held run's message with the"
+        " 'newer run took over' cut-off note, on a run nothing cut ([cutoff]). No note when a run began after its"
+        " last message before any recovery"
+    ),
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
         " which the first had given a message of its own (it knew of no cut); nothing continued the cut and that"
