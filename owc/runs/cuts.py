@@ -718,11 +718,11 @@ class Cuts:
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
         if link.verdict is Verdict.NOT_RECOVERY:
-            if cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
+            if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
+                return  # (or the transcript says the cut run ended on its own before a later run: no note)
+            if run.order[1] > cut.opened:
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run.
                 self._end(table, cut, NEWER_RUN_NOTE)
-            elif cut is not None and cut.owner is Owner.GATEWAY:
-                self._not_recovered(table, cut, history)
             return
         held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if (
