@@ -15,6 +15,10 @@ Session keys of Open WebUI chats: ``agent:<agentId>:openwebui-<userId>-<chatId>`
 UUID at the very end; the user id is everything between ``openwebui-`` and the ``-`` before it, so a user id
 may itself contain dashes (Open WebUI user ids are UUIDs). Neither may contain ``:``, which is what keeps
 sub-agent keys (``...:subagent:<id>``) and every other key (main, cron, ACP) from matching.
+
+The user a key names is the chat's **owner** (its row's ``user_id``), whoever sends: Open WebUI 0.12.4 lets another
+user write into a chat shared with them, and one chat is one session (``Runtime.chat_session_key``). The store
+writes a key's runs only into a chat its user owns, so a key never writes where its user cannot see.
 """
 
 from __future__ import annotations

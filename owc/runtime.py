@@ -13,6 +13,7 @@ it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,14 +21,16 @@ from typing import Any
 import attrs
 import trio
 
+from owc import ids
 from owc.emit import Emitter
-from owc.gateway import GatewayClient, GatewayConfig, GatewayError
+from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.runs import Bridge, Ledger
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
 from owc.runs.table import RECONCILE_LIMIT
 from owc.store import TrioChatStore
+from owc.store.store import REFUSALS, refusal_text
 
 
 @attrs.frozen
@@ -42,6 +45,8 @@ class RuntimeConfig:
     strict: bool = False
     reconcile_limit: int = RECONCILE_LIMIT
 
+
+log = logging.getLogger("owc.runs")
 
 #: ``Runtime.user_turn(model=...)``: leave the session's model as it is.
 KEEP_MODEL = object()
@@ -63,6 +68,26 @@ class Runtime:
     async def connected(self) -> None:
         """Until a connection has said hello-ok (an event, not a clock)."""
         await self.client.wait_connection()
+
+    async def chat_session_key(self, agent_id: str, chat_id: str, sender_id: str) -> str:
+        """The session key a message sent in chat ``chat_id`` goes to: the one its **owner's** id names, whoever
+        sends it (issue 24, item 13). Open WebUI 0.12.4 lets another user write into a chat (a chat shared in
+        ``continue`` mode to them, a folder shared so): the request then carries the owner's chat id and the
+        sender as ``__user__``, and the reply is saved in the owner's row. One chat is one session, so the agent
+        remembers the chat whoever writes in it, and the key's user is always one who sees the chat: the
+        store's check (a key's user owns the chat it writes) holds for every turn, and a key naming anyone else
+        never writes there. A chat the database cannot name an owner for (gone, unreadable) is sent under
+        the sender's key, as before: the claim then finds what there is."""
+        try:
+            owner = await self.bridge.store.chat_owner(chat_id)
+        except REFUSALS as exc:
+            log.warning(
+                "runs.chat_owner_unread chat=%s error=%s (sent under the sender's key)", chat_id, refusal_text(exc)
+            )
+            owner = None
+        if owner is not None and owner != sender_id:
+            log.info("runs.turn_in_anothers_chat chat=%s (the owner's session key)", chat_id)
+        return ids.session_key(agent_id, owner or sender_id, chat_id)
 
     async def user_turn(
         self, session_key: str, run_id: str, message: str, *, model: str | object | None = KEEP_MODEL, **send: Any
@@ -118,16 +143,27 @@ class Runtime:
 
     async def settled(self) -> None:
         """Until the connection has read everything sent before this call (a request's reply comes after every
-        event sent before it) and nothing is left to do: no writer at work, no ended run unfinished."""
-        for _ in range(2):  # a resync or a writer's own requests may follow the first round trip
-            await self.client.wait_connection()
-            conn = self.client.connection
-            if conn is not None and not conn.closed:
-                try:
-                    await conn.request("sessions.list", {"limit": 1})
-                except GatewayError:
-                    pass  # closing: the next connection's hello takes over, and ``quiet`` waits for it
+        event sent before it) and nothing is left to do: no writer at work, no ended run unfinished.
+
+        A connection that drops is not settled until its successor's hello and reconcile are (a reconnect owes a
+        reconcile: a run that ended meanwhile gets its message there). Its close may reach owc's reader after the
+        round trip has already failed on the dead socket, so the run table can still stand for it and look quiet:
+        a round trip the connection closed under (``SessionClosed``), or a connection gone by the time the table
+        is quiet, counts for nothing, and the next hello is waited for (the transport's backoff is the only timer)."""
+        rounds = 0
+        while rounds < 2:  # a resync or a writer's own requests may follow the first round trip
+            conn = await self.client.wait_connection()
+            try:
+                await conn.request("sessions.list", {"limit": 1})
+            except SessionClosed:
+                await self.client.wait_connection(newer_than=conn)
+                continue
+            except GatewayError:
+                pass  # answered with an error, or not in time: the connection is still up, ``quiet`` judges
             await self.bridge.until(self.bridge.quiet)
+            if conn.closed or self.client.connection is not conn:
+                continue  # it dropped meanwhile: its successor owes a reconcile
+            rounds += 1
 
 
 @asynccontextmanager

@@ -39,10 +39,11 @@ KNOWN_BUGS: dict[str, str] = {
     # (2), cutoff-uncut (3) and streamed-lost (5) are fixed, and so is recovery-newer (4) where the recovery's
     # source is named by the transcript or held by a live process. What is left of item 4:
     "recovery-unlinked": (
-        "issue 24 item 4, what is left: a Gateway recovery gets a message of its own although owc held its cut"
-        " run's message, where the cut run stored nothing the transcript can name it by and the process that saw"
-        " the cut is gone, or another deploy settled the cut as finished elsewhere before the recovery was"
-        " link-checked ([recovery]; 10 of CI_SEEDS, multi-deploy and owc-away schedules)"
+        "issue 24 item 4, what is left: two deploys, a crash under a run that stored nothing; the deploy back first"
+        " never saw the run (it was away) and gives the boot's recovery a message of its own, before the other deploy,"
+        " which streamed the run and holds its message, is back: that one then ends its held message with the"
+        " newer-run note ([recovery] and the pair's [order]; recovered-elsewhere-hang's repro, some plays). Moving"
+        " the recovery's message into the held one takes a conditional write of both in one transaction"
     ),
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
@@ -60,6 +61,23 @@ FIXED_BUGS = {
         " stop and recovered; the recovery's link found the later run and ended the held run's message with the"
         " 'newer run took over' cut-off note, on a run nothing cut ([cutoff]). No note when a run began after its"
         " last message before any recovery"
+    ),
+    "recovery-agent-turn-unheld": (
+        "issue 24 item 4: the recovery of an agent turn whose user turn chat.history hides (a seq gap right before its"
+        " messages, or the page's start) got a message of its own when no living process held the cut (owc away, or"
+        " the process killed; fuzz seeds 122, 196, 274). Link rule E takes that gap for the run's own turn"
+    ),
+    "recovery-admitted-first": (
+        "issue 24 item 4: a run the Gateway admitted between its boot and the delayed recovery (which queues behind"
+        " it) ended the held cut's message with the newer-run note at its link check; the recovery then got a message"
+        " of its own (fuzz seeds 48, 135). Not after a shutdown notice under the cut run, nor when the transcript"
+        " says the cut run is still the one a recovery would continue"
+    ),
+    "recovery-delayed-unseen": (
+        "issue 24 item 4: a process back after a cut it never saw: nothing told it a recovery was still to come"
+        " (delayed behind a run admitted first), so the recovery claimed unchecked and got a message of its own (fuzz"
+        " seeds 241, 40536). A reconcile pass now notes the run a recovery would continue (recovery_owed); link"
+        " rule E passes over runs that ended on their own on a numbered page"
     ),
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
@@ -300,6 +318,8 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
             continue
         runs = set(re.findall(r"\((r\d+)\)", problem)) | set(re.findall(r"\brun (r\d+)\b", problem))
         issue24 = {"error": "error-unseen", "cutoff": "cutoff-uncut", "recovery": "recovery-unlinked"}
+        if kind == "recovery" and "deploys" not in schedule.features:
+            return None  # what is left of recovery-unlinked takes two deploys: a single deploy's is fixed
         if kind in issue24:
             found.add(issue24[kind])
             continue

@@ -371,3 +371,71 @@ async def test_open_webui_dying_in_its_teardown_loses_no_part_of_the_reply(tmp_p
         assert final["done"] is True and final["content"] == "First part, second part."
         assert "openclaw_open" not in final["meta"]
         assert [i for i, v in (await env.messages(chat_id)).items() if v["role"] == "assistant"] == [m]
+
+
+async def _continued_by_another_user(env: Env, owner: str, sender: str) -> tuple[str, str, str]:
+    """A chat of ``owner`` that ``sender`` continues, as Open WebUI 0.12.4 writes it for a chat shared with them in
+    ``continue`` mode (``Chats.insert_chat_turn``): the owner's turn and reply, then the sender's message and its
+    reply stub M, both with the sender's ``user_id``, in the owner's row."""
+    chat_id, m = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def msg(mid: str, parent: str | None, role: str, user: str, content: str, **more: Any) -> dict[str, Any]:
+        return {"id": mid, "parentId": parent, "childrenIds": [], "role": role, "content": content, "user_id": user,
+                "timestamp": 1, **more}  # fmt: skip
+
+    messages = {
+        "u1": msg("u1", None, "user", owner, "Plan the trip.", childrenIds=["a1"]),
+        "a1": msg("a1", "u1", "assistant", owner, "Day one: Lisbon.", childrenIds=["u2"], done=True),
+        "u2": msg("u2", "a1", "user", sender, "And day two?", childrenIds=[m]),
+        m: msg(m, "u2", "assistant", sender, "", model="openclaw.main", done=False),
+    }
+    body = {"id": chat_id, "title": "t", "models": ["openclaw.main"], "messages": [],
+            "history": {"currentId": m, "messages": messages}}  # fmt: skip
+    await env.store.create_chat(chat_id, owner, chat=body)
+    return chat_id, m, sender
+
+
+async def test_a_user_continuing_a_chat_shared_with_them_gets_the_whole_reply_in_it(tmp_path, db_url, clock) -> None:
+    """Issue 24, item 13: in Open WebUI 0.12.4 another user may write into a chat (shared in ``continue`` mode, or a
+    folder shared so): the request names the owner's chat and the sender as ``__user__``. The Pipe keyed the run
+    by the sender, and the store refuses a key whose user does not own the chat, so once the request ended early
+    the writer could not take M back: the reply kept only what the request had streamed. The chat's session key
+    is its owner's (one chat, one session); the sender's reply is written whole, and stays the sender's."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        await env.connect()
+        chat_id, m, sender = await _continued_by_another_user(env, USER, "bea")
+        runtime = env.runtimes["A"]
+        key = await runtime.chat_session_key("main", chat_id, sender)
+        assert key == ids.session_key("main", USER, chat_id)  # the owner's: the session that holds the chat
+        nowhere = str(uuid.uuid4())  # a chat the database has no row for: the sender's key, as before
+        assert await runtime.chat_session_key("main", nowhere, sender) == ids.session_key("main", sender, nowhere)
+        env.sim.responder = lambda k, msg: [Text("Day two: Porto,"), Hold()]
+        run_id = ids.input_run_id(chat_id, m, "t1")
+        turn = await runtime.user_turn(key, run_id, "And day two?")
+        cut = await _stream(turn, until="Day two: Porto,")
+        await _open_webui_ends_its_task(env, turn, cut)  # the tab closed: the request ends before the run
+        with trio.fail_after(600):  # virtual: a writer that cannot take M back fails here
+            await env.until(lambda: turn.run.life.state is State.STREAMING)  # the writer took M back
+        env.sim.handle(run_id).text(" by train.").end()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        assert messages[m]["done"] is True and messages[m]["content"] == "Day two: Porto, by train."
+        assert messages[m]["user_id"] == sender  # still the sender's reply (Open WebUI's Stop finds it by this)
+        assert [i for i, v in messages.items() if v["role"] == "assistant"] == ["a1", m]
+        assert messages["a1"]["content"] == "Day one: Lisbon." and list(env.sim.sessions) == [key]
+        assert not env.illegal()
+
+
+async def test_a_key_naming_someone_else_than_the_chats_owner_never_writes_there(tmp_path, db_url, clock) -> None:
+    """The other half of the rule: a run on a key that names another user than the chat's owner (the sender's
+    key the Pipe made before, any client's session named so) writes nothing into the chat, one line."""
+    async with open_env(tmp_path, db_url=db_url) as env:
+        await env.connect()
+        chat_id, m, sender = await _continued_by_another_user(env, USER, "bea")
+        before = await env.messages(chat_id)
+        foreign = ids.session_key("main", sender, chat_id)
+        env.sim.start_run(foreign, "agent-turn").text("Not for this chat.").end()
+        run_id = ids.input_run_id(chat_id, m, "t2")
+        env.sim.start_run(foreign, run_id).text("Nor this.").end()
+        await env.settled()
+        assert await env.messages(chat_id) == before

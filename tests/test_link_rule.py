@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from owc.protocol import parse_chat_history
-from owc.rules.link import Link, Verdict, before, ended_in, followed, next_run_began, recovery_source
+from owc.rules.link import (
+    Link,
+    Verdict,
+    before,
+    ended_in,
+    followed,
+    next_run_began,
+    recovery_owed,
+    recovery_source,
+)
 
 PROV = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
 
@@ -198,3 +207,80 @@ def test_a_run_that_began_after_the_held_run_before_any_recovery_says_the_held_r
     # Its first later message follows a hidden heartbeat prompt: a heartbeat may run before a pending recovery.
     beat = {**said("x", "tick"), "__openclaw": {"runId": "x", "turnBoundary": True}}
     assert not next_run_began(history(user("s"), tool_call("s"), beat), "s")
+
+
+def _at(message: dict[str, Any], seq: int) -> dict[str, Any]:
+    return {**message, "__openclaw": {**(message.get("__openclaw") or {}), "seq": seq}}
+
+
+def _numbered(*messages: dict[str, Any], first: int = 1) -> Any:
+    return history(*(_at(m, first + i) for i, m in enumerate(messages)))
+
+
+def test_a_hidden_turn_right_before_one_runs_messages_is_that_runs_own() -> None:
+    """An announce's or a ``sessions_send``'s user turn is hidden from chat.history (a ``seq`` gap): the one run whose
+    messages follow the gap, not ended, is the run the boot recovered (issue 24 item 4; fuzz seeds 122, 196, 274:
+    no living process held its cut, and its recovery got a message of its own)."""
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    result = {"role": "toolResult", "content": "ok", "toolCallId": "c1"}
+    restart = {**_ended("s", "", "aborted"), "errorMessage": "agent run aborted for restart"}
+    # The page starts after the hidden turn (the transcript's first message, seq 1, is hidden).
+    for cut in ((tool, result), (tool, result, restart)):
+        h = _numbered(*cut, user("r", "c", PROV), said("r", "on"), first=2)
+        assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # A hidden turn after an earlier run's messages: the same.
+    h = history(
+        _at(user("a"), 1), _at(_ended("a", "x", "stop"), 2), _at(tool, 4), _at(result, 5), _at(user("r", "c", PROV), 6)
+    )
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Its last message ended it: not the one recovered.
+    h = _numbered(_ended("s", "done", "stop"), user("r", "c", PROV), first=2)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Another hidden message after its messages: the recovered run may be that one (seed 1569's case).
+    h = history(_at(tool, 2), _at(result, 3), _at(user("r", "c", PROV), 5))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Two runs' messages after the gap, or a heartbeat's mark among them: not named.
+    h = _numbered(tool, result, said("x", "other"), user("r", "c", PROV), first=2)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    marked = {**tool, "__openclaw": {"runId": "s", "turnBoundary": True}}
+    assert recovery_source(_numbered(marked, result, user("r", "c", PROV), first=2), "r").verdict is Verdict.RECOVERY
+    # Unnumbered messages: a hidden turn after them could not be told, so not named (as before).
+    assert recovery_source(history(tool, result, user("r", "c", PROV)), "r").verdict is Verdict.RECOVERY
+
+
+def test_runs_that_ended_after_the_cut_one_are_passed_over_on_a_numbered_page() -> None:
+    """A run the Gateway admitted between its boot and the delayed recovery ran first and ended on its own (the
+    recovery queues behind it, seed 004 "a few seconds after startup"): on a numbered page with nothing hidden, the
+    recovered run is the earlier one that did not end (fuzz seeds 48, 135, 241, 40536)."""
+    inbound = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    x_final = _ended("x", "answer", "stop")
+    # A keyed turn ended, then the recovery: the cut run before it.
+    h = _numbered(user("s"), tool, user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # The cut run an agent turn (keyed by no run), the one after it hidden (a seq gap before its answer).
+    h = history(_at(inbound, 1), _at(tool, 2), _at(x_final, 4), _at(user("r", "c", PROV), 5))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Two ended runs in between.
+    h = _numbered(user("s"), tool, user("x"), x_final, user("y"), _ended("y", "b", "stop"), user("r", "c", PROV))
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # Every run ended: unnamed (the recovered run is one the transcript does not show).
+    h = _numbered(user("s"), _ended("s", "a", "stop"), user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # A turn after the cut run that stored nothing may be the one recovered: not passed over.
+    h = _numbered(user("s"), tool, inbound, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+    # Unnumbered: as before, an ended newest run leaves the recovery unnamed.
+    h = history(user("s"), tool, user("x"), x_final, user("r", "c", PROV))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+
+
+def test_the_recovery_owed_is_the_run_a_recovery_arriving_now_would_continue() -> None:
+    """``recovery_owed``: a reconcile pass asks whom a restart recovery arriving after the page's newest message would
+    continue, so that a delayed one is link-checked in a process that never saw the cut (fuzz seeds 241, 40536)."""
+    tool = {**said("s", ""), "stopReason": "toolUse"}
+    assert recovery_owed(_numbered(user("s"), tool, user("x"), _ended("x", "a", "stop"))) == "s"
+    assert recovery_owed(_numbered(user("s"), _ended("s", "a", "stop"))) is None  # it ended: none is owed
+    # The recovery came (and ended): none is owed any more.
+    assert recovery_owed(_numbered(user("s"), tool, user("r", "c", PROV), _ended("r", "on", "stop"))) is None
+    assert recovery_owed(history()) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from owc.store import ChatStore, Claimed, Written, make_engine
+from owc.store import ChatOwnerMismatch, ChatStore, Claimed, TakenOver, Written, make_engine
 
 pytestmark = pytest.mark.owui
 
@@ -134,6 +134,81 @@ def test_owc_messages_read_back_through_open_webui(owui, owui_db: str) -> None:
     assert end["messages_map"]["agent-turn-1"]["parentId"] == user_message
     assert end["messages_map"]["agent-turn-1"]["content"] == "All done."
     store.engine.dispose()
+
+
+def _user(owui, url: str, user_id: str) -> None:
+    try:
+        owui.run_owui(["create-user", "--user-id", user_id, "--role", "user"], url)
+    except owui.OwuiError:
+        if not url.startswith("postgresql"):
+            raise  # the session's PostgreSQL is shared: the user may exist already
+
+
+def test_a_chat_shared_to_continue_takes_the_senders_reply_under_the_owners_key(owui, owui_db: str) -> None:
+    """Issue 24, item 13, proved with Open WebUI 0.12.4's own code: the owner shares a chat in ``continue`` mode with
+    one user; that user may write into it (a third may not), and their turn is saved in the **owner's** row, the
+    messages carrying their own ``user_id``; the request names that chat and the sender. owc keys the run by the
+    chat's owner (``ChatStore.chat_owner``): under the sender's key (the Pipe's before) the claim is refused, so
+    the reply lost its end once the request ended; under the owner's the writer takes it and finishes it whole,
+    it stays the sender's (their Stop reaches its task, the owner's does not). A clone is a chat of the cloner's
+    own: its key is theirs, and the original is untouched."""
+    suffix = uuid.uuid4().hex[:8]
+    ann, bea, cid = f"ann-{suffix}", f"bea-{suffix}", f"cid-{suffix}"
+    for user in (ann, bea, cid):
+        _user(owui, owui_db, user)
+    chat_id = str(uuid.uuid4())
+    owui.run_owui(
+        ["create-chat", "--chat-id", chat_id, "--user-id", ann, "--title", "trip", "--user-message-id",
+         f"u-{suffix}", "--user-text", "Plan the trip.", "--model", MODEL],
+        owui_db,
+    )  # fmt: skip
+    shared = owui.run_owui(
+        ["share-continue", "--chat-id", chat_id, "--user-id", ann, "--grantee", bea, "--others", cid], owui_db
+    )
+    assert shared["may_write"] == {ann: True, bea: True, cid: False}
+    reply = str(uuid.uuid4())
+    sent = owui.run_owui(
+        ["continue-turn", "--chat-id", chat_id, "--user-id", bea, "--user-message-id", f"u2-{suffix}",
+         "--reply-id", reply, "--text", "And day two?", "--model", MODEL],
+        owui_db,
+    )  # fmt: skip
+    assert sent["metadata"]["chat_id"] == chat_id and sent["user"]["id"] == bea  # what the Pipe gets
+    assert sent["turn"]["messages"][reply]["user_id"] == bea
+
+    store = ChatStore(make_engine(owui_db))
+    try:
+        assert store.chat_owner(chat_id) == ann
+        run_id = f"msg-{chat_id}-{reply}-input-t1"
+        hold = {"run_id": run_id, "writer": "w", "alive": lambda w: False, "create": False, "adopt_writerless": True}
+        with pytest.raises(ChatOwnerMismatch):
+            store.claim(chat_id, reply, user_id=bea, **hold)  # the sender's key: refused, nothing written
+        assert isinstance(store.claim(chat_id, reply, user_id=ann, **hold), TakenOver)  # the owner's key
+        assert store.set_task_id(chat_id, reply, "task-1", holds=lambda w: w == "w")
+        text = "Day two: Porto, by train."
+        output = [{"type": "message", "id": "msg_" + "d" * 24, "status": "completed", "role": "assistant",
+                   "content": [{"type": "output_text", "text": text}]}]  # fmt: skip
+        written = store.write(chat_id, reply, content=text, output=output, done=True, user_id=ann)
+        assert isinstance(written, Written)
+        back = owui.run_owui(["readback", "--chat-id", chat_id], owui_db)
+        message = back["chat"]["chat"]["history"]["messages"][reply]
+        assert (message["content"], message["done"], message["user_id"]) == (text, True, bea)
+        row = next(r for r in back["messages"] if r["id"] == f"{chat_id}-{reply}")
+        assert (row["content"], row["done"], row["user_id"]) == (text, True, bea)
+        # What OwuiSurface.message_user reads (Chats.get_message_by_id_and_message_id: this map first): whose tabs
+        # a cancel of the writer's task is asked about.
+        assert back["messages_map"][reply]["user_id"] == bea
+        assert back["chat"]["user_id"] == ann and back["has_unfinished"] is False
+        stops = {
+            who: owui.run_owui(["task-ids", "--chat-id", chat_id, "--user-id", who, "--task-ids", "task-1"], owui_db)
+            for who in (bea, ann)
+        }
+        assert stops[bea]["task_ids"] == ["task-1"] and stops[ann]["task_ids"] == []
+
+        clone = owui.run_owui(["clone", "--chat-id", chat_id, "--user-id", bea], owui_db)["chat"]
+        assert clone["id"] != chat_id and clone["user_id"] == bea and store.chat_owner(clone["id"]) == bea
+        assert owui.run_owui(["readback", "--chat-id", chat_id], owui_db)["chat"]["chat"] == back["chat"]["chat"]
+    finally:
+        store.engine.dispose()
 
 
 def _wait_for_file(path: Path, process, limit_s: float = 120.0) -> None:

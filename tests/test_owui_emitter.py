@@ -436,3 +436,31 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
             await host.aclose()
 
     _run(body)
+
+
+def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_asked_of_the_senders_tabs() -> None:
+    """Issue 24, item 13: in a chat shared in ``continue`` mode, the reply of the user who continued it carries that
+    user's ``user_id`` and Open WebUI's Stop reaches its task by it, while owc's writer (the chat's session key) is
+    the owner's. The question after the cancel goes to the tabs of the message's own user: its sender's Stop stops
+    it (asked of the owner's tabs, it was taken for "Send now" and the run went on)."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        owui.authors[("c", "m")] = "bea"  # Open WebUI's reply stub, made by insert_chat_turn for the sender
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            sender = owui.open_tab("s-bea", "bea", "c", answers=[{"hook": True, "kinds": ["stop"]}])
+            owner = owui.open_tab("s-ann", "u", "c")  # the owner has the chat open too, and did nothing
+            await _writing(host, emitter, writers, "m")  # the writer runs under the owner's key ("u")
+            await owui.stop_chat("c")
+            await _settled(emitter)
+            assert sender.calls and owner.calls == [] and _reannounced(owui, "m") == []
+            await host.run_in_trio(writers.wait_heard, 1)
+            assert writers.heard == ["m"]
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)

@@ -118,3 +118,39 @@ def test_an_image_in_the_message_becomes_a_chat_send_attachment() -> None:
     assert found[0]["mimeType"] == "image/png" and base64.b64decode(found[0]["content"]) == png
     only_image = _turn_from(VALVES, _body(text=content[1:]), {"id": USER}, {"chat_id": CHAT, "message_id": M})
     assert isinstance(only_image, Turn) and only_image.text == ""  # an image alone is sent too
+
+
+def test_a_turn_in_a_chat_another_user_shared_goes_to_the_owners_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24, item 13: a user writing in a chat shared with them (Open WebUI 0.12.4's ``continue`` share: the
+    request names the owner's chat, ``__user__`` is the sender) sends to the chat's own session, its owner's
+    (``Runtime.chat_session_key``), never to a second session keyed by the sender."""
+    from owc.owui import host as owui_host
+    from owc.runs.inline import UserTurnError
+
+    asked: list[tuple[str, str, str]] = []
+    sent: list[str] = []
+
+    class Runtime:
+        bridge = SimpleNamespace(emitter=None)
+
+        async def chat_session_key(self, agent: str, chat: str, sender: str) -> str:
+            asked.append((agent, chat, sender))
+            return ids.session_key(agent, "owner-1", chat)
+
+        async def user_turn(self, key: str, run_id: str, text: str, **_: Any) -> Any:
+            sent.append(key)
+            raise UserTurnError("sent")
+
+    class Host:
+        async def run_in_trio(self, fn: Any) -> Any:
+            return await fn()
+
+    monkeypatch.setattr(owui_host, "current_runtime", lambda: (Host(), Runtime()))
+    turn = _turn_from(VALVES, _body(), {"id": USER}, {"chat_id": CHAT, "message_id": M})
+    assert isinstance(turn, Turn)
+
+    async def relay() -> list[Any]:
+        return [item async for item in owui_pipe.user_turn(turn)]
+
+    assert asyncio.run(relay()) == ["sent"]
+    assert asked == [("main", CHAT, USER)] and sent == [ids.session_key("main", "owner-1", CHAT)]

@@ -368,6 +368,41 @@ async def test_a_stopped_item_that_starts_with_an_earlier_items_text_is_kept_who
 
 
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer
+async def test_settled_never_returns_between_a_drop_and_the_next_hello(tmp_path, clock) -> None:
+    """Issue 24, item 13: ``Runtime.settled()`` returned while its deploy was reconnecting, and ``owc scenario run``
+    reported a run "missing" that the reconnect's reconcile gives a message (1 play in 4 of a drop, a run ending
+    while away, then ``wait``). The socket was cut; settled's round trip failed on its send (the transport knew)
+    before owc's reader had read the close, so the run table still stood for the dead connection and looked quiet,
+    twice. Here the cut comes exactly then: settled must wait for the next hello and its reconcile, on state."""
+    from trio_websocket import CloseReason, ConnectionClosed
+
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        runtime = env.runtimes["A"]
+        (sim_conn,) = env.sim.conns.values()
+        sim_conn.muted = True  # the network drops everything from here: owc sees nothing of the run below
+        env.sim.start_run(key, "while-away").text("Said while owc was away.").end()
+        await env.sim.wait_for(env.sim.quiescent)
+        conn = runtime.client.connection
+        assert conn is not None and bridge.quiet()  # owc cannot know yet: its connection looks alive and idle
+
+        async def send_on_a_cut_socket(data: object) -> None:
+            env.sim.disconnect()  # the TCP stream is cut now: owc's reader reads the close later
+            raise ConnectionClosed(CloseReason(1006, None))
+
+        conn.ws.send_message = send_on_a_cut_socket  # type: ignore[method-assign]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.settled)
+            await runtime.client.wait_backing_off()  # settled was asked; owc saw the close and backs off
+            await trio.testing.wait_all_tasks_blocked()
+            clock.jump(1)  # the backoff (a transport timer) is the only wait
+        assert runtime.client.connections_opened == 2  # it returned after the next hello, not before
+        msg = (await env.messages(chat_id)).get(ids.message_id(key, "while-away"))
+        assert msg is not None and msg["done"] and msg["content"] == "Said while owc was away."
+
+
+@pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer
 async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()

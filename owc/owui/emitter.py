@@ -66,6 +66,9 @@ class Surface(Protocol):
     async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
         """The user's live Socket.IO sessions (tabs) that have the chat open, on every worker."""
 
+    async def message_user(self, chat_id: str, message_id: str) -> str | None:
+        """The message's own ``user_id`` (None: it has none, or there is no such message)."""
+
     async def event_call(
         self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
     ) -> Any:
@@ -278,9 +281,18 @@ class OwuiEmitter:
     async def _ask(self, task: _Task) -> Intent:
         """Ask every tab of the message's user on the chat which control made its stop calls; the first Stop
         decides at once. A tab that never answers decides nothing: the writer keeps writing meanwhile, and the
-        question ends with the chat's last task or Open WebUI's own event-call bound."""
+        question ends with the chat's last task or Open WebUI's own event-call bound.
+
+        The message's user is its own ``user_id`` where it has one, as Open WebUI's Stop reads it
+        (``filter_task_ids_by_user_id``): in a chat shared in ``continue`` mode the reply of the user who continued
+        it is theirs, while the writer runs under the chat's key, its owner's (issue 24, item 13)."""
+        user_id = task.user_id
         try:
-            sessions = await self._surface.chat_sessions(task.user_id, task.chat_id)
+            user_id = await self._surface.message_user(task.chat_id, task.message_id) or user_id
+        except Exception:
+            log.exception("owui.message_user_failed chat=%s message=%s", task.chat_id, task.message_id)
+        try:
+            sessions = await self._surface.chat_sessions(user_id, task.chat_id)
         except Exception:
             log.exception("owui.sessions_failed chat=%s", task.chat_id)
             return Intent.UNKNOWN
@@ -296,7 +308,7 @@ class OwuiEmitter:
 
         async def ask_tab(session: str, group: anyio.abc.TaskGroup) -> None:
             nonlocal stopped
-            answer = await self._ask_one(task, session, event)
+            answer = await self._ask_one(task, session, user_id, event)
             if answer is None:
                 return
             answers.append(answer)
@@ -309,9 +321,9 @@ class OwuiEmitter:
                 group.start_soon(ask_tab, session, group)
         return Intent.STOP if stopped else decide(answers)
 
-    async def _ask_one(self, task: _Task, session_id: str, event: dict[str, Any]) -> PageAnswer | None:
+    async def _ask_one(self, task: _Task, session_id: str, user_id: str, event: dict[str, Any]) -> PageAnswer | None:
         try:
-            raw = await self._surface.event_call(session_id, task.user_id, task.chat_id, task.message_id, event)
+            raw = await self._surface.event_call(session_id, user_id, task.chat_id, task.message_id, event)
             return read_answer(raw)
         except BadAnswer as exc:
             log.warning("owui.intent_no_answer chat=%s session=%s: %s", task.chat_id, session_id, exc)
@@ -537,6 +549,13 @@ class OpenWebUISurface:
         if socket_main.WEBSOCKET_MANAGER == "redis":
             return await asyncio.to_thread(scan)  # Redis scans are synchronous: off the loop, as Open WebUI does
         return scan()
+
+    async def message_user(self, chat_id: str, message_id: str) -> str | None:
+        from open_webui.models.chats import Chats
+
+        message = await Chats.get_message_by_id_and_message_id(chat_id, message_id)
+        user_id = message.get("user_id") if isinstance(message, dict) else None
+        return user_id if isinstance(user_id, str) and user_id else None
 
     async def event_call(
         self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]

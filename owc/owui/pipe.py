@@ -133,6 +133,7 @@ class Turn:
 
     chat_id: str
     message_id: str
+    #: The user who sent it (``__user__``): the request's own events and questions go to this user's tabs.
     user_id: str
     session_key: str
     run_id: str
@@ -142,6 +143,11 @@ class Turn:
     content: Any = None
     files: tuple[Any, ...] = ()
     user: Mapping[str, Any] = attrs.field(factory=dict)
+    agent_id: str = DEFAULT_AGENT_ID
+
+    def in_chat_of(self, owner_key: str) -> Turn:
+        """The same turn on the chat's own session key (its owner's: ``Runtime.chat_session_key``)."""
+        return attrs.evolve(self, session_key=owner_key)
 
 
 def _turn_from(
@@ -167,6 +173,7 @@ def _turn_from(
         chat_id=chat_id,
         message_id=message_id,
         user_id=user_id,
+        # The sender's key until the chat's owner is read (``user_turn``): the same key in the sender's own chat.
         session_key=ids.session_key(agent, user_id, chat_id),
         run_id=ids.input_run_id(chat_id, message_id, token),
         text=text,
@@ -174,6 +181,7 @@ def _turn_from(
         content=content,
         files=files,
         user=dict(user),
+        agent_id=agent,
     )
 
 
@@ -255,6 +263,14 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
         yield NOT_RUNNING
         return
     emitter = runtime.bridge.emitter
+    try:
+        # A chat another user shared with the sender is the owner's session (``Runtime.chat_session_key``).
+        turn = turn.in_chat_of(
+            await host.run_in_trio(partial(runtime.chat_session_key, turn.agent_id, turn.chat_id, turn.user_id))
+        )
+    except HostError:
+        yield stopped_line(host)
+        return
     if isinstance(emitter, OwuiEmitter):
         await emitter.install_hook(turn.chat_id, turn.message_id, turn.user_id)
     send: dict[str, Any] = {}

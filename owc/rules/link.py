@@ -21,7 +21,8 @@ import enum
 
 import attrs
 
-from owc.protocol import ChatHistory
+from owc.protocol import ChatHistory, HistoryMessage
+from owc.protocol.results import RESTART_RECOVERY_TOOL, USER_KEY_SUFFIX, Provenance
 
 #: The stop reasons of a run's last stored message that say it ended (a final answer, an error, an abort's stored
 #: partial: ``openclawAbort``, from a Stop, a stop command or a chat.abort). A Gateway restart, stop or crash
@@ -56,14 +57,31 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
     recoveries = {m.user_run_id for m in messages if m.is_restart_recovery_turn and m.user_run_id}
     others: set[str] = set()  # runs with messages after the candidate's user turn (walking back)
     stops: list[tuple[str, str | None]] = []  # (run, stop reason) of the messages after the candidate, newest first
+    #: Runs passed over: each ended on its own after the run the boot recovered (admitted between the boot and its
+    #: delayed recovery, which queues behind them), so none of them is the one recovered (``_passed``).
+    passed: set[str] = set()
     hidden_turn = messages[at].turn_boundary
+    #: Every message walked so far is numbered (``__openclaw.seq``): a hidden message among them would show as a gap.
+    numbered = messages[at].seq is not None
+
+    def last_stop(run: str) -> str | None:
+        return next((stop for owner, stop in stops if owner == run or owner in recoveries), None)
+
     for index in range(at - 1, -1, -1):
         message = messages[index]
         after = messages[index + 1]
+        numbered = numbered and message.seq is not None
         if message.seq is not None and after.seq is not None and after.seq - message.seq > 1:
             # A message chat.history hides lies between (``__openclaw.seq`` numbers the stored transcript): it may
-            # be the hidden user turn of the run the boot recovered (an announce: fuzzer, seed 1569).
-            hidden_turn = True
+            # be the hidden user turn of the run the boot recovered (an announce: fuzzer, seed 1569), or the hidden
+            # user turn of the one run whose messages follow it (``_own_hidden_turn``).
+            own = _own_hidden_turn(after, others - recoveries - passed, numbered and not hidden_turn)
+            if own is not None and last_stop(own) not in ENDED:
+                return Link(Verdict.LINKED, own)
+            if own is not None:
+                passed.add(own)  # its own turn, and it ended: an earlier run is the one recovered
+            else:
+                hidden_turn = True
         if message.role == "user":
             if message.is_restart_recovery_turn:
                 hidden_turn = hidden_turn or message.turn_boundary
@@ -74,14 +92,16 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
                 # after it. One run stored messages there and none of them ended it: that run was running when the
                 # boot came, so it is the one recovered (issue 24, item 4: a process that saw it begin but died
                 # before the cut holds its message, and the recovery belongs in it). Else not named here.
-                candidates = others - recoveries
+                candidates = others - recoveries - passed
                 if len(candidates) == 1 and not hidden_turn:
                     (only,) = candidates
-                    last = next((stop for run, stop in stops if run == only or run in recoveries), None)
-                    if last not in ENDED:
+                    if last_stop(only) not in ENDED:
                         return Link(Verdict.LINKED, only)
+                    if _passed(numbered):
+                        passed.add(only)
+                        continue
                 return Link(Verdict.RECOVERY)
-            if others - {source} - recoveries:
+            if others - {source} - recoveries - passed:
                 # Another run stored messages after it: the run the boot recovered began later, and its own
                 # user turn is hidden from the transcript (an inter-session message): not named here.
                 return Link(Verdict.RECOVERY)
@@ -89,11 +109,14 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
                 # A hidden message came after it (a heartbeat's prompt, marked ``turnBoundary`` on the next shown
                 # message, or any other a ``seq`` gap shows): the run the boot recovered may be that one's.
                 return Link(Verdict.RECOVERY)
-            last = next((stop for run, stop in stops if run == source or run in recoveries), None)
-            if last in ENDED:
+            if last_stop(source) in ENDED:
                 # The source's last message (or its earlier recovery's) ended it before the boot (a final answer,
                 # an error): the Gateway recovers runs still running, so the recovered run is one the transcript
-                # does not show (an inter-session turn or a heartbeat's, hidden from chat.history).
+                # does not show (an inter-session turn or a heartbeat's, hidden from chat.history), or, on a
+                # numbered page with nothing hidden, an earlier one (``_passed``).
+                if _passed(numbered):
+                    passed.add(source)
+                    continue
                 return Link(Verdict.RECOVERY)
             return Link(Verdict.LINKED, source)
         hidden_turn = hidden_turn or message.turn_boundary
@@ -101,7 +124,58 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
         if owner is not None:
             others.add(owner)
             stops.append((owner, "openclawAbort" if message.aborted else message.stop_reason))
+    if at > 0:
+        # The page begins with the messages of the runs after it (the transcript's start, or the window's).
+        own = _own_hidden_turn(messages[0], others - recoveries - passed, numbered and not hidden_turn)
+        if own is not None and last_stop(own) not in ENDED:
+            return Link(Verdict.LINKED, own)
     return Link(Verdict.RECOVERY)
+
+
+def _passed(numbered: bool) -> bool:
+    """A run that ended on its own, walking back from a recovery, is passed over (the walk goes on to an earlier run)
+    only on a numbered page with nothing hidden since it: then no other run can have been running at the boot
+    unseen, and the run the boot recovered is an earlier one, the Gateway having admitted the later ones between its
+    boot and the delayed recovery, which queues behind them (seed 004: "a few seconds after startup"; fuzz seeds 48,
+    135, 241, 40536). Without ``seq`` a hidden turn could not be told: unnamed, as before."""
+    return numbered
+
+
+def _own_hidden_turn(first: HistoryMessage, candidates: set[str], unbroken: bool) -> str | None:
+    """The run whose hidden user turn lies right before ``first`` (a hidden message, or the page's start): exactly
+    one run stored the messages from ``first`` to the recovery's user turn, beginning with ``first``. It is that
+    run's own user turn (an announce's or a ``sessions_send``'s, hidden from chat.history), and any later run's turn
+    would show, or leave a gap of its own (issue 24 item 4: an agent turn whose cut no living process holds).
+    ``unbroken``: every message from ``first`` on is numbered and no other hidden message or heartbeat mark lies
+    among them (else the recovered run may be a hidden one: unnamed, as before)."""
+    if not unbroken or len(candidates) != 1:
+        return None
+    (only,) = candidates
+    return only if first.assistant_run_id == only else None
+
+
+#: The run id of the recovery ``recovery_owed`` pictures coming next (no run has it: not a UUID).
+_PROBE = "owc-probe:recovery"
+
+
+def recovery_owed(history: ChatHistory) -> str | None:
+    """The run a restart recovery arriving now would continue, by this rule: the page with such a recovery's user
+    turn pictured after its newest message. A run named so was not ended by its transcript and nothing ran after it
+    but runs that ended on their own: if the Gateway recovers the session (a boot's recovery not come yet, delayed
+    behind runs it admitted first), that is its source. A reconcile pass that finds one has a run on the session
+    checked against the rule before it claims (issue 24 item 4: a process back after the cut, which never saw it,
+    gave the delayed recovery a message of its own; fuzz seeds 241, 40536)."""
+    if not history.messages:
+        return None
+    last = history.messages[-1]
+    turn = HistoryMessage(
+        role="user",
+        idempotency_key=f"{_PROBE}{USER_KEY_SUFFIX}",
+        provenance=Provenance(kind="internal_system", source_tool=RESTART_RECOVERY_TOOL),
+        seq=last.seq + 1 if last.seq is not None else None,
+    )
+    link = recovery_source(attrs.evolve(history, messages=(*history.messages, turn)), _PROBE)
+    return link.source if link.verdict is Verdict.LINKED else None
 
 
 def ended_in(history: ChatHistory, run_id: str) -> bool:

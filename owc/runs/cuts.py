@@ -33,7 +33,7 @@ from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
 from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
-from owc.rules.link import Verdict, before, followed, next_run_began, recovery_source
+from owc.rules.link import Verdict, before, followed, next_run_began, recovery_owed, recovery_source
 from owc.rules.owner import (
     BUDGET_NOTE,
     CUT_OFF,
@@ -141,6 +141,11 @@ class Cuts:
         self._writing = 0
         #: Resume run id -> the cut it continues (its chain, M's output, the count), taken when the run claims.
         self._expected: dict[str, Cut] = {}
+        #: Session key -> the run a restart recovery arriving there would continue, as a reconcile pass read the
+        #: transcript (``recovery_owed``): a run on the session is checked against link rule E before it claims,
+        #: until a recovery was (``may_link``). This process may never have seen that run cut (it came back after
+        #: the cut), so no cut of its own says a recovery may come.
+        self.owed: dict[str, str] = {}
 
     def uncut(self, run: Run) -> None:
         """``run`` was not cut after all (its transcript says it ended): its cut goes, and a recovery waiting for its
@@ -334,6 +339,17 @@ class Cuts:
             self._act(table, cut)
         else:
             self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
+
+    def seen_history(self, row: SessionRow, history: ChatHistory) -> None:
+        """A reconcile pass read the session's transcript: the run a restart recovery arriving now would continue, if
+        any (not one the row says is running), is remembered so that the session's next runs are link-checked (issue
+        24 item 4: a recovery delayed behind runs the Gateway admitted after its boot, seen by a process that came
+        back after the cut, got a message of its own; fuzz seeds 241, 40536)."""
+        source = recovery_owed(history)
+        if source is not None and source not in (row.active_run_ids or ()):
+            self.owed[row.key] = source
+        else:
+            self.owed.pop(row.key, None)
 
     def seen_chat(
         self, table: RunTable, chat_id: str, messages: dict[str, Any], history: ChatHistory | None = None
@@ -676,6 +692,8 @@ class Cuts:
             m.user_run_id == run.run_id and m.is_restart_recovery_turn for m in run.history.messages
         ):
             return True  # a recovery that ended while owc was away: the reconcile's transcript says so
+        if self.owed.get(run.session_key) not in (None, run.run_id):
+            return True  # a pass read a transcript a coming recovery would continue (``seen_history``)
         row = self.rows.get(run.session_key)
         return bool(row is not None and row.aborted_last_run and row.status == "running")
 
@@ -720,10 +738,24 @@ class Cuts:
         if link.verdict is Verdict.NOT_RECOVERY:
             if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
                 return  # (or the transcript says the cut run ended on its own before a later run: no note)
-            if run.order[1] > cut.opened:
-                # A run of its own took the session after the cut: the Gateway did not recover the cut run.
+            if (
+                run.order[1] > cut.opened
+                and not cut.seen.notice_before_terminal
+                and (followed(history, cut.source) or recovery_owed(history) != cut.source)
+            ):
+                # A run of its own took the session after the cut: the Gateway did not recover the cut run. Not so
+                # when the Gateway said it was going down while the cut run ran (its row was left running, so the
+                # boot recovers it), or when the transcript says the cut run is still the one a recovery would
+                # continue (this run ended on its own after it): a run admitted between the boot and the delayed
+                # recovery runs first, and the recovery, queued behind it, still comes for M (issue 24 item 4:
+                # ending M here gave it a message of its own; fuzz seeds 48, 135).
                 self._end(table, cut, NEWER_RUN_NOTE)
+            elif run.order[1] > cut.opened:
+                log.info(
+                    "runs.link_admitted run=%s held=%s (admitted before the recovery: M waits)", run.run_id, cut.source
+                )
             return
+        self.owed.pop(run.session_key, None)  # the recovery came: its check decides
         held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if (
             cut is not None

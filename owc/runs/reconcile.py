@@ -105,6 +105,7 @@ async def _session(
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
     messages = messages if isinstance(messages, dict) else {}
     table.bridge.cuts.seen_chat(table, ref.chat_id, messages, history)
+    table.bridge.cuts.seen_history(row, history)
     # A continuation (a recovery linked by rule E, a resume) writes into the message of the run it continues:
     # the message names it in its chain, so it is not owed a message of its own (issue 14).
     chained = {

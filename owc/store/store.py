@@ -766,6 +766,13 @@ class ChatStore:
             )
         return out
 
+    def chat_owner(self, chat_id: str) -> str | None:
+        """The user who owns the chat (its row's ``user_id``), or None for no such chat: one indexed read of one
+        column, no lock. The chat's session key names this user, whoever sends (``Runtime.chat_session_key``)."""
+        with self.engine.connect() as conn:
+            owner = conn.execute(select(chat_t.c.user_id).where(chat_t.c.id == chat_id)).scalar()
+        return owner if isinstance(owner, str) and owner else None
+
     def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             row = conn.execute(select(type_coerce(chat_t.c.chat, Text)).where(chat_t.c.id == chat_id)).first()
@@ -927,6 +934,9 @@ class TrioChatStore:
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)
+
+    async def chat_owner(self, chat_id: str) -> str | None:
+        return await self._run(self.sync.chat_owner, chat_id)
 
     async def reserve_resume(self, chat_id: str, message_id: str, **kwargs: Any) -> tuple[int, bool]:
         return await self._write(self.sync.reserve_resume, chat_id, message_id, **kwargs)

@@ -55,6 +55,8 @@ class FakeOpenWebUI:
         self.tabs: list[FakeTab] = []
         #: Sessions in a chat's room on this worker but not (yet) in the session pool's chat list, or the reverse.
         self.room_only: dict[str, set[str]] = {}
+        #: (chat, message) -> the message's ``user_id`` where a test sets one (Open WebUI's stub of another user).
+        self.authors: dict[tuple[str, str], str] = {}
 
     def open_tab(self, session_id: str, user_id: str, chat_id: str, answers: list[Any] | None = None) -> FakeTab:
         tab = FakeTab(session_id, user_id, chat_id, answers)
@@ -66,6 +68,9 @@ class FakeOpenWebUI:
 
     async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
         return [t.session_id for t in self.tabs if t.user_id == user_id and t.chat_id == chat_id]
+
+    async def message_user(self, chat_id: str, message_id: str) -> str | None:
+        return self.authors.get((chat_id, message_id))
 
     async def event_call(
         self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]

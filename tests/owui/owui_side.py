@@ -8,6 +8,10 @@ to stdout, env.py prints "dotenv not installed") is redirected to stderr first.
     owui_side.py create-user --user-id U [--role admin] [--name N] [--email E]
     owui_side.py create-chat --chat-id C --user-id U [--title T] [--user-message-id M --user-text TEXT --model MODEL]
     owui_side.py readback --chat-id C
+    owui_side.py share-continue --chat-id C --user-id OWNER --grantee U [--others U ...]
+    owui_side.py continue-turn --chat-id C --user-id U --user-message-id M --reply-id R --text TEXT --model MODEL
+    owui_side.py clone --chat-id C --user-id U
+    owui_side.py task-ids --chat-id C --user-id U [--task-ids T ...]
     owui_side.py hammer --chat-id C --count N --tag T [--interval S] [--ready-file P] [--start-file P]
 
 Environment (set by ``venv.owui_env``): DATABASE_URL, WEBUI_SECRET_KEY, DATA_DIR, STATIC_DIR, FRONTEND_BUILD_DIR,
@@ -162,6 +166,92 @@ async def cmd_create_chat(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Shared chats (issue 24, item 13): Open WebUI's own sharing calls, as its routers make them
+
+
+async def cmd_share_continue(ns: argparse.Namespace) -> dict[str, Any]:
+    """The owner shares the chat in ``continue`` mode with one user: ``POST /chats/{id}/share`` (routers/chats.py
+    2158-2161: ``SharedChats.create`` + ``update_chat_share_id_by_id``) and the share's access grant to the user
+    (``AccessGrants.grant_access('shared_chat', chat_id, 'user', grantee, 'read')``, what the share dialog sets).
+    Then who may write into the chat, by ``Chats.get_accessible_chat_by_id(..., permission='write')``: the check
+    ``POST /api/chat/completions`` makes before the Pipe runs (main.py:1561)."""
+    from open_webui.models.access_grants import AccessGrants
+    from open_webui.models.chats import Chats
+    from open_webui.models.shared_chats import SharedChats
+    from open_webui.models.users import Users
+
+    try:
+        shared = await SharedChats.create(ns.chat_id, ns.user_id, share_mode="continue")
+        if shared is None:
+            raise RuntimeError("SharedChats.create returned None")
+        await Chats.update_chat_share_id_by_id(ns.chat_id, shared.id)
+        await AccessGrants.grant_access("shared_chat", ns.chat_id, "user", ns.grantee, "read")
+        may_write = {}
+        for user_id in [ns.user_id, ns.grantee, *ns.others]:
+            user = await Users.get_user_by_id(user_id)
+            may_write[user_id] = await Chats.get_accessible_chat_by_id(ns.chat_id, user, permission="write") is not None
+        return {"share_id": shared.id, "may_write": may_write}
+    finally:
+        await _dispose()
+
+
+async def cmd_continue_turn(ns: argparse.Namespace) -> dict[str, Any]:
+    """A user sends a message in a chat they may write into: what ``POST /api/chat/completions`` does before it
+    calls the Pipe (main.py:1561-1575: the write check, then ``Chats.insert_chat_turn`` with the user message and
+    the reply stub). Returns the turn and the ``__metadata__`` / ``__user__`` ids the Pipe then gets (main.py:1317)."""
+    from open_webui.models.chats import Chats
+    from open_webui.models.users import Users
+
+    try:
+        user = await Users.get_user_by_id(ns.user_id)
+        chat = await Chats.get_accessible_chat_by_id(ns.chat_id, user, permission="write")
+        if chat is None:
+            raise RuntimeError(f"{ns.user_id} may not write into {ns.chat_id}")
+        parent = chat.chat["history"]["currentId"]
+        user_message = {"id": ns.user_message_id, "parentId": parent, "role": "user", "content": ns.text,
+                        "models": [ns.model]}  # fmt: skip
+        turn = await Chats.insert_chat_turn(
+            ns.chat_id, user, user_message, [{"message_id": ns.reply_id, "model_id": ns.model}]
+        )
+        metadata = {"chat_id": ns.chat_id, "message_id": ns.reply_id, "user_message_id": ns.user_message_id}
+        return {"turn": turn, "metadata": metadata, "user": {"id": user.id}}
+    finally:
+        await _dispose()
+
+
+async def cmd_clone(ns: argparse.Namespace) -> dict[str, Any]:
+    """``POST /chats/{share_id}/clone/shared`` after its access checks (routers/chats.py 2046-2083): the chat as
+    the user may see it, imported as a new chat of the user's own (``Chats.import_chats(user.id, ...)``)."""
+    from open_webui.models.chats import ChatImportForm, Chats
+    from open_webui.models.users import Users
+
+    try:
+        user = await Users.get_user_by_id(ns.user_id)
+        chat = await Chats.get_chat_by_id(ns.chat_id)
+        updated = {**chat.chat, "originalChatId": chat.id, "branchPointMessageId": chat.chat["history"]["currentId"],
+                   "title": f"Clone of {chat.title}"}  # fmt: skip
+        for message in (updated.get("history", {}).get("messages") or {}).values():
+            if (message.get("user_id") or chat.user_id) == chat.user_id:
+                message["user_id"] = user.id
+        form = ChatImportForm(chat=updated, meta=chat.meta, variables={}, pinned=chat.pinned, folder_id=None)
+        (clone,) = await Chats.import_chats(user.id, [form])
+        return {"chat": _dump(clone)}
+    finally:
+        await _dispose()
+
+
+async def cmd_task_ids(ns: argparse.Namespace) -> dict[str, Any]:
+    """Which of a chat's tasks a user's Stop reaches (``Chats.filter_task_ids_by_user_id``, main.py:2200)."""
+    from open_webui.models.chats import Chats
+
+    try:
+        chat = await Chats.get_chat_by_id(ns.chat_id)
+        return {"task_ids": await Chats.filter_task_ids_by_user_id(chat, ns.user_id, ns.task_ids)}
+    finally:
+        await _dispose()
+
+
+# --------------------------------------------------------------------------------------------------------------
 # readback
 
 
@@ -294,6 +384,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model")
     p = sub.add_parser("readback")
     p.add_argument("--chat-id", required=True)
+    p = sub.add_parser("share-continue")
+    p.add_argument("--chat-id", required=True)
+    p.add_argument("--user-id", required=True, help="the chat's owner")
+    p.add_argument("--grantee", required=True)
+    p.add_argument("--others", nargs="*", default=[], help="users whose write access is only reported")
+    p = sub.add_parser("continue-turn")
+    p.add_argument("--chat-id", required=True)
+    p.add_argument("--user-id", required=True)
+    p.add_argument("--user-message-id", required=True)
+    p.add_argument("--reply-id", required=True)
+    p.add_argument("--text", required=True)
+    p.add_argument("--model", required=True)
+    p = sub.add_parser("clone")
+    p.add_argument("--chat-id", required=True)
+    p.add_argument("--user-id", required=True)
+    p = sub.add_parser("task-ids")
+    p.add_argument("--chat-id", required=True)
+    p.add_argument("--user-id", required=True)
+    p.add_argument("--task-ids", nargs="*", default=[])
     p = sub.add_parser("hammer")
     p.add_argument("--chat-id", required=True)
     p.add_argument("--count", type=int, required=True)
@@ -322,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
                 "create-user": cmd_create_user,
                 "create-chat": cmd_create_chat,
                 "readback": cmd_readback,
+                "share-continue": cmd_share_continue,
+                "continue-turn": cmd_continue_turn,
+                "clone": cmd_clone,
+                "task-ids": cmd_task_ids,
                 "hammer": cmd_hammer,
             }[ns.cmd]
             result = asyncio.run(handler(ns))
