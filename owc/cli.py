@@ -369,7 +369,7 @@ def _print_played(played, *, tabs: bool) -> None:
         elif mid is None:
             quiet.append(f"run {op_name!r}: an Open WebUI action's own run")
         elif mid not in shown and not any(name == op_name for _, name in played.missing):
-            why = "a heartbeat (never shown)" if run.run.heartbeat else "it showed nothing (a silent reply)"
+            why = "a heartbeat that only acknowledged" if run.run.heartbeat else "it showed nothing (a silent reply)"
             quiet.append(f"run {op_name!r}: {why}")
     if quiet:
         print("\nruns with no message, as designed:")

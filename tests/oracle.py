@@ -11,8 +11,10 @@ Invariants (shared/design.md, issue 11), each problem tagged with its kind in br
   failure, not "a silent reply";
 * ``[unfinished]`` that message is finished (``done: true``) once the run has ended, and no message at all is
   ``done: false`` once the play is quiescent (the exemptions are below);
-* ``[silent]`` no message for a heartbeat, an ``owui-action-`` run, a run on another key, or a run that said only
-  a sentinel (a heartbeat whose transcript cannot tell it from another run may have one: ``unclear_heartbeat``);
+* ``[silent]`` no message for an ``owui-action-`` run, a run on another key, or a run that said only a sentinel
+  (a heartbeat runner's turn is judged as any run: one that speaks must have its message with its reply, as the
+  Gateway's own chat shows it; one that only acknowledges, ``HEARTBEAT_OK`` / ``NO_REPLY``, must have none:
+  issue 24 item 6, measured on 2026.9.6, ``docs/reference/gateway-errors-heartbeats-internal.md``);
 * ``[duplicate]`` one message per run, and no sibling variants;
 * ``[content]`` the message's tool cards are the transcript's tool calls (as many) and its text items are the
   transcript's texts, in order;
@@ -151,7 +153,8 @@ def _run_messages(transcript: list[dict[str, Any]], run_id: str) -> list[dict[st
     return out
 
 
-#: A heartbeat runner's stored prompt (measured on the real Gateway 2026.9.6): ``chat.history`` hides it.
+#: A heartbeat runner's stored prompt (measured on the real Gateway 2026.9.6): ``chat.history`` hides it, and no
+#: message may show it (``_check_run``).
 HEARTBEAT_PROMPTS = {
     "[OpenClaw heartbeat poll]",
     "[OpenClaw cron wake]",
@@ -167,33 +170,6 @@ def _plain(message: dict[str, Any]) -> str | None:
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
         return "".join(str(p.get("text") or "") for p in content).strip()
     return None
-
-
-def _hidden_in_history(message: dict[str, Any]) -> bool:
-    """What the real Gateway's ``chat.history`` leaves out (read in its ``chat-display-projection``): a
-    heartbeat runner's prompt, a reply that is only ``HEARTBEAT_OK`` / ``NO_REPLY``, a sub-agent's announce."""
-    role, text, prov = message.get("role"), _plain(message), message.get("provenance") or {}
-    if role == "user" and text in HEARTBEAT_PROMPTS:
-        return True
-    if role == "assistant" and text is not None and text.upper() in ("HEARTBEAT_OK", "NO_REPLY"):
-        return True
-    return role == "user" and prov.get("kind") == "inter_session" and prov.get("sourceTool") == "subagent_announce"
-
-
-def unclear_heartbeat(sim: Any, run: Any) -> bool:
-    """A heartbeat run that ``chat.history`` cannot tell apart: its prompt is hidden and the next message shown
-    is marked, but another hidden message right before that prompt (an acknowledgement, an announce, another
-    heartbeat's prompt) could have left the same mark on an ordinary run. owc shows such a reply rather than
-    risk losing a turn (NOTES.md), so its message is allowed, not required."""
-    if not run.heartbeat:
-        return False
-    session = sim.sessions.get(run.key)
-    transcript = session.transcript if session is not None else []
-    mine = [i for i, m in enumerate(transcript) if (m.get("__openclaw") or {}).get("runId") == run.run_id]
-    if not mine or mine[0] < 2:
-        return False
-    prompt, before = transcript[mine[0] - 1], transcript[mine[0] - 2]
-    return _hidden_in_history(prompt) and _plain(prompt) in HEARTBEAT_PROMPTS and _hidden_in_history(before)
 
 
 def _parts(messages: list[dict[str, Any]]) -> tuple[list[str], int]:
@@ -409,7 +385,7 @@ def check_errors(
     for name, mid, message, runs in _finished_groups(sim, chats, groups):
         last = runs[-1]
         wanted = _own_error(last)
-        if wanted is None or last.heartbeat:
+        if wanted is None:
             continue
         shown = message_error(message)
         if shown is not None and shown.startswith(CUT_OFF):
@@ -531,7 +507,7 @@ def check_streamed(
     for run in sim.runs.values():
         mid = message_of(sim, run)
         chat_id = chat_of(run.key)
-        if mid is None or chat_id is None or chat_id not in chats or run.heartbeat or run.state != "ended":
+        if mid is None or chat_id is None or chat_id not in chats or run.state != "ended":
             continue
         name, messages = chats[chat_id]
         owned = any(run in g for key, g in groups.items() if key in messages)
@@ -540,14 +516,12 @@ def check_streamed(
         items = _streamed_items(sim, run)
         session = sim.sessions.get(run.key)
         texts, calls = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
-        if items and not texts and not calls and not unclear_heartbeat(sim, run):
+        if items and not texts and not calls:
             problems.append(f"{name}: [streamed] run {run.run_id} streamed {items[0][:60]!r} to owc and has no message")
     for name, mid, message, runs in _finished_groups(sim, chats, groups):
         shown = [t for t in _output_texts(message) if t not in SILENT]
         at = 0
         for run in runs:
-            if run.heartbeat:
-                continue
             items = _streamed_items(sim, run)
             session = sim.sessions.get(run.key)
             kept, _ = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
@@ -629,8 +603,8 @@ def _check_run(
     # A run cut by a crash persisted nothing of what it showed live: a message is allowed for that (owc may
     # have streamed it), not required (owc may have been away: nobody can show what nobody kept).
     live = [p.strip() for p in run.text.split("\n\n") if p.strip() and p.strip() not in SILENT]
-    shows = (calls > 0 or bool(texts)) and not run.heartbeat and mid is not None
-    may_show = (((shows or bool(live)) and not run.heartbeat) or unclear_heartbeat(sim, run)) and mid is not None
+    shows = (calls > 0 or bool(texts)) and mid is not None
+    may_show = (shows or bool(live)) and mid is not None
     owned = mid is not None and (messages.get(mid, {}).get("meta") or {}).get("openclaw_run") == run.run_id
     problems: list[str] = []
     if not shows:
@@ -646,6 +620,11 @@ def _check_run(
             f"{name}: [missing] run {run.run_id} showed something ({calls} tool calls, {len(texts)} texts)"
             f" and has no message {mid}"
         ]
+    content = str(message.get("content") or "")
+    if prompts := [p for p in HEARTBEAT_PROMPTS if p in content]:
+        # The Gateway hides a heartbeat runner's placeholder prompt from every chat surface (measured): a message
+        # never shows it, whatever run it is.
+        problems.append(f"{name}: [content] run {run.run_id}'s message {mid} shows the hidden prompt {prompts[0]!r}")
     if run.state != "ended":
         return problems
     if message.get("done") is not True:
@@ -685,7 +664,7 @@ def _check_chain(
         session = sim.sessions.get(run.key)
         texts, calls = _parts(_run_messages(session.transcript if session is not None else [], run.run_id))
         per_run.append((run, texts, calls))
-    shows = any(texts or calls for _, texts, calls in per_run) and not any(r.heartbeat for r in runs)
+    shows = any(texts or calls for _, texts, calls in per_run)
     message = messages.get(mid) if mid is not None else None
     label = "+".join(r.run_id[:8] for r in runs)
     if message is None:
@@ -889,11 +868,7 @@ def check_expected(
             problems.append(f"[expected] run {run} must show and has no message")
         elif what == "show" and chats[where[0]][2][where[1]].get("done") is not True:
             problems.append(f"[expected] run {run}'s message is not done")
-        elif (
-            what == "silent"
-            and (where := writers.get(run_id)) is not None
-            and not unclear_heartbeat(sim, sim.runs[run_id])
-        ):
+        elif what == "silent" and (where := writers.get(run_id)) is not None:
             problems.append(f"[expected] run {run} must not show and has message {where[1]} in {where[0]}")
     for cname, runs in order.items():
         if cname not in chats:

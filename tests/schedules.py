@@ -104,7 +104,9 @@ class RunModel:
         ``unknown`` (a scripted run a restart may or may not have caught)."""
         self.state = "cancelled" if how == "cancel" else "ended"
         self.cut = how == "crash"
-        if self.heartbeat or not self.on_chat or how == "cancel":
+        # A heartbeat runner's turn is any run's here: the Gateway's own chat shows its reply (a bare
+        # ``HEARTBEAT_OK`` is a sentinel, so ``shows`` is false for it): issue 24 item 6.
+        if not self.on_chat or how == "cancel":
             self.fate = SILENT_FATE
         elif how == "unknown":
             self.fate = MAY if self.shows else SILENT_FATE

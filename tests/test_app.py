@@ -50,7 +50,10 @@ async def test_demo_scenario_contents(tmp_path: Path) -> None:
     assert wake["done"] and len([i for i in wake["output"] if i["type"] == "function_call"]) == 2
     first, second = ids.message_id(key, runs["followup-1"]), ids.message_id(key, runs["followup-2"])
     assert ops[second]["parentId"] == first and ops[first]["parentId"] == ids.message_id(key, runs["cron-wake"])
-    assert ids.message_id(key, runs["heartbeat"]) not in ops
+    assert ids.message_id(key, runs["heartbeat"]) not in ops  # it only acknowledged (HEARTBEAT_OK)
+    alert = ops[ids.message_id(key, runs["heartbeat-alert"])]  # it spoke: shown, after the turns before it
+    assert alert["done"] and alert["content"] == "Heads up: /data grew back to 85% in the last hour."
+    assert alert["parentId"] == second
     research = played.chats["research"]
     rkey = played.player.chats["research"].session_key
     assert research[ids.message_id(rkey, runs["after-gap"])]["content"] == "Weekly digest: nothing new."

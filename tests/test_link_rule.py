@@ -119,6 +119,34 @@ def test_a_hidden_heartbeat_turn_after_the_source_leaves_it_unnamed() -> None:
     assert recovery_source(history(user("s"), said("s", "cut"), user("r", "c", PROV)), "r").source == "s"
 
 
+def test_a_cut_heartbeat_that_spoke_is_named_by_its_own_prompts_mark() -> None:
+    """Issue 24 item 6: a heartbeat that spoke has its message, as the Gateway's own chat shows it, so a boot's
+    recovery of it belongs in that message (rule E). Its prompt is hidden and marks its first message
+    ``turnBoundary``: that mark is of the hidden message right before the run's own messages, its own turn, not
+    another hidden one among them (fuzz seeds 80279, 80286: a heartbeat called a tool, owc was killed, the
+    Gateway restarted; the next process made the heartbeat's message from its transcript and gave the recovery a
+    message of its own). Before item 6 a heartbeat had no message, and the mark left it unnamed."""
+    tool = {**said("s", ""), "stopReason": "toolUse", "__openclaw": {"runId": "s", "turnBoundary": True}}
+    result = {"role": "toolResult", "content": "ok", "toolCallId": "c1"}
+    # At the transcript's start (seq 1, the prompt, hidden), and after an earlier turn (seq 3 hidden).
+    assert recovery_source(_numbered(tool, result, user("r", "c", PROV), first=2), "r") == Link(Verdict.LINKED, "s")
+    h = history(
+        _at(user("a"), 1), _at(_ended("a", "x", "stop"), 2), _at(tool, 4), _at(result, 5), _at(user("r", "c", PROV), 6)
+    )
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # After a silent heartbeat too (its prompt and HEARTBEAT_OK hidden as well: seq 3-5): s is still the one run
+    # that stored messages and did not end them.
+    h = history(
+        _at(user("a"), 1), _at(_ended("a", "x", "stop"), 2), _at(tool, 6), _at(result, 7), _at(user("r", "c", PROV), 8)
+    )
+    assert recovery_source(h, "r") == Link(Verdict.LINKED, "s")
+    # A heartbeat that ended on its own answer is not the one recovered; nor one with a hidden message after it.
+    done = {**_ended("s", "All quiet.", "stop"), "__openclaw": {"runId": "s", "turnBoundary": True}}
+    assert recovery_source(_numbered(done, user("r", "c", PROV), first=2), "r").verdict is Verdict.RECOVERY
+    h = history(_at(tool, 2), _at(result, 3), _at(user("r", "c", PROV), 5))
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
+
+
 def test_a_source_whose_earlier_recovery_ended_is_not_named_again() -> None:
     """A recovery that finished its source's turn ended the chain: a later boot's recovery is of a run the transcript
     does not show (fuzzer, seed 257: an announce's hidden turn), not of the same source again."""
@@ -239,11 +267,12 @@ def test_a_hidden_turn_right_before_one_runs_messages_is_that_runs_own() -> None
     # Another hidden message after its messages: the recovered run may be that one (seed 1569's case).
     h = history(_at(tool, 2), _at(result, 3), _at(user("r", "c", PROV), 5))
     assert recovery_source(h, "r").verdict is Verdict.RECOVERY
-    # Two runs' messages after the gap, or a heartbeat's mark among them: not named.
+    # Two runs' messages after the gap, or a heartbeat's mark among them (past the first): not named.
     h = _numbered(tool, result, said("x", "other"), user("r", "c", PROV), first=2)
     assert recovery_source(h, "r").verdict is Verdict.RECOVERY
-    marked = {**tool, "__openclaw": {"runId": "s", "turnBoundary": True}}
-    assert recovery_source(_numbered(marked, result, user("r", "c", PROV), first=2), "r").verdict is Verdict.RECOVERY
+    later = {**said("s", "more"), "__openclaw": {"runId": "s", "turnBoundary": True}}
+    h = _numbered(tool, result, later, user("r", "c", PROV), first=2)
+    assert recovery_source(h, "r").verdict is Verdict.RECOVERY
     # Unnumbered messages: a hidden turn after them could not be told, so not named (as before).
     assert recovery_source(history(tool, result, user("r", "c", PROV)), "r").verdict is Verdict.RECOVERY
 

@@ -22,6 +22,9 @@ from schedules import build
 SCENARIO = """
 {"op": "chat", "chat": "a", "user": "u0"}
 {"op": "key", "name": "main", "key": "agent:main:main"}
+{"op": "run", "chat": "a", "run": "beat", "heartbeat": true, "origin": "heartbeat"}
+{"op": "text", "run": "beat", "text": "All quiet."}
+{"op": "end", "run": "beat"}
 {"op": "run", "chat": "a", "run": "r1"}
 {"op": "text", "run": "r1", "text": "First answer."}
 {"op": "tool", "run": "r1", "name": "exec", "args": {"cmd": "ls"}, "result": "ok"}
@@ -30,9 +33,9 @@ SCENARIO = """
 {"op": "run", "chat": "a", "run": "r2"}
 {"op": "text", "run": "r2", "text": "Second answer."}
 {"op": "end", "run": "r2"}
-{"op": "run", "chat": "a", "run": "beat", "heartbeat": true, "origin": "heartbeat"}
-{"op": "text", "run": "beat", "text": "All quiet."}
-{"op": "end", "run": "beat"}
+{"op": "run", "chat": "a", "run": "ack", "heartbeat": true, "origin": "heartbeat"}
+{"op": "text", "run": "ack", "text": "HEARTBEAT_OK"}
+{"op": "end", "run": "ack"}
 {"op": "run", "chat": "a", "run": "quiet"}
 {"op": "text", "run": "quiet", "text": "NO_REPLY"}
 {"op": "end", "run": "quiet"}
@@ -124,10 +127,12 @@ def _append(history: dict[str, Any], mid: str, run_id: str | None, *, done: bool
 def test_a_clean_play_passes(spoiled: Spoiled) -> None:
     assert spoiled.problems() == []
     messages = spoiled.played.chats["a"]
-    assert set(messages) == {spoiled.mid("r1"), spoiled.mid("r2")}  # beat, quiet and elsewhere showed nothing here
+    # The heartbeat that spoke has its message, as the Gateway's own chat shows it (issue 24 item 6); the one that
+    # only acknowledged, quiet and elsewhere showed nothing here.
+    assert set(messages) == {spoiled.mid("beat"), spoiled.mid("r1"), spoiled.mid("r2")}
     chats = {"a": (spoiled.chat_id, spoiled.key, messages)}
-    expect = {"r1": "show", "r2": "show", "beat": "silent", "quiet": "silent", "elsewhere": "silent"}
-    order = {"a": ["r1", "r2", "beat", "quiet"]}
+    expect = {"beat": "show", "r1": "show", "r2": "show", "ack": "silent", "quiet": "silent", "elsewhere": "silent"}
+    order = {"a": ["beat", "r1", "r2", "ack", "quiet"]}
     assert check_expected(expect, order, spoiled.played.player.sim, spoiled.run_ids, chats) == []
 
 
@@ -158,7 +163,29 @@ def test_any_message_open_after_quiescence_is_unfinished_except_a_placeholder_no
     assert spoiled.kinds() == {"unfinished"}
 
 
-@pytest.mark.parametrize("run", ["beat", "quiet"])
+def test_a_heartbeat_that_spoke_and_has_no_message_is_missing(spoiled: Spoiled) -> None:
+    """Issue 24 item 6: a heartbeat's reply is required, as any run's (before, the oracle allowed its message only
+    where the transcript could not tell it from another run's, and never required it)."""
+    beat, r1 = spoiled.mid("beat"), spoiled.mid("r1")
+
+    def drop(history: dict[str, Any]) -> None:
+        messages = history["messages"]
+        root = messages.pop(beat)["parentId"]
+        messages[r1]["parentId"] = root
+        if root is not None:
+            messages[root]["childrenIds"] = [r1]
+
+    spoiled.edit(drop)
+    assert spoiled.kinds() == {"missing"}
+
+
+def test_a_message_that_shows_a_heartbeats_prompt_is_content(spoiled: Spoiled) -> None:
+    beat = spoiled.mid("beat")
+    spoiled.edit(lambda h: h["messages"][beat].update(content="[OpenClaw heartbeat poll]\n\nAll quiet."))
+    assert spoiled.kinds() == {"content"}
+
+
+@pytest.mark.parametrize("run", ["ack", "quiet"])
 def test_a_run_that_must_not_show_has_no_message(spoiled: Spoiled, run: str) -> None:
     spoiled.edit(lambda h: _append(h, spoiled.mid(run), spoiled.run_ids[run]))
     assert spoiled.kinds() == {"silent"}
@@ -282,7 +309,7 @@ def test_a_missing_or_extra_mirror_row_is_a_mirror_fault(spoiled: Spoiled) -> No
 def test_the_generators_expectations_are_checked(spoiled: Spoiled) -> None:
     chats = {"a": (spoiled.chat_id, spoiled.key, spoiled.played.chats["a"])}
     sim, ids = spoiled.played.player.sim, spoiled.run_ids
-    found = check_expected({"r1": "silent", "beat": "show"}, {}, sim, ids, chats)
+    found = check_expected({"r1": "silent", "ack": "show"}, {}, sim, ids, chats)
     assert len(found) == 2 and {kind_of(p) for p in found} == {"expected"}
 
 

@@ -6,10 +6,11 @@ only ``HEARTBEAT_OK``, H3 text again) and another turn (B). Measured on the real
 * ``chat.history`` hides each heartbeat's stored prompt (``[OpenClaw heartbeat poll]``) and H2's bare
   ``HEARTBEAT_OK``, and marks the next message it shows ``__openclaw.turnBoundary``: H1's reply (one hidden
   message before it) and H3's (three: H2's prompt, H2's ``HEARTBEAT_OK``, H3's prompt). ``__openclaw.seq``
-  counts the stored messages, hidden ones too, so the gaps show how many were hidden. That is why
-  ``owc.render.heartbeat_turn`` says H1 is a heartbeat's turn but not H3: a mark with more than one hidden
-  message before it may belong to another run (a sub-agent's announce), and showing a heartbeat's reply costs
-  less than losing a turn.
+  counts the stored messages, hidden ones too, so the gaps show how many were hidden. The Gateway's own chat
+  shows H1's and H3's replies alike; owc does too (issue 24 item 6): each speaking heartbeat gets one message
+  with its reply, H2 none (before, owc's ``heartbeat_turn`` hid H1, a marked reply with one hidden message
+  before it, and showed H3). ``test_owc_gives_each_speaking_heartbeat_one_message_on_the_real_gateway`` checks
+  it end to end, owc connected to the real Gateway, live and while owc is down.
 * A page's ``offset`` / ``nextOffset`` count stored messages (hidden ones too), and the mark is the same
   whichever page a message comes in.
 * Live, only ``agent`` events say ``isHeartbeat: true`` (a heartbeat run sends ``lifecycle`` ones and one
@@ -36,10 +37,16 @@ from typing import Any
 import pytest
 import trio
 
+from owc import ids
+from owc.emit import RecordingEmitter
+from owc.gateway import GatewayConfig
 from owc.protocol import EventFrame, parse_chat_history
-from owc.render import heartbeat_turn
+from owc.registry import WriterRegistry
+from owc.render import output_from_transcript, output_text
+from owc.runtime import RuntimeConfig, open_runtime
 from owc.sim import End, Text, fake_model_responder, open_simulator
 from owc.sim.script import Step
+from owc.store import open_store
 
 from rawclient import RawClient, raw_client
 from realgw.fake_model import ANSWER, HEARTBEAT_OK
@@ -190,9 +197,10 @@ def test_heartbeat_turns_in_history_on_the_real_gateway_and_the_simulator(real_g
         ], side
         assert [_text(m) for m in messages if m["role"] == "assistant"] == [ANSWER] * 4, side
         history = parse_chat_history(got["whole"])
-        verdicts = {name: heartbeat_turn(history, runs[name][0]) for name in LABELS}
-        # H3 has three hidden messages before it, not one: owc shows it rather than risk hiding another turn.
-        assert verdicts == {"A": False, "H1": True, "H2": False, "H3": False, "B": False}, side
+        said = {name: output_text(output_from_transcript(history, runs[name][0]) or []) for name in LABELS}
+        # What owc finalizes each run with: every speaking run's reply, H1's (one hidden message before it) and
+        # H3's (three) alike; nothing for H2, whose HEARTBEAT_OK the Gateway hides.
+        assert said == {"A": ANSWER, "H1": ANSWER, "H2": "", "H3": ANSWER, "B": ANSWER}, side
         # One message a page, newest first: the mark is the whole transcript's, whichever page shows it.
         paged = [_shape(page["messages"], label) for page in got["pages"]]
         assert paged == [[s] for s in reversed(shape)], side
@@ -255,3 +263,94 @@ def _check_live(got: dict[str, Any], side: str) -> None:
         ("skipped", "no-route"),
     ], side
     assert not [b for b in beats if "runId" in b or "sessionKey" in b], side
+
+
+async def _heartbeats_on(url: str, token: str, key: str, *, a: str, b: str, between: Any = None) -> dict[str, str]:
+    """Turn A, heartbeats H1 (speaks), H2 (``HEARTBEAT_OK``), H3 (speaks), turn B on ``key``; ``between`` (an
+    async callable) runs after A. The heartbeats' run ids come from their ``isHeartbeat`` agent events, which
+    only a ``sessions.messages.subscribe`` connection gets."""
+    async with raw_client(url, token, instance_id="HB") as client:
+        assert (await client.request("sessions.subscribe", {})).ok
+        await _send(client, key, a, "Hello, a first turn.")
+        if between is not None:
+            await between()
+        assert (await client.request("sessions.messages.subscribe", {"key": key})).ok
+        runs = {"A": a}
+        for name, text in (
+            ("H1", "Event one: please look at the build."),
+            ("H2", "Event two: nothing new. SAY_HEARTBEAT_OK"),
+            ("H3", "Event three: please look again."),
+        ):
+            _, (run,) = await _wake(client, key, text)
+            runs[name] = run
+        await _send(client, key, b, "A second turn.")
+    runs["B"] = b
+    return runs
+
+
+def _check_owc_messages(messages: dict[str, Any], key: str, runs: dict[str, str]) -> None:
+    mid = {name: ids.message_id(key, run) for name, run in runs.items()}
+    # One message per run that spoke, the heartbeats H1 and H3 alike, with its reply; none for H2.
+    assert set(messages) == {mid[n] for n in ("A", "H1", "H3", "B")}, sorted(messages)
+    for name in ("A", "H1", "H3", "B"):
+        message = messages[mid[name]]
+        assert message["done"] is True and message["content"] == ANSWER, (name, message.get("content"))
+        assert (message.get("meta") or {}).get("openclaw_run") == runs[name], name
+    # In the order the runs came, one chain.
+    assert [messages[mid[n]]["parentId"] for n in ("H1", "H3", "B")] == [mid["A"], mid["H1"], mid["H3"]]
+    assert not [m for m in messages.values() if PROMPT in str(m.get("content")) or HEARTBEAT_OK in str(m)]
+
+
+@pytest.mark.parametrize("away", [False, True], ids=["live", "owc-down"])
+async def test_owc_gives_each_speaking_heartbeat_one_message_on_the_real_gateway(
+    real_gateway, tmp_path, away: bool
+) -> None:
+    """Issue 24 item 6, end to end: owc connected to the real Gateway 2026.9.6 (``sessions.subscribe`` only, so
+    it sees each heartbeat run as its start and end) gives H1 and H3 each one message with their reply, in their
+    place, and H2 (``HEARTBEAT_OK``) none, as the Gateway's own chat shows them. ``owc-down``: owc sees turn A,
+    then is stopped; the heartbeats and turn B run with no owc up; the next owc process finds them in the
+    transcript (its first pass) and gives the same messages."""
+    user, chat_id = "hb", str(uuid.uuid4())
+    key = ids.session_key("main", user, chat_id)
+    a, b = str(uuid.uuid4()), str(uuid.uuid4())
+
+    def config(name: str) -> RuntimeConfig:
+        gateway = GatewayConfig(instance_id=name)
+        return RuntimeConfig(
+            url=real_gateway.url, token=real_gateway.token, gateway=gateway, registry=WriterRegistry(), strict=True
+        )
+
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, user)
+        with trio.fail_after(300):  # real seconds: a real external process
+            if not away:
+                async with open_runtime(config("owc"), store, RecordingEmitter()) as runtime:
+                    await runtime.client.wait_connection()
+                    runs = await _heartbeats_on(real_gateway.url, real_gateway.token, key, a=a, b=b)
+                    await runtime.settled()
+            else:
+                stop, closed = trio.Event(), trio.Event()
+
+                async def first_process(task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    async with open_runtime(config("owc-1"), store, RecordingEmitter()) as runtime:
+                        await runtime.client.wait_connection()
+                        task_status.started(runtime)
+                        await stop.wait()
+                    closed.set()  # its connection is closed: nothing after this reaches it
+
+                async with trio.open_nursery() as nursery:
+                    first = await nursery.start(first_process)
+
+                    async def stop_first() -> None:
+                        await first.bridge.until(lambda: first.bridge.totals()[1] >= 1)  # A's message finished
+                        stop.set()
+                        await closed.wait()
+
+                    runs = await _heartbeats_on(real_gateway.url, real_gateway.token, key, a=a, b=b, between=stop_first)
+                messages = (await store.read_chat(chat_id))["history"]["messages"]
+                assert list(messages) == [ids.message_id(key, a)]  # only A's, before the second process
+                async with open_runtime(config("owc-2"), store, RecordingEmitter()) as runtime:
+                    await runtime.client.wait_connection()
+                    await runtime.settled()
+        chat = await store.read_chat(chat_id)
+    _check_owc_messages(chat["history"]["messages"], key, runs)

@@ -380,12 +380,28 @@ def test_tools_then_sentinel_gives_cards_only() -> None:
     assert finish(r, None).content == ""
 
 
-def test_heartbeat_is_never_showable() -> None:
-    r = TurnRenderer("r")
-    r.feed(agent("r", 1, "lifecycle", {"phase": "start"}, heartbeat=True))
-    r.feed(agent("r", 2, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1", "args": {}}, heartbeat=True))
-    r.feed(agent("r", 3, "assistant", {"text": "HEARTBEAT_OK", "delta": "HEARTBEAT_OK"}, heartbeat=True))
-    assert not r.showable
+def test_a_heartbeat_run_shows_what_the_gateway_shows_of_it() -> None:
+    """Issue 24 item 6 (measured on 2026.9.6): a connection that gets a heartbeat run's events at all (one that
+    asked ``sessions.messages.subscribe``) gets its lifecycle events flagged ``isHeartbeat``, no deltas, and one
+    chat final, with the reply's text, or with no message for a bare ``HEARTBEAT_OK``. The flag hides nothing:
+    the final's reply shows, as the Gateway's own chat shows it; an acknowledgement shows nothing, as any
+    sentinel. (Before, ``isHeartbeat`` made a run never showable.)"""
+    spoke = TurnRenderer("h1")
+    spoke.feed(agent("h1", 1, "lifecycle", {"phase": "start"}, heartbeat=True))
+    assert not spoke.showable and not spoke.holds_back
+    spoke.feed(agent("h1", 2, "lifecycle", {"phase": "end"}, heartbeat=True))
+    spoke.feed(chat("h1", 1, "final", text="The build is red."))
+    assert spoke.showable
+    assert finish(spoke, None).content == "The build is red."
+    acked = TurnRenderer("h2")
+    acked.feed(agent("h2", 1, "lifecycle", {"phase": "start"}, heartbeat=True))
+    acked.feed(agent("h2", 2, "lifecycle", {"phase": "end"}, heartbeat=True))
+    acked.feed(chat("h2", 1, "final"))  # measured: no message
+    assert not acked.showable and not acked.holds_back
+    # A flagged tool start (the Gateway suppresses a heartbeat's tool events, but if one came) is a card as any.
+    tooled = TurnRenderer("h3")
+    tooled.feed(agent("h3", 1, "tool", {"phase": "start", "name": "exec", "toolCallId": "c1"}, heartbeat=True))
+    assert tooled.showable
 
 
 def test_tool_cards_from_transcript_when_events_were_lost() -> None:
@@ -849,32 +865,25 @@ def _stored(role: str, seq: int, content: Any, **extra: Any) -> dict[str, Any]:
     return {"role": role, "content": content, **extra, "__openclaw": {"seq": seq, **meta}}
 
 
-def test_a_heartbeat_turn_is_told_by_its_marked_reply_right_after_one_hidden_prompt() -> None:
-    """chat.history (real Gateway 2026.9.6) hides a heartbeat runner's prompt and marks the next message shown
-    ``turnBoundary``; nothing else marks a heartbeat's reply. Seq numbers say how much lies hidden before it."""
-    from owc.render import heartbeat_turn
-
+def test_a_heartbeats_reply_in_the_transcript_is_shown_wherever_it_stands() -> None:
+    """chat.history (real Gateway 2026.9.6) hides a heartbeat runner's prompt and a bare ``HEARTBEAT_OK``, marks the
+    next message shown ``turnBoundary`` and shows the reply of a heartbeat that speaks: owc's finalize from the
+    transcript shows it as any run's, whatever lies hidden before it (issue 24 item 6). Before, a marked reply
+    with exactly one hidden message before it (H1) was taken for a heartbeat's and given no message, while one
+    after a silent heartbeat (H3, three hidden before it) was shown: the same kind of run, two outcomes."""
     before = _stored("assistant", 4, "Earlier answer.", meta={"runId": "Q"})
-    # seq 5 (the heartbeat's prompt) is hidden; its reply is marked.
-    reply = _stored("assistant", 6, "All quiet.", meta={"runId": "H", "turnBoundary": True})
-    assert heartbeat_turn(_window([before, reply], has_more=False), "H")
-    assert not heartbeat_turn(_window([before, reply], has_more=False), "Q")
-    # The same reply unmarked, or with the run's own user turn shown: an ordinary run.
-    plain = _stored("assistant", 6, "All quiet.", meta={"runId": "H"})
-    assert not heartbeat_turn(_window([before, plain], has_more=False), "H")
-    user = _stored("user", 5, "go", idempotencyKey="H:user", meta={"turnBoundary": True})
-    assert not heartbeat_turn(_window([before, user, plain], has_more=False), "H")
-    # More than the prompt hidden before the mark (an earlier heartbeat's HEARTBEAT_OK, an announce's prompt):
-    # the mark may belong to an earlier heartbeat, so the run is shown rather than risk losing a turn.
-    later = _stored("assistant", 8, "Announced.", meta={"runId": "H", "turnBoundary": True})
-    assert not heartbeat_turn(_window([before, later], has_more=False), "H")
-    # At the start of the whole transcript (seq 1 hidden); at a page's start (what lies before is unknown:
-    # shown); without seqs (the mark decides).
-    first = _stored("assistant", 2, "Hi.", meta={"runId": "H", "turnBoundary": True})
-    assert heartbeat_turn(_window([first], has_more=False), "H")
-    assert not heartbeat_turn(_window([reply], has_more=True), "H")
-    bare = {"role": "assistant", "content": "Hi.", "__openclaw": {"runId": "H", "turnBoundary": True}}
-    assert heartbeat_turn(_window([bare], has_more=False), "H")
+    # seq 5 (H1's prompt) is hidden; its reply is marked.
+    h1 = _stored("assistant", 6, "All quiet.", meta={"runId": "H1", "turnBoundary": True})
+    # seq 7-9 (H2's prompt, H2's HEARTBEAT_OK, H3's prompt) are hidden; H3's reply is marked.
+    h3 = _stored("assistant", 10, "Still quiet.", meta={"runId": "H3", "turnBoundary": True})
+    window = _window([before, h1, h3], has_more=False)
+    assert output_text(output_from_transcript(window, "H1") or []) == "All quiet."
+    assert output_text(output_from_transcript(window, "H3") or []) == "Still quiet."
+    # H2 left nothing shown: no output, so no message. Were its acknowledgement in the window, it would still
+    # show nothing (a sentinel).
+    assert output_from_transcript(window, "H2") is None
+    ack = _stored("assistant", 8, "HEARTBEAT_OK", meta={"runId": "H2"})
+    assert not output_from_transcript(_window([before, h1, ack, h3], has_more=False), "H2")
 
 
 # --- issue 24 item 2: a run's error from the transcript (measured on 2026.9.6,

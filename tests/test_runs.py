@@ -3,6 +3,8 @@ test waits on purpose), recording emitter."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
@@ -157,14 +159,27 @@ async def test_yield_and_back_to_back_turns_chain(tmp_path, clock) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "expect"),
-    [("heartbeat", None), ("sentinel", None), ("tools_then_sentinel", "cards"), ("action", None), ("subagent", None)],
+    [
+        ("heartbeat", None),
+        ("heartbeat_tools", "cards"),
+        ("sentinel", None),
+        ("tools_then_sentinel", "cards"),
+        ("action", None),
+        ("subagent", None),
+    ],
 )
 async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> None:
+    """Runs that show no reply text. A heartbeat that only acknowledges (``HEARTBEAT_OK``, hidden by the Gateway's
+    chat.history) has no message; one that called a tool has its card, as its transcript shows it (issue 24 item
+    6: a heartbeat's run is shown as the Gateway's own chat shows it)."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         await env.connect()
         if kind == "heartbeat":
-            env.sim.start_run(key, "hb", heartbeat=True).text("HEARTBEAT_OK").tool("exec", {}, "ok").end()
+            env.sim.start_run(key, "hb", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
+        elif kind == "heartbeat_tools":
+            beat = env.sim.start_run(key, "tq", heartbeat=True, origin="heartbeat")
+            beat.tool("exec", {}, "ok").text("HEARTBEAT_OK").end()
         elif kind == "sentinel":
             env.sim.start_run(key, "quiet").text("NO_REPLY").end()
         elif kind == "tools_then_sentinel":
@@ -183,7 +198,8 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
         else:
             msg = messages[ids.message_id(key, "tq")]
             assert msg["done"] and msg["content"] == "" and count_cards(msg["output"]) == 1
-            assert "NO_REPLY" not in str(msg)
+            assert "NO_REPLY" not in str(msg) and "HEARTBEAT_OK" not in str(msg)
+            assert "[OpenClaw heartbeat poll]" not in str(msg)
 
 
 @pytest.mark.parametrize(("text", "state"), [("NO", "final"), ("ANNOUNCE", "final"), ("A", "aborted")])
@@ -692,28 +708,62 @@ async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None
         await env.settled()
 
 
+def _heartbeats(env: Any, key: str) -> None:
+    """A cron turn, H1 (speaks, one hidden message before its reply: its prompt), H2 (only ``HEARTBEAT_OK``), H3
+    (speaks after the silent H2: three hidden before it), a cron turn: the real tier's flow
+    (``tests/test_realgw_heartbeat.py``)."""
+    env.sim.start_run(key, "first", origin="cron").text("First.").end()
+    env.sim.start_run(key, "talk", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+    env.sim.start_run(key, "quiet", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
+    env.sim.start_run(key, "after", heartbeat=True, origin="heartbeat").text("Still red.").end()
+    env.sim.start_run(key, "last", origin="cron").text("Last.").end()
+
+
+async def _check_heartbeats(env: Any, chat_id: str, key: str) -> None:
+    messages = await env.messages(chat_id)
+    mid = {run: ids.message_id(key, run) for run in ("first", "talk", "quiet", "after", "last")}
+    # Each heartbeat that spoke has one message with its reply, in its place; the one that only acknowledged none;
+    # the hidden prompt shows nowhere.
+    assert set(messages) == {"u1", mid["first"], mid["talk"], mid["after"], mid["last"]}
+    assert messages[mid["talk"]]["content"] == "The build is red." and messages[mid["talk"]]["done"] is True
+    assert messages[mid["after"]]["content"] == "Still red." and messages[mid["after"]]["done"] is True
+    chain = [messages[mid[r]]["parentId"] for r in ("talk", "after", "last")]
+    assert chain == [mid["first"], mid["talk"], mid["after"]]
+    assert not [m for m in messages.values() if "[OpenClaw" in str(m.get("content"))]
+
+
 async def test_heartbeat_runs_seen_live_are_decided_by_their_transcript_at_their_end(tmp_path, clock) -> None:
-    """A connection that only asked ``sessions.subscribe`` sees a heartbeat run as its start and end alone
-    (measured on the real Gateway; the simulator does the same), so owc reads its transcript at its end. A
-    heartbeat's reply with its prompt alone hidden before it gets no message; one after a silent heartbeat
-    cannot be told from another run's (the mark may be the earlier heartbeat's) and is shown, in its place."""
+    """Issue 24 item 6: a connection that only asked ``sessions.subscribe`` sees a heartbeat run as its start and
+    end alone (measured on the real Gateway; the simulator does the same), so owc reads its transcript at its end.
+    The Gateway's own chat shows a speaking heartbeat's reply and hides only its prompt and a bare
+    ``HEARTBEAT_OK``; owc follows it: H1 and H3 each get their message, H2 none. Before, H1 (its prompt alone
+    hidden before it) got no message while H3 (after a silent heartbeat) got one."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         bridge = await env.connect()
+        _heartbeats(env, key)
+        await env.settled()
+        await _check_heartbeats(env, chat_id, key)
+        assert bridge.ledger.is_settled(key, "talk") and bridge.ledger.is_settled(key, "quiet")
+
+
+async def test_heartbeat_runs_that_ended_while_owc_was_down_are_shown_as_live(tmp_path, clock) -> None:
+    """The same flow while no owc process is up (the first one killed after its first turn): the next process's
+    pass finds the heartbeats in the transcript and gives the same messages as live, through the reconcile (which
+    skipped a "heartbeat turn" before)."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect("A")
         env.sim.start_run(key, "first", origin="cron").text("First.").end()
+        await env.settled()
+        await env.kill("A")
         env.sim.start_run(key, "talk", heartbeat=True, origin="heartbeat").text("The build is red.").end()
         env.sim.start_run(key, "quiet", heartbeat=True, origin="heartbeat").text("HEARTBEAT_OK").end()
-        env.sim.start_run(key, "unclear", heartbeat=True, origin="heartbeat").text("Still red.").end()
+        env.sim.start_run(key, "after", heartbeat=True, origin="heartbeat").text("Still red.").end()
         env.sim.start_run(key, "last", origin="cron").text("Last.").end()
+        await env.connect("B")
         await env.settled()
-        messages = await env.messages(chat_id)
-        mid = {run: ids.message_id(key, run) for run in ("first", "talk", "quiet", "unclear", "last")}
-        assert mid["talk"] not in messages and mid["quiet"] not in messages
-        assert messages[mid["unclear"]]["content"] == "Still red."
-        assert (
-            messages[mid["unclear"]]["parentId"] == mid["first"] and messages[mid["last"]]["parentId"] == mid["unclear"]
-        )
-        assert bridge.ledger.is_settled(key, "talk")
+        await _check_heartbeats(env, chat_id, key)
 
 
 async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) -> None:

@@ -75,7 +75,7 @@ CHAT = '{"op": "chat", "chat": "c"}\n'
         ),
         (
             CHAT + '{"op": "run", "chat": "c", "run": "b", "heartbeat": true}\n{"op": "wait_claimed", "run": "b"}',
-            "line 3: wait_claimed can never finish: owc writes no message for run 'b'",
+            "line 3: wait_claimed can never finish: owc claims no message for run 'b' while it runs",
         ),
         (
             '{"op": "run", "key": "agent:main:main", "run": "m"}\n{"op": "wait_claimed", "run": "m"}',

@@ -7,6 +7,7 @@ import trio
 
 from owc.protocol import EventDecoder, parse_chat_history, parse_subscribe
 from owc.protocol.results import parse_chat_abort, parse_chat_send, parse_sessions_list
+from owc.render import output_from_transcript, output_text
 from owc.sim import CANNED_ANSWER, Hold, Text, open_simulator
 
 from conftest import TOKEN, load_log
@@ -341,9 +342,8 @@ async def test_history_pages_count_stored_messages_and_mark_alike_on_every_page(
 async def test_history_hides_heartbeat_prompts_and_marks_the_next_reply_as_the_real_gateway_does() -> None:
     """chat.history's projection (measured on 2026.9.6; NOTES.md "Heartbeat runs in the transcript"): a heartbeat
     runner's placeholder prompt and a bare ``HEARTBEAT_OK`` are hidden, a sub-agent's announce prompt too, and the
-    first message shown after a hidden heartbeat prompt carries ``__openclaw.turnBoundary``."""
-    from owc.render import heartbeat_turn
-
+    first message shown after a hidden heartbeat prompt carries ``__openclaw.turnBoundary``; a speaking
+    heartbeat's reply is shown (issue 24 item 6: owc gives it a message from it, as any run's)."""
     async with open_simulator(token=TOKEN) as sim, raw_client(sim.url, TOKEN) as client:
         sim.start_run(KEY, "send", origin="sessions_send").text("Forwarded.").end()
         sim.start_run(KEY, "talk", heartbeat=True, origin="heartbeat").text("The build is red.").end()
@@ -366,11 +366,17 @@ async def test_history_hides_heartbeat_prompts_and_marks_the_next_reply_as_the_r
     # announce's reply; the later heartbeat's reply is marked by its own prompt.
     assert marked == [("assistant", "talk"), ("assistant", "announce"), ("assistant", "later")]
     history = parse_chat_history(reply.payload)
-    # owc tells them apart by the seq gap: one hidden message before "talk" and "later", three before "announce".
-    assert [r for r in ("send", "talk", "quiet", "announce", "later") if heartbeat_turn(history, r)] == [
-        "talk",
-        "later",
-    ]
+    # Every run that spoke shows its reply, the heartbeats' too; the quiet wake shows nothing.
+    said = {
+        r: output_text(output_from_transcript(history, r) or []) for r in ("send", "talk", "quiet", "announce", "later")
+    }
+    assert said == {
+        "send": "Forwarded.",
+        "talk": "The build is red.",
+        "quiet": "",
+        "announce": "The sub-agent finished.",
+        "later": "Still red.",
+    }
 
 
 async def test_disconnect_keeps_boot_id() -> None:

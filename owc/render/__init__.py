@@ -6,7 +6,6 @@ from owc.render.sentinels import SILENT_SENTINELS, is_silent, may_become_silent
 from owc.render.transcript import (
     FinishedRun,
     finish,
-    heartbeat_turn,
     output_from_transcript,
     reaches_run_start,
     run_error,
@@ -28,7 +27,6 @@ __all__ = [
     "diff",
     "diff_at",
     "finish",
-    "heartbeat_turn",
     "is_silent",
     "may_become_silent",
     "output_from_transcript",

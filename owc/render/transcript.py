@@ -66,37 +66,6 @@ def run_messages(history: ChatHistory, run_id: str) -> list[HistoryMessage]:
     return out
 
 
-def heartbeat_turn(history: ChatHistory, run_id: str) -> bool:
-    """Whether R is a heartbeat runner's turn (a heartbeat, or a cron, exec or session-event wake), which owc
-    never shows; live, only its agent events say so (``isHeartbeat``).
-
-    ``chat.history`` hides such a turn's placeholder prompt and marks the first message it shows after it
-    ``turnBoundary``; nothing else marks the turn (measured on 2026.9.6). So R is one when R has no user turn
-    of its own (``<R>:user``) in the window, R's first message carries the mark, and exactly one stored message
-    (the prompt) lies hidden right before it (``__openclaw.seq``). The mark alone is ambiguous: a heartbeat
-    that showed nothing (its ``HEARTBEAT_OK`` hidden too) passes it on over hidden messages to whatever is
-    shown next, such as a sub-agent's announce run (its own user turn hidden). Such a run has two or more
-    hidden messages before it and is shown: when unsure, showing a heartbeat's reply costs less than losing a
-    turn; so is a run whose first message opens a page with older ones beyond it (measured: the mark is the
-    same on every page, the Gateway reads one message more to set it). Without seq numbers the mark decides."""
-    if any(m.user_run_id == run_id for m in history.messages):
-        return False
-    mine = run_messages(history, run_id)
-    if not mine or not mine[0].turn_boundary:
-        return False
-    first = mine[0]
-    index = next(i for i, m in enumerate(history.messages) if m is first)
-    if first.seq is None:
-        return True  # a Gateway that numbers nothing: the mark decides
-    if index > 0:
-        before = history.messages[index - 1].seq
-    elif history.has_more:
-        return False  # at a page's start, what lies hidden before it is unknown: shown, as when unsure
-    else:
-        before = 0
-    return before is not None and first.seq - before == 2
-
-
 def reaches_run_start(history: ChatHistory, run_id: str) -> bool:
     """Whether a window of the transcript (the newest messages, ``chat.history`` pages) holds all of R:
     nothing older exists, or R's user turn is in it, or a message older than R's first precedes it (a

@@ -76,7 +76,6 @@ def call_key(call_id: str, n: int) -> str:
 class TurnRenderer:
     run_id: str
     session_key: str | None = None
-    heartbeat: bool = False
     terminal: ChatEvent | None = None
     lifecycle_ended: bool = False
     gaps: list[str] = attrs.field(factory=list)
@@ -257,9 +256,6 @@ class TurnRenderer:
         self.version += 1
 
     def _agent(self, event: AgentEvent) -> None:
-        if event.is_heartbeat and not self.heartbeat:
-            self.heartbeat = True
-            self.version += 1
         if event.run_seq is not None and event.via == "agent":
             # session.tool carries the agent seq too, but arrives on other connections instead of agent tool
             # events; both are deduplicated per call below.
@@ -328,16 +324,16 @@ class TurnRenderer:
     def holds_back(self) -> bool:
         """Text arrived that shows nothing yet: it may still become a sentinel, or be a short answer that only
         the run's ``chat`` terminal (or its transcript) can tell from one."""
-        return not self.heartbeat and self._length > 0 and not self.showable
+        return self._length > 0 and not self.showable
 
     @property
     def showable(self) -> bool:
-        """A message is made on the first tool start or the first text that cannot become a sentinel;
-        never for a heartbeat run. While the run streams, a prefix of a sentinel (``NO``) is held back: it
+        """A message is made on the first tool start or the first text that cannot become a sentinel, for a
+        heartbeat runner's turn as for any (``isHeartbeat`` hides nothing: the Gateway's own chat shows a
+        heartbeat's reply, and its live deltas and a bare ``HEARTBEAT_OK`` never reach a client; measured on
+        2026.9.6). While the run streams, a prefix of a sentinel (``NO``) is held back: it
         may still become one. At the run's terminal it no longer can, so only an exact sentinel (or blank
         text) shows nothing: a short answer such as ``NO`` or ``A`` is a message like any other."""
-        if self.heartbeat:
-            return False
         if self._calls or self._shows_text:
             return True
         # Only a short text can still be (a prefix of) a sentinel; once known, the answer sticks.

@@ -61,6 +61,11 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
     #: delayed recovery, which queues behind them), so none of them is the one recovered (``_passed``).
     passed: set[str] = set()
     hidden_turn = messages[at].turn_boundary
+    #: The mark (``turnBoundary``) of the message walked last: a hidden heartbeat prompt lies right before it. It is
+    #: folded into ``hidden_turn`` only once the walk is past that message, so ``_own_hidden_turn`` judges the
+    #: hidden message before ``first`` without taking that message's own mark for another hidden one (a heartbeat
+    #: that spoke is cut: its first message is marked by its own prompt, and it is the run the boot recovered).
+    marked = False
     #: Every message walked so far is numbered (``__openclaw.seq``): a hidden message among them would show as a gap.
     numbered = messages[at].seq is not None
 
@@ -82,6 +87,7 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
                 passed.add(own)  # its own turn, and it ended: an earlier run is the one recovered
             else:
                 hidden_turn = True
+        hidden_turn, marked = hidden_turn or marked, False  # a hidden message lies between this one and the next
         if message.role == "user":
             if message.is_restart_recovery_turn:
                 hidden_turn = hidden_turn or message.turn_boundary
@@ -119,7 +125,7 @@ def recovery_source(history: ChatHistory, run_id: str) -> Link:
                     continue
                 return Link(Verdict.RECOVERY)
             return Link(Verdict.LINKED, source)
-        hidden_turn = hidden_turn or message.turn_boundary
+        marked = message.turn_boundary
         owner = message.assistant_run_id
         if owner is not None:
             others.add(owner)

@@ -22,7 +22,6 @@ from typing import Any
 import attrs
 
 from owc.protocol import ChatHistory
-from owc.render.transcript import heartbeat_turn
 from owc.rules.finished import message_finished
 
 #: How far this host's clock may be ahead of the Gateway's when a process's first pass compares a chat's own time
@@ -129,8 +128,6 @@ def runs_owed(
         if isinstance(existing, Mapping):
             if not message_finished(existing) and existing.get("role", "assistant") == "assistant":
                 owed.append(Owed(run_id, message_id, unfinished=True, first_ms=first))
-        elif heartbeat_turn(history, run_id):
-            continue  # a heartbeat runner's turn: never shown, live or not
         elif (
             newest >= watermark_ms
             or (last_held >= 0 and index > last_held)

@@ -22,7 +22,7 @@ import attrs
 from owc.emit import Emitter
 from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.protocol import ProtocolError
-from owc.render import heartbeat_turn, output_from_transcript, output_text
+from owc.render import output_from_transcript, output_text
 from owc.render.transcript import oversized_reply_in_run
 from owc.runs.run import Run, RunKey
 from owc.runs.writer import read_run_window
@@ -81,7 +81,7 @@ async def _correct(
     except (GatewayError, ProtocolError) as exc:
         log.info("runs.correct_waits run=%s error=%s", item.run_id, exc)
         return False
-    if history is None or heartbeat_turn(history, item.run_id) or oversized_reply_in_run(history, item.run_id):
+    if history is None or oversized_reply_in_run(history, item.run_id):
         return True  # the transcript cannot do better than the stream's copy
     try:
         output = output_from_transcript(history, item.run_id)

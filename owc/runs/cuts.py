@@ -170,8 +170,8 @@ class Cuts:
 
     def decide(self, table: RunTable, run: Run, row: Row, seen: Seen) -> Owner | None:
         """The owner rule for ``run``, cut (an abnormal terminal, or none before a new boot). Returns the decision,
-        or None for a run the rule does not cover (a heartbeat, a run already decided)."""
-        if run.cut is not None or run.renderer.heartbeat or run.life.settled:
+        or None for a run the rule does not cover (a run already decided)."""
+        if run.cut is not None or run.life.settled:
             return None
         self.adopt(run)
         if resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
@@ -225,8 +225,9 @@ class Cuts:
         cut.settled = True  # set before any branch returns: a recovery waiting in ``link`` goes on after each of them
         if run.life.state is State.ABANDONED:
             # The run has no message: its transcript shows nothing of it and nothing was streamed. It may be a
-            # heartbeat's turn (whose empty start chat.history cannot tell: a resume would show a heartbeat), and
-            # nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a heartbeat).
+            # heartbeat's turn that had said nothing yet (whose empty start chat.history cannot tell: a resume would
+            # make it speak), and nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a
+            # heartbeat).
             log.info(
                 "runs.cut_dropped run=%s chat=%s (it has no message: nothing to continue)", run.run_id, cut.ref.chat_id
             )

@@ -8,9 +8,11 @@ connection, so the next connection's hello accounts for each of them.
 
 Runs are opened for an Open WebUI chat's session key on the Gateway's start signal (``sessions.changed``
 phase start), on a list that shows them active, or on **any first event that names them** (a run whose start
-push was lost or reordered by the Gateway's debounce). Runs on other keys, heartbeat runs and ``owui-action-``
-runs never get a message. A run ends only on its own end: its chat terminal, ``sessions.changed`` end/error,
-or its absence from a list after a gap or a reconnect. Reason pushes and rows never end a run.
+push was lost or reordered by the Gateway's debounce). Runs on other keys and ``owui-action-`` runs never get a
+message; a heartbeat runner's turn gets one when its transcript shows a reply, decided at its end (the Gateway
+shows this connection nothing else of it), as the Gateway's own chat shows it. A run ends only on its own end:
+its chat terminal, ``sessions.changed`` end/error, or its absence from a list after a gap or a reconnect. Reason
+pushes and rows never end a run.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from owc.registry import WriterRegistry
 from owc.render import (
     Shown,
     finish,
-    heartbeat_turn,
     output_from_transcript,
     output_text,
     reaches_run_start,
@@ -313,7 +312,10 @@ class _Writer:
 
     async def _check(self) -> None:
         """The run ended showing nothing here, but its stream may have missed what it showed: its transcript
-        decides (a heartbeat run never shows anything)."""
+        decides. A heartbeat runner's turn is such a run (the Gateway sends a ``sessions.subscribe`` connection
+        only its start and end): its reply gets a message as any turn's does, since the Gateway's own chat shows
+        it; an acknowledgement (``HEARTBEAT_OK``) is hidden from ``chat.history``, so it shows nothing here
+        either (measured on 2026.9.6, docs/reference/gateway-errors-heartbeats-internal.md)."""
         r = self.run_
         history = await self._history()
         while history is None and self.history_failed:
@@ -325,11 +327,11 @@ class _Writer:
             history = await self._history()
         r.check_waits = False
         shows = False
-        if history is not None and not r.renderer.heartbeat:
+        if history is not None:
             try:
                 # As live: a run that said nothing has no message, also when it failed (the transcript's record of
                 # the failure is its error, not text: ``output_from_transcript`` leaves it out).
-                shows = not heartbeat_turn(history, r.run_id) and bool(output_from_transcript(history, r.run_id))
+                shows = bool(output_from_transcript(history, r.run_id))
             except Exception:
                 log.exception("runs.transcript_unreadable run=%s", r.run_id)
         log.info("runs.checked run=%s shows=%s", r.run_id, shows)

@@ -286,7 +286,7 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
             seen.add(source.run_id)
             candidates.append(ids.message_id(source.key, source.run_id))
             source = player.sim.runs.get(source.recovers) if source.recovers is not None else None
-        if chat is None or candidates[0] is None or run.heartbeat or run.state != "ended":
+        if chat is None or candidates[0] is None or run.state != "ended":
             continue
         if any(m is not None and m in chats[chat] for m in candidates):
             continue

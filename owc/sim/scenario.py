@@ -311,7 +311,9 @@ def _check_finishable(ops: Sequence[Op]) -> None:
     holding: dict[str, tuple[int, bool]] = {}  # run name -> (releases still needed, whether its steps end it)
     planned: dict[str, tuple[str, int, bool]] = {}  # a recovery's run, until the boot that starts it
     chat_of: dict[str, str | None] = {}
-    unclaimable: set[str] = set()  # heartbeats and runs on keys that are no chat's
+    #: Heartbeats (the Gateway hides the run from owc's connection until its end: its message, if it speaks, is
+    #: made then) and runs on keys that are no chat's.
+    unclaimable: set[str] = set()
     stalled: set[str] = set()  # methods held until a heal, on today's connections
     for op in ops:
         name = op.get("run")
@@ -361,8 +363,8 @@ def _check_finishable(ops: Sequence[Op]) -> None:
                 del why[run]
         elif op.op == "wait_claimed" and name in unclaimable:
             raise ScenarioError(
-                f"line {op.line}: wait_claimed can never finish: owc writes no message for run {name!r}"
-                " (a heartbeat, or not on a chat's key)"
+                f"line {op.line}: wait_claimed can never finish: owc claims no message for run {name!r} while it"
+                " runs (a heartbeat, hidden from owc until its end, or not on a chat's key)"
             )
         elif op.op == "wait" and why:
             run, reason = next(iter(why.items()))
