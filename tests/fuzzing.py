@@ -49,6 +49,20 @@ FIXED_BUGS = {
         " (ChatStore.absorb_recovery: M's part, then the recovery's, chain [S, R']; the recovery's message goes), and"
         " a recovery settled by both deploys at once loses its double after the later finish (Cuts.one_reply)"
     ),
+    "aborted-not-recovered": (
+        "a run that ended aborted after a tool call while owc was away stores no ending message; at the hello after"
+        " a Gateway crash the session's row named a later ordinary run, taken for the boot's recovery of it: M was"
+        " held for a link that never came (another deploy finished M; the later run never linked here), the cut"
+        " stayed and the play hung (issue 24 item 12, fuzz seed 30151). The Gateway recovers a session before any"
+        " turn admitted after the boot (measured), so a run begun after the held run's last message before any"
+        " recovery says it ended on its own: the hold ends, no note"
+    ),
+    "aborted-noted": (
+        "the same reading (fuzz seed 77089): the held run ended aborted after a tool call, a later run was cut by a"
+        " stop and recovered; the recovery's link found the later run and ended the held run's message with the"
+        " 'newer run took over' cut-off note, on a run nothing cut ([cutoff]). No note when a run began after its"
+        " last message before any recovery"
+    ),
     "recovery-agent-turn-unheld": (
         "issue 24 item 4: the recovery of an agent turn whose user turn chat.history hides (a seq gap right before its"
         " messages, or the page's start) got a message of its own when no living process held the cut (owc away, or"

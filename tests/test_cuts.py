@@ -412,9 +412,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
     tmp_path, mock_clock, mode: str
 ) -> None:
     """Issue 24, item 4 (seed 000 case 5): the Gateway's recovery of a cut run S starts a few seconds after its boot;
-    meanwhile a newer run N is sent on the key, runs and ends, and the recovery queues behind it. Link rule E goes
-    by the recovery's provenance and the transcript's order: N ended on its own, so the run the boot recovers is
-    still S. The recovery writes into S's message (no note), N has a message of its own."""
+    meanwhile a newer run N is sent on the key. The Gateway starts the recovery first (the admission of a turn on a
+    session with a recovery pending dispatches it: measured on 2026.9.6, ``tests/test_realgw_cuts.py``) and N runs
+    after it (on the real Gateway N's own turn was not run at all). Link rule E goes by the recovery's provenance
+    and the transcript's order: the recovery writes into S's message (no note), N has a message of its own."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         bridge = await env.connect()
@@ -422,7 +423,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         await _cut_run(env, key)
         await env.sim.restart(mode, recovery_delay=5.0)
         await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
-        env.sim.start_run(key, "N", user_text="Something else").text("The newer answer.").end()
+        newer = env.sim.start_run(key, "N", user_text="Something else")
+        # Behind the recovery it started.
+        await env.sim.wait_for(lambda: env.sim.sessions[key].active is newer.run)
+        newer.text("The newer answer.").end()
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()
         m, n = ids.message_id(key, "S"), ids.message_id(key, "N")
@@ -432,6 +436,33 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         assert messages[m]["content"] == "Working on the first half.\nPicked up after the boot."
         assert messages[m]["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
         assert messages[n]["done"] is True and messages[n]["content"] == "The newer answer."
+
+
+async def test_a_run_that_ended_aborted_unseen_before_a_crash_is_not_held_for_a_recovery(tmp_path, mock_clock) -> None:
+    """Issue 24, item 12 (fuzz seeds 30151, 77089): S ends ``aborted`` right after a tool call while owc hears
+    nothing (its abort stores no ending message), a newer run X runs and ends, then the Gateway crashes. At the new
+    boot's hello the row is ``done`` under X, taken for the boot's recovery of S: M is held for it. The transcript
+    shows X begun after S's last message with no recovery turn before it, and the Gateway recovers a session before
+    any turn admitted after the boot: S ended on its own. M ends as S left it, with no cut-off note. Before, M
+    waited for a link that could never come: the hold never ended and ``settled()`` waited for ever (the play ran to
+    its bound)."""
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        run.tool("exec", {"i": 1}, "ok")
+        env.sim.mute()  # a half-open socket: owc hears nothing more until the crash cuts it
+        run.end("aborted")
+        env.sim.start_run(key, "X", user_text="Something else").text("The newer answer.").end()
+        await env.sim.restart("crash")
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        m, x = ids.message_id(key, "S"), ids.message_id(key, "X")
+        messages = await env.messages(chat_id)
+        assert recoveries(env) == [] and resume_runs(env) == []
+        assert messages[m]["done"] is True and messages[m].get("error") is None, messages[m].get("error")
+        assert messages[m]["content"].startswith("Working on the first half.")
+        assert messages[x]["done"] is True and messages[x]["content"] == "The newer answer."
 
 
 async def test_a_shutdown_notice_the_gateway_never_follows_with_a_close_holds_no_message_open(

@@ -33,7 +33,7 @@ from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
 from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
-from owc.rules.link import Verdict, before, followed, recovery_owed, recovery_source
+from owc.rules.link import Verdict, before, followed, next_run_began, recovery_owed, recovery_source
 from owc.rules.owner import (
     BUDGET_NOTE,
     CUT_OFF,
@@ -381,6 +381,8 @@ class Cuts:
                     cut.absorb = found  # its own message: M takes its part when it ends (``_absorb``)
                 self._end(table, cut, NEWER_RUN_NOTE)
                 continue
+            if cut.owner is Owner.GATEWAY and history is not None and self._not_recovered(table, cut, history):
+                continue
             if not cut.ready:
                 continue
             message = messages.get(cut.message_id)
@@ -399,6 +401,22 @@ class Cuts:
                     self._writing += 1
                     table.spawn(self._write_shown, cut)
                 self.bridge.wake()
+
+    def _not_recovered(self, table: RunTable, cut: Cut, history: ChatHistory) -> bool:
+        """The transcript shows another run begun after the held cut run's last message with no recovery turn
+        before it (``next_run_began``): the boot did not recover the cut run before that run, and the Gateway
+        recovers a session before any turn admitted after the boot, so no recovery of it will come. It was not cut:
+        it ended on its own (an abort after a tool call stores no ending message, so the finalize's ``ended_in``
+        could not tell), and M ends with what it holds, no note. Before, a hello's row that named that later run was
+        taken for the boot's recovery and M waited for a link that could never come: the cut stayed, ``busy()`` for
+        ever, and the play hung (fuzz seed 30151)."""
+        if not next_run_began(history, cut.source):
+            return False
+        log.info(
+            "runs.not_recovered run=%s chat=%s (a later run began before any recovery)", cut.source, cut.ref.chat_id
+        )
+        self._end(table, cut, None)
+        return True
 
     def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> str | None:
         """The cut's expected recovery (``Cut.recovery``) is one this process never had (another process settled
@@ -540,6 +558,10 @@ class Cuts:
             chain = meta.get("openclaw_chain")
             source = meta.get("openclaw_run")
             if m.get("done") is False and chain:
+                if next_run_began(history, str(chain[-1])):
+                    # Its run was followed by another before any recovery: it ended on its own, and this recovery
+                    # is of a later run (a cut this process ends: ``_not_recovered``, its write may not be in yet).
+                    continue
                 kept.append((m.get("timestamp") or 0, mid, tuple(str(x) for x in chain)))
             elif (
                 not message_finished(m)
@@ -859,10 +881,10 @@ class Cuts:
         kept_chain: tuple[str, ...] = ()
         held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if link.verdict is Verdict.NOT_RECOVERY:
+            if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
+                return  # (or the transcript says the cut run ended on its own before a later run: no note)
             if (
-                cut is not None
-                and cut.owner is Owner.GATEWAY
-                and run.order[1] > cut.opened
+                run.order[1] > cut.opened
                 and not cut.seen.notice_before_terminal
                 and (followed(history, cut.source) or recovery_owed(history) != cut.source)
                 and not (held is not None and run.timed and held.timed and run.order[0] < held.order[0])
@@ -879,7 +901,7 @@ class Cuts:
                 # M lost the streamed tail the transcript lacks).
                 log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
                 self._end(table, cut, NEWER_RUN_NOTE)
-            elif cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
+            elif run.order[1] > cut.opened:
                 log.info(
                     "runs.link_admitted run=%s held=%s (admitted before the recovery: M waits)", run.run_id, cut.source
                 )
@@ -920,13 +942,17 @@ class Cuts:
             # run was followed by it (it decides: M ends with the note). A held run the transcript does not place
             # (it stored nothing) is the newer one: owc saw it begin (fuzzer, seed 1211).
             log.info("runs.link_named_elsewhere run=%s source=%s held=%s", run.run_id, link.source, cut.source)
-            self._end(table, cut, NEWER_RUN_NOTE)
+            # No note when a run began after the held one's last message before any recovery (``next_run_began``):
+            # the held run had ended on its own (an abort after a tool call stores no ending message), nothing cut it.
+            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             cut = None
         if cut is not None and cut.owner is Owner.GATEWAY and link.source is None and followed(history, cut.source):
             # Unnamed, and another run began after the held cut's run (fuzzer, seed 1081: it had ended while owc was
             # away, and a later agent turn was the one the boot recovered): not this cut's recovery.
             log.info("runs.link_followed run=%s held=%s (a later run was the one recovered)", run.run_id, cut.source)
-            self._end(table, cut, NEWER_RUN_NOTE)
+            # No note when that later run began before any recovery (``next_run_began``): the held run had ended on
+            # its own before it, nothing cut it (fuzz seed 77089: the note on a run that ended ``aborted``).
+            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             self.bridge.wake()
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:
