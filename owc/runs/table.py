@@ -670,6 +670,11 @@ class Bridge:
         """Return at the next change of any run or connection of this bridge."""
         await self._changed.wait()
 
+    def next_change(self) -> trio.Event:
+        """The event the next change sets, taken now: a waiter that checks its condition and then waits in another
+        task (one per bridge) must take it before it yields, or a change in between is missed."""
+        return self._changed
+
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait, without a clock, until ``predicate`` holds; re-checked whenever a run or a connection moves."""
         while not predicate():
