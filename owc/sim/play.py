@@ -236,6 +236,7 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
         if progress is not None:
             progress("the final settle (every run ended, owc finished with each)")
         await sim.wait_for(sim.quiescent)
+        sim.tick_now()  # the next tick shows a gap the last events left (nothing after them would)
         await deployments.settled()
         await player.check_expectations()
         chats = {}

@@ -236,7 +236,14 @@ class Simulator:
     async def _ticker(self) -> None:
         while True:
             await trio.sleep(self.tick_interval_ms / 1000)
-            self.fanout.emit("tick", {"ts": self.now_ms()}, audience=everyone, drop_if_slow=False)
+            self.tick_now()
+
+    def tick_now(self) -> None:
+        """The Gateway's next ``tick``, now, to every connection (it carries a ``seq``, as every broadcast does).
+        A run whose every event a slow connection lost (a heartbeat's ``sessions.changed`` start and end are all a
+        ``sessions.subscribe`` connection gets of it, both ``dropIfSlow``) leaves a gap no later frame shows until
+        the next tick; a scenario's final settle asks for that tick instead of waiting out the interval."""
+        self.fanout.emit("tick", {"ts": self.now_ms()}, audience=everyone, drop_if_slow=False)
 
     async def _handle(self, request: WebSocketRequest) -> None:
         """One connection's life: handshake, then read requests until it closes; a writer task sends."""
