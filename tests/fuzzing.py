@@ -201,6 +201,13 @@ FIXED_BUGS = {
         " the Gateway heals: runs that ended while owc was down get no message (and a dead process's open"
         " messages stay done:false) until some later reconnect (issue 11, found by the fuzzer: seed 5353)"
     ),
+    "heartbeat-lost-in-gap": (
+        "a speaking heartbeat whose every droppable event (its sessions.changed start and end, all a"
+        " sessions.subscribe connection gets of it) a slow connection lost started and ended inside the seq gap:"
+        " the gap's list showed it neither active nor ended, so it got no message on that connection (issue 24"
+        " item 6, found by the fuzzer: seed 100552); a gap's resync now runs the ended-while-away pass from the"
+        " last event before the gap"
+    ),
 }
 #: Kinds of problem, the most serious first: a shrink keeps the most serious one the schedule shows.
 SEVERITY = (

@@ -766,6 +766,45 @@ async def test_heartbeat_runs_that_ended_while_owc_was_down_are_shown_as_live(tm
         await _check_heartbeats(env, chat_id, key)
 
 
+@pytest.mark.parametrize("before", [False, True], ids=["gap-first", "after-a-live-run"])
+async def test_a_speaking_heartbeat_lost_whole_in_a_seq_gap_gets_its_message_once(tmp_path, clock, before) -> None:
+    """A ``sessions.subscribe`` connection sees a heartbeat run only as its ``sessions.changed`` start and end
+    (and the global ``heartbeat`` event), all ``dropIfSlow``: a slow connection may lose every one of them, and
+    the gap shows only at the next seq'd frame (the tick). The gap's list cannot show that run (not active, never
+    known here), so it was lost on that connection: no message although the Gateway's own chat shows its reply
+    (fuzzer seed 100552). The gap's resync now runs the ended-while-away pass over the sessions whose row moved
+    since the last event before the gap (or, when none came, from the hello's watermark): one message, once, and
+    a later gap does not give it again. ``before``: a live run first, so the gap has an event before it."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        if before:
+            env.sim.start_run(key, "first", origin="cron").text("First.").end()
+            await env.settled()
+        env.sim.drop(100)  # every droppable event of the heartbeat: its start and end, the global ``heartbeat``
+        env.sim.start_run(key, "beat", heartbeat=True, origin="heartbeat").tool("exec", {"i": 4}, "ok").text(
+            "The build is red."
+        ).end()
+        left = [conn.drop_next for conn in env.sim.conns.values()]
+        assert left and all(0 < n < 100 for n in left)  # some were dropped, and not more than the run had
+        for conn in env.sim.conns.values():
+            conn.drop_next = 0
+        env.sim.tick_now()  # the next seq'd frame shows the gap
+        await env.settled()
+        env.sim.drop(1)  # a later gap: its pass must not give the heartbeat a second message
+        env.sim.start_run(key, "later", origin="cron").text("Later.").end()
+        env.sim.tick_now()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        beat = ids.message_id(key, "beat")
+        expected = {"u1", beat, ids.message_id(key, "later")} | ({ids.message_id(key, "first")} if before else set())
+        assert set(messages) == expected
+        assert messages[beat]["done"] is True and messages[beat]["content"] == "The build is red."
+        assert count_cards(messages[beat]["output"]) == 1
+        assert bridge.stats.claims == len(expected) - 1
+        assert bridge.ledger.is_settled(key, "beat")
+
+
 async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) -> None:
     """Issue 24, item 11 (seed 003, ELI-230): the final ``chat:messages`` of a message the writer made carries its
     parent's link and the chat's ``currentId``, so a tab whose load began before the claim shows it in its place;

@@ -127,6 +127,15 @@ class RunTable:
         self.unsettled_chats: set[str] = set()
         #: What the hello's reconcile pass was given, for a pass again at a tick if it fell short.
         self._hello_pass: tuple[Resync, int | None] | None = None
+        #: A seq gap not yet resynced, and the Gateway time of the last event this connection saw before the
+        #: oldest such gap (None: no event had come yet; the hello pass's watermark then serves): a run that
+        #: ended after it may have started and ended inside the gap, and only a pass over the transcript finds
+        #: it (``_gap_pass``). Kept for the burst's later lists (a gap found while one was on its way).
+        self._gap_open = False
+        self._gap_next: int | None = None
+        self._gap_mark: int | None = None
+        #: Gap passes run one at a time (a burst of gaps lists again while one is under way).
+        self._gap_lock = trio.Lock()
 
     # ------------------------------------------------------------------ the lifecycle's actions
 
@@ -377,6 +386,10 @@ class RunTable:
         for run in self.ledger.unsettled():
             if not run.life.ended:
                 run.mark_missed("seq gap")
+        if not self._gap_open:
+            # Called before the event that showed the gap is delivered: this is the last time seen before it.
+            self._gap_open = True
+            self._gap_next = self.conn.last_ts or None
 
     # ------------------------------------------------------------------ hello and resync
 
@@ -465,6 +478,57 @@ class RunTable:
 
     async def on_resync(self, resync: Resync) -> None:
         self._resync(resync)
+        self._gap_reconcile(resync)
+
+    def _gap_reconcile(self, resync: Resync) -> None:
+        """A gap's list cannot show a run that started and ended inside the gap: it was never known here (so it
+        did not end) and is not listed active (so it did not start). Its events were all droppable (a heartbeat's
+        ``sessions.changed`` start and end are all a subscriber gets of it), and nothing else of it comes. The
+        hello's reconcile pass is what finds runs that ended while owc was away; a gap is the same absence in
+        the middle of a connection: the same pass, over the sessions whose row moved since the last event
+        before the gap (an earlier run of a key whose newest is still going included), with that event's time
+        as the watermark. Runs this
+        connection knows are left to the live path (``retry``); a run settled already is not opened again."""
+        if self._gap_open:
+            # A list of the burst after a gap found while the previous one was on its way keeps the oldest mark.
+            self._gap_open = False
+            self._gap_mark = self._gap_next
+        if self._hello_pass is None:
+            return
+        # No event before the gap: everything since the hello's list is in it, so the hello pass's watermark.
+        mark = self._gap_mark if self._gap_mark is not None else self._hello_pass[1]
+        rows = tuple(
+            row
+            for row in resync.rows
+            if (mark is None or (row.updated_at is not None and row.updated_at >= mark))
+            and row.last_run_id  # its listed active runs are the list's (``runs_owed`` leaves them alone)
+            and ids.parse_session_key(row.key) is not None
+        )
+        if not rows:
+            return
+        self.reconciling += 1
+        self._start_soon(
+            partial(self._gap_pass, Resync(resync.reason, (), (), (), rows), mark), name="owc.gap_reconcile"
+        )
+
+    async def _gap_pass(self, resync: Resync, watermark: int | None) -> None:
+        try:
+            async with self._gap_lock:
+                # Its chats' live claims wait for it as they do for the hello's pass (the gap's runs came first).
+                added = {ref.chat_id for row in resync.rows if (ref := ids.parse_session_key(row.key))}
+                added -= self.reconcile_pending
+                self.reconcile_pending |= added
+                try:
+                    await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=True)
+                except (SessionClosed, NotConnected):
+                    log.info("runs.gap_reconcile_cut (the connection closed; the next hello's pass looks)")
+                finally:
+                    for chat in added:
+                        self.next_owed.pop(chat, None)
+                    self.reconcile_pending -= added
+        finally:
+            self.reconciling -= 1
+            self.bridge.wake()
 
     def _resync(self, resync: Resync, *, carried: bool = False) -> None:
         """A list after a gap (or the hello's): runs it shows that this connection did not know were joined
