@@ -134,8 +134,10 @@ class RunTable:
         self._gap_open = False
         self._gap_next: int | None = None
         self._gap_mark: int | None = None
-        #: Gap passes run one at a time (a burst of gaps lists again while one is under way).
+        #: Gap passes run one at a time (a burst of gaps lists again while one is under way), each after the
+        #: hello's pass (they share its chat holds, ``reconcile_pending``); how many are scheduled.
         self._gap_lock = trio.Lock()
+        self._gap_passes = 0
 
     # ------------------------------------------------------------------ the lifecycle's actions
 
@@ -507,6 +509,7 @@ class RunTable:
         if not rows:
             return
         self.reconciling += 1
+        self._gap_passes += 1
         self._start_soon(
             partial(self._gap_pass, Resync(resync.reason, (), (), (), rows), mark), name="owc.gap_reconcile"
         )
@@ -514,6 +517,9 @@ class RunTable:
     async def _gap_pass(self, resync: Resync, watermark: int | None) -> None:
         try:
             async with self._gap_lock:
+                # The hello's pass first (or its pass again): it holds its own chats and lets each go when done
+                # with it (``reconciled_chat``), which this pass would do early for the chats they share.
+                await self.bridge.until(lambda: self.reconciling <= self._gap_passes)
                 # Its chats' live claims wait for it as they do for the hello's pass (the gap's runs came first).
                 added = {ref.chat_id for row in resync.rows if (ref := ids.parse_session_key(row.key))}
                 added -= self.reconcile_pending
@@ -527,6 +533,7 @@ class RunTable:
                         self.next_owed.pop(chat, None)
                     self.reconcile_pending -= added
         finally:
+            self._gap_passes -= 1
             self.reconciling -= 1
             self.bridge.wake()
 
