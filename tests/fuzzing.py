@@ -48,6 +48,18 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "silent-final-noted": (
+        "issue 24 item 3: a run that ended on its own final NO_REPLY right after a tool call while owc was away (the"
+        " drop), a heartbeat after it, then a container stop failed the heartbeat; at the hello the row failed under"
+        " the heartbeat, so the owner rule said a newer run took over and the message ended with the cut-off note"
+        " (fuzz seed 80221, every play): chat.history hides NO_REPLY, so the transcript did not show the run ended."
+        " A note is dropped when the transcript shows the next run begun after the run, before any recovery turn"
+    ),
+    "aborted-newer-noted": (
+        "issue 24 item 3: a run that ended aborted right after a tool call (which stores no ending message), a newer"
+        " run that ended aborted, a crash; the row killed under the newer run gave the unseen run the newer-run"
+        " note (fuzz seed 80211, 3 plays in 6). Fixed with silent-final-noted's"
+    ),
     "recovery-agent-turn-unheld": (
         "issue 24 item 4: the recovery of an agent turn whose user turn chat.history hides (a seq gap right before its"
         " messages, or the page's start) got a message of its own when no living process held the cut (owc away, or"
