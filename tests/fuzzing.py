@@ -55,6 +55,14 @@ FIXED_BUGS = {
         " (fuzz seed 80221, every play): chat.history hides NO_REPLY, so the transcript did not show the run ended."
         " A note is dropped when the transcript shows the next run begun after the run, before any recovery turn"
     ),
+    "recovery-pass-circle": (
+        "issue 24 item 12: two deploys, a crash under a heartbeat queued behind an announce; the deploy whose pass the"
+        " crash cut carried both runs behind it. Its next pass was at the boot's recovery, which waited for the cut"
+        " heartbeat's message; the heartbeat claimed after the announce, which waited for the pass to give the"
+        " recovery its message first (at one Gateway millisecond the tie-break placed the recovery first): a circle,"
+        " the play hung (fuzz seed 80324; shrunk, about 1 play in 3). A run placed before the cut run a waiting"
+        " recovery continues is owed nothing the pass still gives (Cuts.owed_after)"
+    ),
     "aborted-newer-noted": (
         "issue 24 item 3: a run that ended aborted right after a tool call (which stores no ending message), a newer"
         " run that ended aborted, a crash; the row killed under the newer run gave the unseen run the newer-run"

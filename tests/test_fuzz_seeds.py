@@ -29,7 +29,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: socket, as seed 282). 40434's hang is played by its repro (``recovered-elsewhere-hang``): its full schedule still
 #: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 80279: a cut heartbeat that
 #: spoke, whose recovery belongs in its message (issue 24 item 6). 80211, 80221: a run whose end the transcript hides,
-#: given the newer-run note (issue 24 item 3).
+#: given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond (item 12).
 CI_SEEDS = [
     *range(300),
     432,
@@ -46,6 +46,7 @@ CI_SEEDS = [
     80211,
     80221,
     80279,
+    80324,
 ]
 
 
