@@ -36,15 +36,7 @@ PLAY_BOUND_S = 1800
 #: (the tests xfail such seeds, strict=False: once fixed they simply pass).
 KNOWN_BUGS: dict[str, str] = {
     # Issue 24's defects as the campaign's new checks and shapes found them: teardown-done (item 1), error-unseen
-    # (2), cutoff-uncut (3) and streamed-lost (5) are fixed, and so is recovery-newer (4) where the recovery's
-    # source is named by the transcript or held by a live process. What is left of item 4:
-    "recovery-unlinked": (
-        "issue 24 item 4, what is left: two deploys, a crash under a run that stored nothing; the deploy back first"
-        " never saw the run (it was away) and gives the boot's recovery a message of its own, before the other deploy,"
-        " which streamed the run and holds its message, is back: that one then ends its held message with the"
-        " newer-run note ([recovery] and the pair's [order]; recovered-elsewhere-hang's repro, some plays). Moving"
-        " the recovery's message into the held one takes a conditional write of both in one transaction"
-    ),
+    # (2), cutoff-uncut (3), streamed-lost (5) and recovery-unlinked (4, its last shape) are fixed (FIXED_BUGS).
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
@@ -68,6 +60,29 @@ FIXED_BUGS = {
         " run that ended aborted, a crash; the row killed under the newer run gave the unseen run the newer-run"
         " note (fuzz seed 80211, 3 plays in 6). Fixed with silent-final-noted's"
     ),
+    "recovery-unlinked": (
+        "issue 24 item 4's last shape (D): two deploys, a crash under a run that stored nothing; the deploy back first"
+        " never saw the run and could not name it, nor find its message (the deploy that streamed it had not claimed"
+        " it yet), and gave the boot's recovery a message of its own; the other then held the cut run's message and"
+        " ended it with the newer-run note ([recovery] and the pair's [order]; fresh sweep seed 60132, about 1 play"
+        " in 2). Nothing in the Gateway names the run, so it is repaired: the held cut's end makes one reply of both"
+        " (ChatStore.absorb_recovery: M's part, then the recovery's, chain [S, R']; the recovery's message goes), and"
+        " a recovery settled by both deploys at once loses its double after the later finish (Cuts.one_reply)"
+    ),
+    "aborted-not-recovered": (
+        "a run that ended aborted after a tool call while owc was away stores no ending message; at the hello after"
+        " a Gateway crash the session's row named a later ordinary run, taken for the boot's recovery of it: M was"
+        " held for a link that never came (another deploy finished M; the later run never linked here), the cut"
+        " stayed and the play hung (issue 24 item 12, fuzz seed 30151). The Gateway recovers a session before any"
+        " turn admitted after the boot (measured), so a run begun after the held run's last message before any"
+        " recovery says it ended on its own: the hold ends, no note"
+    ),
+    "aborted-noted": (
+        "the same reading (fuzz seed 77089): the held run ended aborted after a tool call, a later run was cut by a"
+        " stop and recovered; the recovery's link found the later run and ended the held run's message with the"
+        " 'newer run took over' cut-off note, on a run nothing cut ([cutoff]). No note when a run began after its"
+        " last message before any recovery"
+    ),
     "recovery-agent-turn-unheld": (
         "issue 24 item 4: the recovery of an agent turn whose user turn chat.history hides (a seq gap right before its"
         " messages, or the page's start) got a message of its own when no living process held the cut (owc away, or"
@@ -84,6 +99,19 @@ FIXED_BUGS = {
         " (delayed behind a run admitted first), so the recovery claimed unchecked and got a message of its own (fuzz"
         " seeds 241, 40536). A reconcile pass now notes the run a recovery would continue (recovery_owed); link"
         " rule E passes over runs that ended on their own on a numbered page"
+    ),
+    "older-run-ends-held-cut": (
+        "a reconcile pass opened runs that ran while owc was away after a held cut was decided, and a link check took"
+        " one of them (it began before the cut run) for a run that took the session after it: the cut ended, the"
+        " boot's recovery found no cut to wait for and finished M without the cut run's streamed tail (fuzz seed"
+        " 40958). A run that began before the cut run (Gateway times, strictly) leaves the cut held"
+    ),
+    "crash-stream-continued-elsewhere": (
+        "two deploys, a crash cut a run before it stored anything; the deploy that never saw it stream finished its"
+        " message with the boot's recovery alone, and the deploy that streamed it, back second, found the message"
+        " finished and dropped what its tabs had shown ([streamed], fuzz seeds 40164, 40632, 40958; about 5 in 200"
+        " fresh seeds under load). It now puts what it showed in front of the recovery's part, in one conditional"
+        " write (ChatStore.add_shown, render.never_less.shown_in_front; issue 24, item 5)"
     ),
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
@@ -319,7 +347,7 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
     lost = ("reconcile-not-retried" if "history-fails" in schedule.features else "lost-at-hello") if away else None
     # A recovery with a message of its own (``[recovery]``) and its cut run's message: two messages where the design
     # has one, so their order is part of that defect, not another one (fuzz seed 40434: the cut run's message, made
-    # by the process back second, lands below the recovery's own).
+    # by the process back second, lands below the recovery's own). Fixed (FIXED_BUGS): either is a failure again.
     unlinked = {
         frozenset(pair)
         for problem in problems
@@ -335,8 +363,6 @@ def known_bug(schedule: Schedule, problems: list[str]) -> str | None:
             found.add("heartbeat-recovery-unlinked")  # the cut source is a heartbeat that spoke (item 6)
             continue
         issue24 = {"error": "error-unseen", "cutoff": "cutoff-uncut", "recovery": "recovery-unlinked"}
-        if kind == "recovery" and "deploys" not in schedule.features:
-            return None  # what is left of recovery-unlinked takes two deploys: a single deploy's is fixed
         if kind in issue24:
             found.add(issue24[kind])
             continue

@@ -132,13 +132,16 @@ class Env:
         """Wait, without a clock, until ``predicate`` holds; re-checked whenever any runtime's runs move (a
         predicate over two processes must not wait on one of them only)."""
         while not predicate():
+            # The events are taken before the tasks start: a change between the check and a task's first step
+            # (a writer's state moving) would otherwise be missed, and the wait last until the next tick.
+            changes = [bridge.next_change() for bridge in self.bridges.values()]
             async with trio.open_nursery() as nursery:
-                for bridge in list(self.bridges.values()):
-                    nursery.start_soon(self._first_change, bridge, nursery.cancel_scope)
+                for change in changes:
+                    nursery.start_soon(self._first_change, change, nursery.cancel_scope)
 
     @staticmethod
-    async def _first_change(bridge: Bridge, scope: trio.CancelScope) -> None:
-        await bridge.changed()
+    async def _first_change(change: trio.Event, scope: trio.CancelScope) -> None:
+        await change.wait()
         scope.cancel()
 
     async def messages(self, chat_id: str) -> dict[str, Any]:

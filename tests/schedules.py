@@ -770,7 +770,8 @@ class _Shapes:
 
     def newer_during_restart(self) -> None:
         """A Gateway restart cuts a run; before the boot's recovery begins (``recovery_delay``), a newer run
-        starts on the key: the recovery still belongs in the cut run's message (link rule E)."""
+        starts on the key: the Gateway starts the recovery first and the newer run queues behind it (measured on
+        2026.9.6); the recovery still belongs in the cut run's message (link rule E)."""
         r = self.r
         chat = r.choice(CHATS)
         name = self.driven(chat)

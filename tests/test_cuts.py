@@ -4,6 +4,7 @@ two; every cut run's message ends finished once its continuation (or nobody's) i
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -411,9 +412,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
     tmp_path, mock_clock, mode: str
 ) -> None:
     """Issue 24, item 4 (seed 000 case 5): the Gateway's recovery of a cut run S starts a few seconds after its boot;
-    meanwhile a newer run N is sent on the key, runs and ends, and the recovery queues behind it. Link rule E goes
-    by the recovery's provenance and the transcript's order: N ended on its own, so the run the boot recovers is
-    still S. The recovery writes into S's message (no note), N has a message of its own."""
+    meanwhile a newer run N is sent on the key. The Gateway starts the recovery first (the admission of a turn on a
+    session with a recovery pending dispatches it: measured on 2026.9.6, ``tests/test_realgw_cuts.py``) and N runs
+    after it (on the real Gateway N's own turn was not run at all). Link rule E goes by the recovery's provenance
+    and the transcript's order: the recovery writes into S's message (no note), N has a message of its own."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         bridge = await env.connect()
@@ -421,7 +423,10 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         await _cut_run(env, key)
         await env.sim.restart(mode, recovery_delay=5.0)
         await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
-        env.sim.start_run(key, "N", user_text="Something else").text("The newer answer.").end()
+        newer = env.sim.start_run(key, "N", user_text="Something else")
+        # Behind the recovery it started.
+        await env.sim.wait_for(lambda: env.sim.sessions[key].active is newer.run)
+        newer.text("The newer answer.").end()
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()
         m, n = ids.message_id(key, "S"), ids.message_id(key, "N")
@@ -431,6 +436,33 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
         assert messages[m]["content"] == "Working on the first half.\nPicked up after the boot."
         assert messages[m]["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
         assert messages[n]["done"] is True and messages[n]["content"] == "The newer answer."
+
+
+async def test_a_run_that_ended_aborted_unseen_before_a_crash_is_not_held_for_a_recovery(tmp_path, mock_clock) -> None:
+    """Issue 24, item 12 (fuzz seeds 30151, 77089): S ends ``aborted`` right after a tool call while owc hears
+    nothing (its abort stores no ending message), a newer run X runs and ends, then the Gateway crashes. At the new
+    boot's hello the row is ``done`` under X, taken for the boot's recovery of S: M is held for it. The transcript
+    shows X begun after S's last message with no recovery turn before it, and the Gateway recovers a session before
+    any turn admitted after the boot: S ended on its own. M ends as S left it, with no cut-off note. Before, M
+    waited for a link that could never come: the hold never ended and ``settled()`` waited for ever (the play ran to
+    its bound)."""
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        await env.connect()
+        run = await _cut_run(env, key)
+        run.tool("exec", {"i": 1}, "ok")
+        env.sim.mute()  # a half-open socket: owc hears nothing more until the crash cuts it
+        run.end("aborted")
+        env.sim.start_run(key, "X", user_text="Something else").text("The newer answer.").end()
+        await env.sim.restart("crash")
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        m, x = ids.message_id(key, "S"), ids.message_id(key, "X")
+        messages = await env.messages(chat_id)
+        assert recoveries(env) == [] and resume_runs(env) == []
+        assert messages[m]["done"] is True and messages[m].get("error") is None, messages[m].get("error")
+        assert messages[m]["content"].startswith("Working on the first half.")
+        assert messages[x]["done"] is True and messages[x]["content"] == "The newer answer."
 
 
 async def test_a_shutdown_notice_the_gateway_never_follows_with_a_close_holds_no_message_open(
@@ -574,6 +606,190 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(own)}}}}
     tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=True)
     assert chat["history"]["messages"]["M"]["error"] == own
+
+
+class _LaterClaimsHeldBack(_ClaimsHeldBack):
+    """Lets the first claim of the message go (the run's claim as it begins) and holds every later one (its writer's
+    claim on the next connection, after a restart) until the test lets them go."""
+
+    def __init__(self, store: TrioChatStore, message_id: str) -> None:
+        super().__init__(store, message_id)
+        self.claims = 0
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id:
+            self.claims += 1
+            if self.claims > 1:
+                await self.go.wait()
+        return await self._store.claim(chat_id, message_id, **kwargs)
+
+
+async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_process_finished_first(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Class A of issue 24's campaign (fuzz seeds 40164, 40632): A streams S, and a crash cuts it before the Gateway
+    stored any of it. B, which never showed S's text, finishes M with the boot's recovery (its part alone: S's
+    transcript part is empty); only then does A's writer of S reach M on its next connection and find it finished.
+    A's tabs showed S's text in M, and a message never ends with less than it showed (issue 24, item 5): A puts
+    what it showed in front of the recovery's part, in one conditional write. Before, A dropped it
+    (``runs.cut_finished_elsewhere``): M showed the recovery's text only. A second pass adds nothing."""
+    from owc.registry import WriterRegistry
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        env.sim.recovery = lambda k, source: [Text("Picked up after the crash."), End()]
+        await _cut_run(env, key)
+        b = await env.connect("B", registry=WriterRegistry())  # another process, which never saw S's text
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        with trio.fail_after(PLAY_BOUND_S):
+            while (await env.messages(chat_id))[m].get("done") is not True:
+                await env.until(lambda: not b.ledger.unsettled())
+                await trio.sleep(0.1)
+        assert (await env.messages(chat_id))[m]["content"] == "Picked up after the crash."  # B's finish: the order
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Working on the first half.\nPicked up after the crash."
+        assert final["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert final["meta"]["openclaw_own_at"] == 1, "the recovery's part now begins after S's"
+        again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:1]}, user_id="user-1")
+        assert again is None, "a second pass adds nothing"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
+class _Held:
+    """A ledger holding the cut run, at a Gateway time of its own."""
+
+    def __init__(self, began_ms: int) -> None:
+        self.run = SimpleNamespace(order=(began_ms, 1), timed=True)
+
+    def get(self, key: str, run_id: str) -> Any:
+        return self.run if run_id == "S" else None
+
+
+@pytest.mark.parametrize("began", ["before the cut run", "after the cut run"])
+async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer(began: str) -> None:
+    """Fuzz seed 40958 (shrunk: one deploy, killed while three runs ran on the chat, started again; a fourth run S
+    streams, a Gateway restart cuts it): the reconcile pass opens the runs that ran while owc was away after S's cut
+    was decided, and a run of its own opened after the cut was taken for one that took the session after it: the
+    held cut ended ("newer run"), so the boot's recovery found no cut to wait for, claimed M before S's writer wrote it
+    open and finished it without the streamed tail the transcript lacks. A run that began (Gateway times) before S
+    leaves the cut held; one that began after it ends it, as before."""
+    from test_link_rule import history, said, user
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    bridge = SimpleNamespace(ledger=_Held(began_ms=2_000), wake=lambda: None)
+    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", opened=1)
+    cuts.by_key["k"] = cut
+    page = history(user("O", "a question of its own"), said("O", "An answer."))
+    other = SimpleNamespace(
+        run_id="O",
+        session_key="k",
+        link_checked=False,
+        history=page,
+        life=SimpleNamespace(ended=True, settled=False),
+        renderer=SimpleNamespace(output=lambda: []),
+        order=(1_000 if began == "before the cut run" else 3_000, 2),  # opened after the cut (2 > 1)
+        timed=True,
+    )
+    await cuts.link(None, other)  # type: ignore[arg-type]
+    if began == "before the cut run":
+        assert cuts.by_key["k"] is cut and not cut.ending
+    else:
+        assert "k" not in cuts.by_key and cuts._ending["S"] is cut and cut.note == NEWER_RUN_NOTE
+
+
+class _StoreBridge(_Bridge):
+    def __init__(self, store: Any) -> None:
+        super().__init__(set())
+        from owc.emit import RecordingEmitter
+
+        self.store = store
+        self.emitter = RecordingEmitter()
+
+
+@pytest.mark.parametrize("path", ["held cut ends", "a race: the recovery finished twice"])
+async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path: str, tmp_path) -> None:
+    """Issue 24 item 4's shape D (``tests/fuzz_repros/recovery-unlinked.jsonl``): two deploys, a crash under S, which
+    had stored nothing. The deploy back first cannot name S (its user turn hidden, nothing stored) nor find its
+    message (the deploy that streamed S had not claimed it yet): the boot's recovery R gets a message of its own, X.
+    Nothing the Gateway says would let it know more, so this is repaired, not prevented:
+
+    * the deploy holding S's cut, back later, finds X finished (``seen_chat``) and, where it ended M with the
+      newer-run note before, makes one reply of M and X: S's streamed part, then R's, chain ``[S, R]``; X goes;
+    * both deploys settled R at once (one linked it to the cut it held, the other made X): the later finish of the
+      two (``one_reply``) takes X out, M already holding R.
+
+    Either way the tabs hear M, the links that changed and the chat's view in one ``chat:messages``."""
+    from test_link_rule import PROV, history, said, user
+
+    from owc.rules.owner import NEWER_RUN_NOTE, Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+    from owc.store import open_store
+
+    chat_id = "7d0c4a52-3c1e-4c55-9a51-0c2b8f1e6a10"
+    key = ids.session_key("main", "u1", chat_id)
+    ref = ids.parse_session_key(key)
+    m, x = ids.message_id(key, "S"), ids.message_id(key, "R")
+    own = {"openclaw_run": "R", "openclaw_writer": "w1"}
+    m_meta = {"openclaw_run": "S", "openclaw_writer": "w2"}
+    if path == "held cut ends":
+        m_meta |= {"openclaw_open": True, "openclaw_chain": ["S"]}
+        m_output, m_done = [{"type": "message", "text": "Two lines:"}], False
+    else:
+        m_meta |= {"openclaw_chain": ["S", "R"]}
+        m_output, m_done = [{"type": "message", "text": "Two lines:"}, {"type": "message", "text": "Recovered."}], True
+    chat = {
+        "id": chat_id,
+        "history": {
+            "currentId": m,
+            "messages": {
+                x: {
+                    "id": x, "parentId": None, "childrenIds": [m], "role": "assistant", "done": True,
+                    "content": "Recovered.", "output": [{"type": "message", "text": "Recovered."}], "meta": own,
+                },
+                m: {
+                    "id": m, "parentId": x, "childrenIds": [], "role": "assistant", "done": m_done,
+                    "content": "", "output": m_output, "meta": m_meta,
+                },
+            },
+        },
+    }  # fmt: skip
+    async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
+        await store.create_chat(chat_id, "u1", chat=chat)
+        bridge = _StoreBridge(store)
+        cuts = Cuts(bridge)  # type: ignore[arg-type]
+        if path == "held cut ends":
+            cut = Cut(key, ref, m, ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery="R")
+            cuts.by_key[key] = cut
+            page = history(
+                {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"},
+                user("R", "continue", PROV),
+                said("R", "Recovered."),
+            )
+            cuts.seen_chat(None, chat_id, chat["history"]["messages"], page)  # type: ignore[arg-type]
+            assert cut.absorb == x and cuts._ending["S"] is cut
+            await cuts._end_message(cut, NEWER_RUN_NOTE)
+        else:
+            run = SimpleNamespace(session_key=key, run_id="R", ref=ref, message_id=m)  # linked into M
+            await cuts.one_reply(run)  # type: ignore[arg-type]
+        stored = (await store.read_chat(chat_id))["history"]
+    assert set(stored["messages"]) == {m} and stored["currentId"] == m
+    final = stored["messages"][m]
+    assert [i["text"] for i in final["output"]] == ["Two lines:", "Recovered."]
+    assert final["done"] is True and "error" not in final and final["meta"]["openclaw_chain"] == ["S", "R"]
+    listing = next(e.event["data"] for e in bridge.emitter.events if e.event["type"] == "chat:messages")
+    assert listing["currentId"] == m and listing["messages"][m]["parentId"] is None
 
 
 def test_runs_before_a_cut_run_its_recovery_waits_for_are_not_held_behind_that_recovery() -> None:

@@ -27,9 +27,12 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: live claim below later runs another process gave their messages first).
 #: 40536 (the oracle's streamed tail of a killed process), 41454 (the simulator's record of a killed process's
 #: socket, as seed 282). 40434's hang is played by its repro (``recovered-elsewhere-hang``): its full schedule still
-#: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 80279: a cut heartbeat that
-#: spoke, whose recovery belongs in its message (issue 24 item 6). 80211, 80221: a run whose end the transcript hides,
-#: given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond (item 12).
+#: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 30151 (a hold on a row whose
+#: later run was taken for the boot's recovery: a hang) and 77089 (the cut-off note on a run that ended aborted).
+#: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
+#: run's stream another deploy's recovery finished first (class A). 80211, 80221: a run whose end the transcript
+#: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
+#: (item 12).
 CI_SEEDS = [
     *range(300),
     432,
@@ -39,10 +42,13 @@ CI_SEEDS = [
     9652,
     20686,
     20808,
+    30151,
     30199,
     30468,
+    40164,
     40536,
     41454,
+    77089,
     80211,
     80221,
     80279,

@@ -12,6 +12,7 @@ from owc.rules.link import (
     before,
     ended_in,
     followed,
+    next_run_began,
     recovery_owed,
     recovery_source,
     taken_over_first,
@@ -220,6 +221,44 @@ def test_a_hidden_message_between_leaves_the_source_unnamed() -> None:
     assert recovery_source(gap, "r").verdict is Verdict.RECOVERY
     none = history(at(user("s"), 1), at(said("s", "x"), 2), at(user("r", "c", PROV), 3))
     assert recovery_source(none, "r").source == "s"
+
+
+def tool_call(run: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": f"call-{run}", "name": "exec", "arguments": {}}],
+        "stopReason": "toolUse",
+        "__openclaw": {"runId": run},
+    }
+
+
+def test_a_run_that_began_after_the_held_run_before_any_recovery_says_the_held_run_ended_on_its_own() -> None:
+    """``next_run_began`` (issue 24, item 12, fuzz seeds 30151 and 77089): the Gateway recovers a session before it
+    runs any turn admitted after the boot, so a later run with no recovery turn before it says the held run ended on
+    its own, even when its end stored nothing (an abort after a tool call)."""
+    inbound = {"role": "user", "content": "[announce]", "idempotencyKey": "f00d"}
+    result = {"role": "toolResult", "toolCallId": "call-s", "toolName": "exec", "content": "ok"}
+    steer = {"role": "user", "content": "a sub-agent's result", "provenance": {"kind": "inter_session"}}
+    # Cell by cell: the held run s's last message is a tool call (or its result), then a later run x.
+    for h in (
+        history(user("s"), tool_call("s"), result, user("x"), said("x", "hello")),  # x's own user turn
+        history(user("s"), tool_call("s"), result, inbound, said("x", "hello")),  # an agent turn's, keyed its own way
+        history(user("s"), tool_call("s"), inbound),  # an agent turn that stored nothing yet (it was recovered)
+        history(user("s"), tool_call("s"), said("x", "hello")),  # a run whose user turn is hidden
+        history(user("s"), tool_call("s"), user("x")),  # x stored only its user turn (running)
+        history(user("s"), tool_call("s"), user("x"), user("r", "c", PROV)),  # x was the one the boot recovered
+    ):
+        assert next_run_began(h, "s"), h
+    # A recovery turn first: rule E decides whose it is (x may be a run after the boot's recovery of s).
+    h = history(user("s"), tool_call("s"), user("r", "c", PROV), said("r", "on"), user("x"), said("x", "hello"))
+    assert not next_run_began(h, "s")
+    # Nothing after s, only a steered input (it starts no run), or s not on the page.
+    assert not next_run_began(history(user("s"), tool_call("s"), result), "s")
+    assert not next_run_began(history(user("s"), tool_call("s"), steer, user("r", "c", PROV)), "s")
+    assert not next_run_began(history(user("x"), said("x", "hello")), "s")
+    # Its first later message follows a hidden heartbeat prompt: a heartbeat may run before a pending recovery.
+    beat = {**said("x", "tick"), "__openclaw": {"runId": "x", "turnBoundary": True}}
+    assert not next_run_began(history(user("s"), tool_call("s"), beat), "s")
 
 
 def _at(message: dict[str, Any], seq: int) -> dict[str, Any]:

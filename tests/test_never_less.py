@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from owc.render.items import function_call_item, function_call_output_item, message_item, output_text
-from owc.render.never_less import never_less
+from owc.render.never_less import never_less, shown_in_front
 
 
 def msg(text: str, key: str = "a") -> Any:
@@ -90,3 +90,59 @@ def test_never_shorter_than_either_unless_they_part(shown: list[Any], transcript
     # every shown text the result keeps at a place is at least as long as the transcript's there
     for got, kept in zip(out, transcript):
         assert output_text([got]).startswith(output_text([kept]).rstrip())
+
+
+# ``shown_in_front``: a finished M that lacks what this process showed of it (issue 24, class A of the campaign).
+
+
+def test_a_cut_runs_stream_goes_in_front_of_the_continuation_that_never_saw_it() -> None:
+    # S stored nothing (a crash before anything was stored); the recovery R, in another process, finished M alone.
+    recovered = [msg("Recovered after the restart.", "r")]
+    out = shown_in_front(["S", "R"], 0, recovered, {"S": [msg("Two lines:\nthe second one.")]})
+    assert out is not None
+    output, own_at = out
+    assert output_text(output) == "Two lines:\nthe second one.\nRecovered after the restart." and own_at == 1
+    assert output[1] is recovered[0], "the continuation's part unchanged"
+
+
+def test_the_tail_a_crash_cut_after_a_tool_call_goes_in_front_of_the_continuation() -> None:
+    held = [msg("Checking."), call("c1"), result("c1")]  # S's part from its transcript
+    output = [*held, msg("Recovered.", "r")]
+    shown = [*held, msg("Now the second half", "b")]
+    out = shown_in_front(["S", "R"], 3, output, {"S": shown})
+    assert out is not None
+    assert output_text(out[0]) == "Checking.\nNow the second half\nRecovered." and out[1] == 4
+    assert out[0][:3] == held
+
+
+def test_nothing_is_added_when_m_holds_what_was_shown() -> None:
+    shown = [msg("Checking.")]
+    assert shown_in_front(["S", "R"], 1, [msg("Checking."), msg("Recovered.", "r")], {"S": shown}) is None
+    # The second pass: what the first added is there.
+    first = shown_in_front(["S", "R"], 0, [msg("Recovered.", "r")], {"S": shown})
+    assert first is not None
+    assert shown_in_front(["S", "R"], first[1], first[0], {"S": shown}) is None
+
+
+def test_a_shown_text_the_transcript_replaced_is_not_added() -> None:
+    # M's part of S is the transcript's, which replaced what was streamed (a different text): M stands.
+    output = [msg("The final answer."), msg("Recovered.", "r")]
+    assert shown_in_front(["S", "R"], 1, output, {"S": [msg("A draft")]}) is None
+
+
+def test_only_the_run_just_before_the_last_counts() -> None:
+    output = [msg("Recovered.", "r")]
+    # S is not the run before M's last (a second continuation finished M): its part is not known apart.
+    assert shown_in_front(["S", "R1", "R2"], 0, output, {"S": [msg("Streamed.")]}) is None
+    # A message of one run, or no record of where its last run's part begins.
+    assert shown_in_front(["S"], 0, output, {"S": [msg("Streamed.")]}) is None
+    assert shown_in_front(["S", "R"], 2, output, {"S": [msg("Streamed.")]}) is None
+    # Nothing shown here.
+    assert shown_in_front(["S", "R"], 0, output, {"S": []}) is None
+    assert shown_in_front(["S", "R"], 0, output, {"R": [msg("Streamed.")]}) is None
+
+
+def test_a_continuations_own_copy_adds_the_chain_part_it_holds() -> None:
+    # This process's copy of the recovery, linked to the cut it held: its prefix is S's part as shown here.
+    out = shown_in_front(["S", "R"], 0, [msg("Recovered.", "r")], {"R": [msg("x")], "S": [msg("Streamed.")]})
+    assert out is not None and output_text(out[0]) == "Streamed.\nRecovered."

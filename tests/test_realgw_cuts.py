@@ -56,7 +56,7 @@ from owc.store import open_store
 
 from background import OUT_ENV
 from conftest import TOKEN, secret
-from rawclient import RawClient, raw_client
+from rawclient import RawClient, Refused, raw_client
 from realgw.fake_model import ANSWER, LONG_ANSWER
 from realgw.gateway import CuttableGateway, fake_claude_bin, start_cuttable
 from realgw.watched import WatchedEmitter
@@ -484,6 +484,100 @@ async def test_a_gateway_killed_mid_reply_is_recovered_into_the_same_message(
 
     await _gateway_recovered_cut(gw, tmp_path, caplog, "SIGKILL + relaunch", "crash", cut)
     assert len(gw.launched) == 2
+
+
+async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recovery(cuttable) -> None:
+    """Issue 24, item 12 (fuzz seed 30151): what a turn sent to a session between a boot and the start of that boot's
+    recovery of it does. SIGKILL under a SLOW turn S, a launch on the same state, and as soon as the Gateway takes a
+    connection (before its ready line; the recovery starts 2-4 s after it) another client's ``chat.send`` X on the
+    same session. On 2026.9.6 the admission of X finds the row ``running`` + ``abortedLastRun`` (the boot marked it)
+    and dispatches the pending recovery first (``get-reply.types-*.mjs``: ``retryRestartAbortedMainSessionRecovery``,
+    then ``waitForRecovery``): the recovery R' runs before anything of X (here X itself was not run at all: its chat
+    ended ``final`` with no message, its turn never stored), so a session's last run after a boot that is an
+    ordinary turn follows the boot's recovery of the session, if it had one. The simulator follows the order
+    (``Restarts._admitting``: X queues behind R')."""
+    gw = cuttable()
+    key = ids.session_key("main", "u-cut", str(uuid.uuid4()))
+    source, newer = str(uuid.uuid4()), str(uuid.uuid4())
+    facts: dict[str, Any] = {}
+    with trio.fail_after(170):
+        async with client(gw, "first-ui") as c:
+            assert (await c.request("sessions.subscribe", {"limit": 1000})).ok
+            params = {"sessionKey": key, "message": "SLOW reply please", "idempotencyKey": source}
+            sent = await c.request("chat.send", params)
+            assert sent.ok, sent.error
+            await c.event(
+                lambda f: f.event == "chat" and f.payload.get("runId") == source and f.payload.get("state") == "delta"
+            )
+            gw.signal(signal.SIGKILL)
+            assert await trio.to_thread.run_sync(gw.wait_exit) == -signal.SIGKILL
+        gw.launch()
+        tries = 0
+        while True:  # the first connection the new process takes (an external process's readiness has no event)
+            tries += 1
+            try:
+                async with raw_client(gw.url, gw.token, instance_id="second-ui") as c:
+                    answer = await c.request(
+                        "chat.send", {"sessionKey": key, "message": "Say hi", "idempotencyKey": newer}
+                    )
+                    if not answer.ok and (answer.error or {}).get("retryable"):
+                        raise OSError(str(answer.error))
+                    facts["send"] = (answer.ok, answer.payload, answer.error, tries)
+                    listed = await c.request("sessions.list", {"limit": 1000})
+                    row = _row(listed.payload, key) or {}
+                    facts["row_after_send"] = {
+                        k: row.get(k) for k in ("status", "hasActiveRun", "abortedLastRun", "lastRunId", "activeRunIds")
+                    }
+                    assert (await c.request("sessions.subscribe", {"limit": 1000})).ok
+                    ends: list[Any] = []
+                    with trio.move_on_after(120):  # the bound on both runs: whatever the Gateway did, report it
+                        while True:
+                            frame = await c.event("chat")
+                            if frame.payload.get("state") in ("final", "error", "aborted"):
+                                ends.append(
+                                    (
+                                        frame.payload.get("runId"),
+                                        frame.payload.get("state"),
+                                        frame.payload.get("stopReason"),
+                                        message_text(frame.payload.get("message"))[:120],
+                                        frame.payload.get("errorMessage"),
+                                    )
+                                )
+                                if frame.payload.get("runId") == newer:
+                                    break
+                    facts["ends"] = ends
+                    with trio.move_on_after(90):  # then until the session is idle (the recovery, if it waits)
+                        while True:
+                            listed = await c.request("sessions.list", {"limit": 1000})
+                            if not (_row(listed.payload, key) or {}).get("hasActiveRun"):
+                                break
+                            await c.event(lambda f: (f.payload or {}).get("sessionKey") == key)
+                    listed = await c.request("sessions.list", {"limit": 1000})
+                    row = _row(listed.payload, key) or {}
+                    facts["row_after"] = {
+                        k: row.get(k) for k in ("status", "abortedLastRun", "lastRunId", "startedAt", "endedAt")
+                    }
+                    history = await _history(c, key)
+                break
+            except (OSError, HandshakeError, ConnectionClosed, Refused):
+                await trio.sleep(0.1)
+    users = [
+        ((m.get("idempotencyKey") or "").removesuffix(":user"), (m.get("provenance") or {}).get("sourceTool"))
+        for m in history
+        if m.get("role") == "user"
+    ]
+    facts["user_turns"] = users
+    facts["transcript"] = [(h.get("role"), _text(h)[:50], (h.get("__openclaw") or {}).get("runId")) for h in history]
+    facts["gateway_log"] = [line for line in gw.log_tail(400).splitlines() if "ecover" in line][-15:]
+    _report("a turn sent before the boot's recovery", **facts)
+    recoveries = _recoveries(history)
+    assert len(recoveries) == 1, facts
+    order = [run for run, _ in users]
+    # The recovery's turn comes right after the cut run's: nothing the other client sent ran before it. (Measured
+    # on 2026.9.6, 3 plays: X's admission dispatched the recovery, X's chat ended ``final`` with no message and its
+    # turn was never stored; the simulator runs X after the recovery instead, which keeps the same order.)
+    assert order[: order.index(recoveries[0]) + 1] == [source, recoveries[0]], facts
+    assert newer not in order or order.index(newer) > order.index(recoveries[0]), facts
 
 
 #: The stop drain without a service manager (315 s, measured) and the slack past it for the drain to end and the

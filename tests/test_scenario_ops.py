@@ -369,9 +369,11 @@ def test_owc_scenario_run_exits_1_on_a_failed_expectation(tmp_path: Path) -> Non
     assert "1 expectations failed" in out.stdout
 
 
-async def test_a_run_started_during_a_restart_runs_before_the_boots_delayed_recovery(autojump_clock) -> None:
-    """``recovery_delay`` (issue 24 item 4): the boot decides what it recovers, a run started on the cut run's
-    key before the recovery begins runs first, the recovery queues behind it, and ``wait`` waits for both."""
+async def test_a_run_started_during_a_restart_starts_the_boots_delayed_recovery_first(autojump_clock) -> None:
+    """``recovery_delay`` (issue 24 item 4): the boot decides what it recovers; a run started on the cut run's key
+    before the recovery begins starts the recovery at once and queues behind it, as the real Gateway 2026.9.6 does
+    (the admission dispatches the pending recovery: ``tests/test_realgw_cuts.py``; before, the simulator ran the
+    newer run first, which no Gateway does: fuzz seed 30151), and ``wait`` waits for both."""
     text = (
         CHAT + '{"op": "await_clients"}\n{"op": "run", "chat": "c", "run": "cut", "user_text": "Go."}\n'
         '{"op": "text", "run": "cut", "text": "Working."}\n'
@@ -392,7 +394,7 @@ async def test_a_run_started_during_a_restart_runs_before_the_boots_delayed_reco
         assert recovery.state == "ended" and newer.terminal == "final"
         session = sim.sessions[cut.key]
         users = [m.get("idempotencyKey") for m in session.transcript if m.get("role") == "user"]
-        assert users == [f"{cut.run_id}:user", f"{newer.run_id}:user", f"{recovery.run_id}:user"], users
+        assert users == [f"{cut.run_id}:user", f"{recovery.run_id}:user", f"{newer.run_id}:user"], users
 
 
 async def test_a_teardown_saves_the_reply_done_and_its_deploy_dies(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import pytest
 import trio
 
 from owc.store import (
+    Absorbed,
     AlreadyDone,
     AlreadyThere,
     ChatCorrupt,
@@ -24,6 +25,7 @@ from owc.store import (
     Claimed,
     Locked,
     MessageMissing,
+    NotAbsorbed,
     NotWritten,
     TakenOver,
     Written,
@@ -109,6 +111,51 @@ def test_a_message_owc_owes_is_not_finished_by_open_webuis_own_done_save(store: 
     assert isinstance(store.write("c", "m1", content="x", output=[], done=True, unless_done=True), AlreadyDone)
     late = store.claim("c", "m1", run_id="r1", writer="w3", alive=DEAD, user_id=USER)
     assert isinstance(late, AlreadyThere) and late.done
+
+
+def test_what_a_process_showed_goes_in_front_of_a_finished_continuation_once(store: ChatStore) -> None:
+    """Issue 24 campaign, class A: ``add_shown`` writes a finished M only, and only what M lacks of what was shown
+    (``render.never_less.shown_in_front``), in front of the continuation's part; an open M (its writer shows what M
+    held at its claim) and a second pass are left as they are."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    shown = {"S": [msg("Streamed before the crash.")]}
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="", output=[], done=False, meta={"openclaw_chain": ["S"], "openclaw_own_at": 0})
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "M open: its writer's to write"
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 0}
+    store.write("c", "m1", content="Recovered.", output=[msg("Recovered.")], done=True, meta=meta, continues=True)
+    added = store.add_shown("c", "m1", shown_through=shown, user_id=USER)
+    assert isinstance(added, Written)
+    final = store.read_chat("c")["history"]["messages"]["m1"]
+    assert final["content"] == "Streamed before the crash.\nRecovered." and final["done"] is True
+    assert final["meta"]["openclaw_own_at"] == 1 and final["meta"]["openclaw_chain"] == ["S", "R"]
+    assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "a second pass adds nothing"
+    assert store.read_chat("c")["history"]["messages"]["m1"] == final
+
+
+def test_a_continuations_finish_leaves_a_finish_of_another_copy_of_it(store: ChatStore) -> None:
+    """Fuzz seed 40164 under load: two deploys linked the same recovery R into M; one's copy took M over (from M's
+    finish with the cut run alone) and read M's output then; the other's finished M first, with the cut run's streamed
+    tail. The first's finish (``unless_holds=R``) then finds M finished holding R and leaves it (before, it replaced
+    it with less). A finished M that does not hold R (the claim took it back for R) is written."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="Cut.", output=[msg("Cut.")], done=True, meta={"openclaw_chain": ["S"]})
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 1}
+    out = [msg("Cut. And the streamed tail."), msg("Recovered.")]
+    first = store.write("c", "m1", content="x", output=out, done=True, meta=meta, unless_holds="R")
+    assert isinstance(first, Written), "M held only S: the recovery's finish is written"
+    late = store.write("c", "m1", content="y", output=[msg("Cut."), msg("Recovered.")], done=True, unless_holds="R")
+    assert isinstance(late, AlreadyDone)
+    assert store.read_chat("c")["history"]["messages"]["m1"]["output"] == out
 
 
 def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
@@ -541,3 +588,124 @@ def test_a_second_finalize_of_the_same_finished_message_writes_nothing(store: Ch
     assert isinstance(again, Written) and again.message["content"] == "All of it." and saves == []
     changed = store.write("c", "m1", content="More of it.", output=out, done=True)
     assert isinstance(changed, Written) and saves == ["c"]  # a different content is written
+
+
+def _two_replies_chat(chat_id: str, *, recovery_meta: dict | None = None, m_chain: list | None = None) -> dict:
+    """Issue 24 item 4's shape D as the chat holds it: the recovery R's message X (of its own, finished, made first
+    by the process back first), then the cut run S's message M under it (the other process claimed it later and
+    wrote it open with what S had streamed)."""
+    own = {"openclaw_run": "R", "openclaw_writer": "w1"}
+    meta_m = {"openclaw_run": "S", "openclaw_writer": "w2", "openclaw_open": True, "openclaw_chain": m_chain or ["S"]}
+    return {
+        "id": chat_id,
+        "history": {
+            "currentId": "M",
+            "messages": {
+                "u": {"id": "u", "parentId": None, "childrenIds": ["X"], "role": "user", "content": "hi"},
+                "X": {
+                    "id": "X", "parentId": "u", "childrenIds": ["M"], "role": "assistant", "done": True,
+                    "content": "Recovered.", "output": [{"type": "message", "text": "Recovered."}],
+                    "meta": recovery_meta if recovery_meta is not None else own,
+                },
+                "M": {
+                    "id": "M", "parentId": "X", "childrenIds": [], "role": "assistant", "done": False,
+                    "content": "Two lines:", "output": [{"type": "message", "text": "Two lines:"}], "meta": meta_m,
+                },
+            },
+        },
+    }  # fmt: skip
+
+
+def _store_on(db_url: str | None, sqlite_url: str) -> ChatStore:
+    s = ChatStore(make_engine(db_url or sqlite_url, busy_timeout_ms=200))
+    s.create_tables()
+    return s
+
+
+def test_a_recoverys_own_message_is_made_one_reply_with_its_cut_runs_message(
+    db_url: str | None, sqlite_url: str
+) -> None:
+    """Issue 24 item 4's shape D (fuzz repro ``recovery-unlinked``): two deploys, a crash under S, which had stored
+    nothing. The deploy back first gave the boot's recovery R a message of its own (X: it could not name S, and S's
+    message did not exist yet); the other deploy, which had streamed S, holds S's message M. ``absorb_recovery`` makes
+    one reply of them in one locked write: M shows S's part then R's, chain ``[S, R]``, finished; X is gone from the
+    tree (M hangs where X did, the view on M) and from ``chat_message``. On SQLite and PostgreSQL."""
+    from sqlalchemy import text
+
+    store = _store_on(db_url, sqlite_url)
+    chat_id = f"absorb-{uuid.uuid4()}"
+    try:
+        store.create_chat(chat_id, USER, chat=_two_replies_chat(chat_id))
+        result = store.absorb_recovery(chat_id, "M", source="S", recovery="R", recovery_message_id="X", user_id=USER)
+        assert isinstance(result, Absorbed) and result.removed == "X" and result.current_id == "M"
+        messages = store.read_chat(chat_id)["history"]["messages"]
+        assert set(messages) == {"u", "M"}
+        m = messages["M"]
+        assert [item["text"] for item in m["output"]] == ["Two lines:", "Recovered."]
+        assert m["done"] is True and m["parentId"] == "u" and messages["u"]["childrenIds"] == ["M"]
+        assert m["meta"]["openclaw_chain"] == ["S", "R"] and "openclaw_open" not in m["meta"]
+        with store.engine.connect() as conn:
+            rows = dict(
+                conn.execute(text("select id, parent_id from chat_message where chat_id = :c"), {"c": chat_id}).all()
+            )
+        assert rows == {f"{chat_id}-u": None, f"{chat_id}-M": "u"}
+        # Again: X is gone, nothing is written.
+        again = store.absorb_recovery(chat_id, "M", source="S", recovery="R", recovery_message_id="X", user_id=USER)
+        assert isinstance(again, NotAbsorbed)
+    finally:
+        store.engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "case", ["recovery continued", "recovery unfinished", "another run", "M continued", "M holds the recovery"]
+)
+def test_a_recoverys_message_is_absorbed_only_while_it_is_finished_with_that_run_alone(
+    db_url: str | None, sqlite_url: str, case: str
+) -> None:
+    """The write is conditional: the recovery's message must still be finished with exactly that run (no chain past
+    it, not owed), and M's chain must not go on past the cut run (a continuation wrote M). Else nothing is written.
+    M already naming the recovery in its chain (the other process linked it, in a race with the message of its own
+    this one made): M keeps what it holds, and the double goes."""
+    store = _store_on(db_url, sqlite_url)
+    chat_id = f"absorb-{uuid.uuid4()}"
+    recovery_meta = {
+        "recovery continued": {"openclaw_run": "R", "openclaw_chain": ["R", "R2"]},
+        "recovery unfinished": {"openclaw_run": "R", "openclaw_open": True},
+        "another run": {"openclaw_run": "Q"},
+    }.get(case)
+    m_chain = {"M continued": ["S", "resume-1"], "M holds the recovery": ["S", "R"]}.get(case)
+    try:
+        store.create_chat(chat_id, USER, chat=_two_replies_chat(chat_id, recovery_meta=recovery_meta, m_chain=m_chain))
+        before = store.read_chat(chat_id)
+        result = store.absorb_recovery(chat_id, "M", source="S", recovery="R", recovery_message_id="X", user_id=USER)
+        after = store.read_chat(chat_id)
+        if case == "M holds the recovery":
+            assert isinstance(result, Absorbed)
+            assert set(after["history"]["messages"]) == {"u", "M"}
+            assert after["history"]["messages"]["M"]["output"] == before["history"]["messages"]["M"]["output"]
+        else:
+            assert isinstance(result, NotAbsorbed) and after == before
+    finally:
+        store.engine.dispose()
+
+
+def test_removing_a_message_hangs_its_children_from_its_parent_in_its_place() -> None:
+    chat = {
+        "history": {
+            "currentId": "X",
+            "messages": {
+                "p": {"id": "p", "parentId": None, "childrenIds": ["a", "X", "b"], "role": "user"},
+                "a": {"id": "a", "parentId": "p", "childrenIds": [], "role": "assistant"},
+                "X": {"id": "X", "parentId": "p", "childrenIds": ["c1", "c2"], "role": "assistant"},
+                "b": {"id": "b", "parentId": "p", "childrenIds": [], "role": "assistant"},
+                "c1": {"id": "c1", "parentId": "X", "childrenIds": [], "role": "assistant"},
+                "c2": {"id": "c2", "parentId": "X", "childrenIds": [], "role": "assistant"},
+            },
+        }
+    }
+    changed = tree.remove_message(chat, "X")
+    messages = chat["history"]["messages"]
+    assert "X" not in messages and messages["p"]["childrenIds"] == ["a", "c1", "c2", "b"]
+    assert messages["c1"]["parentId"] == messages["c2"]["parentId"] == "p"
+    assert {m["id"] for m in changed} == {"p", "c1", "c2"} and chat["history"]["currentId"] == "c2"
+    assert tree.remove_message(chat, "X") == []

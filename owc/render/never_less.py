@@ -74,3 +74,32 @@ def _text(item: Mapping[str, Any]) -> str | None:
             return None
         parts.append(part["text"])
     return "".join(parts)
+
+
+def shown_in_front(
+    chain: Sequence[str],
+    own_at: int,
+    output: Sequence[Mapping[str, Any]],
+    shown_through: Mapping[str, Sequence[Mapping[str, Any]]],
+) -> tuple[list[Any], int] | None:
+    """What a finished message M must become so that it shows what one process's tabs were shown of it, or None
+    when M already does (issue 24, items 5 and 14: a run a crash cut stored nothing of what it streamed; another
+    process's continuation, which never saw that stream, finished M with its own part only).
+
+    ``chain`` is M's ``meta.openclaw_chain`` (the runs it holds, in order), ``output`` M's output, and ``own_at``
+    where the part of M's last run (the continuation that finished it) begins in ``output``
+    (``meta.openclaw_own_at``). ``shown_through`` maps a run id to what this process showed of M up to and including
+    that run's part. Only the run just before M's last counts: M's part before ``own_at`` is its chain up to that
+    run (an earlier run's part is not known apart from the runs after it). That part becomes ``never_less`` of
+    what was shown and what M holds, in front of the continuation's part, unchanged; the returned index is where the
+    continuation's part now begins. A second pass with the same ``shown_through`` finds nothing lacking."""
+    if len(chain) < 2 or not 0 <= own_at <= len(output):
+        return None
+    shown = shown_through.get(chain[-2])
+    if not shown:
+        return None
+    held = list(output[:own_at])
+    part = never_less(shown, held)
+    if len(part) == len(held) and all(a == b for a, b in zip(part, held)):
+        return None
+    return [*part, *output[own_at:]], len(part)

@@ -265,3 +265,35 @@ def before(history: ChatHistory, run_id: str, later: str) -> bool:
     messages = history.messages
     at = next((i for i, m in enumerate(messages) if m.user_run_id == later), None)
     return at is not None and any(_of(m, run_id) for m in messages[:at])
+
+
+def next_run_began(history: ChatHistory, run_id: str) -> bool:
+    """Another run began after run ``run_id``'s last stored message, before any restart-recovery turn: then the
+    boot did not recover ``run_id`` before that run, and so never will, and ``run_id`` ended on its own (fuzz seeds
+    30151, 77089: an abort after a tool call stores no ending message, so ``ended_in`` cannot tell).
+
+    Why: the Gateway runs a boot's recovery of a session before any turn admitted there after the boot (2026.9.6:
+    the admission of a turn on a row the boot marked ``running`` + ``abortedLastRun`` dispatches the pending
+    recovery and waits for it, ``get-reply.types-*.mjs``; ``tests/test_realgw_cuts.py``), and a session runs one run
+    at a time: the later run either began before the boot, after ``run_id`` had ended, or after the boot, which then
+    had nothing of this session to recover.
+
+    A run begins with a user turn that has an idempotency key (``<id>:user``, or an agent turn's id of its own) and
+    is no restart recovery's, or shows in another run's assistant message. A user turn with no key is an input
+    steered into a running run (it starts none) and is passed over. False when the page does not hold ``run_id``,
+    when a recovery turn comes first (rule E decides whose it is), and when the first later message follows a
+    hidden heartbeat prompt (``turnBoundary``: a heartbeat may run before a pending recovery, whose dispatch its
+    admission skips)."""
+    messages = history.messages
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
+    if last is None:
+        return False
+    for message in messages[last + 1 :]:
+        if message.role == "user" and message.is_restart_recovery_turn:
+            return False
+        began = (message.role == "user" and message.idempotency_key is not None) or (
+            message.assistant_run_id not in (None, run_id)
+        )
+        if began:
+            return not message.turn_boundary
+    return False

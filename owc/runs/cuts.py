@@ -33,7 +33,7 @@ from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
 from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
-from owc.rules.link import Verdict, before, followed, recovery_owed, recovery_source
+from owc.rules.link import Verdict, before, followed, next_run_began, recovery_owed, recovery_source
 from owc.rules.owner import (
     BUDGET_NOTE,
     CUT_OFF,
@@ -50,7 +50,7 @@ from owc.rules.owner import (
 )
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run
-from owc.store import AlreadyDone, StoreError, Written
+from owc.store import Absorbed, AlreadyDone, StoreError, Written
 
 if TYPE_CHECKING:
     from owc.runs.table import Bridge, RunTable
@@ -106,6 +106,10 @@ class Cut:
     #: message of its own (a finished message of that run, read by a reconcile pass: ``seen_chat``), it will never
     #: link here, and M ends instead of waiting for ever (fuzz seeds 30151, 40434).
     recovery: str | None = None
+    #: That recovery's own message, as a reconcile pass found it finished (``seen_chat``): when M ends it takes the
+    #: recovery's part and the recovery's message goes (``ChatStore.absorb_recovery``): one reply for the cut run and
+    #: its continuation (issue 24, item 4's shape D).
+    absorb: str | None = None
 
     @property
     def source(self) -> str:
@@ -381,7 +385,7 @@ class Cuts:
         for key, cut in list(self.by_key.items()):
             if cut.ref.chat_id != chat_id:
                 continue
-            if cut.owner is Owner.GATEWAY and self._recovered_elsewhere(cut, messages, history):
+            if cut.owner is Owner.GATEWAY and (found := self._recovered_elsewhere(cut, messages, history)):
                 # The run the Gateway continued the cut run with ended, and another process gave it a message of its
                 # own (it could not know this process held the cut: M did not exist when it settled the recovery).
                 # It will never claim here, so nothing would ever link it to M: M ends now (before, M waited for it
@@ -392,7 +396,12 @@ class Cuts:
                     cut.source,
                     cut.recovery,
                 )
+                meta = messages[found].get("meta")
+                if meta.get("openclaw_run") == cut.recovery:
+                    cut.absorb = found  # its own message: M takes its part when it ends (``_absorb``)
                 self._end(table, cut, NEWER_RUN_NOTE)
+                continue
+            if cut.owner is Owner.GATEWAY and history is not None and self._not_recovered(table, cut, history):
                 continue
             if not cut.ready:
                 continue
@@ -408,21 +417,41 @@ class Cuts:
             ):
                 log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
                 del self.by_key[key]
+                if cut.output:
+                    self._writing += 1
+                    table.spawn(self._write_shown, cut)
                 self.bridge.wake()
 
-    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> bool:
+    def _not_recovered(self, table: RunTable, cut: Cut, history: ChatHistory) -> bool:
+        """The transcript shows another run begun after the held cut run's last message with no recovery turn
+        before it (``next_run_began``): the boot did not recover the cut run before that run, and the Gateway
+        recovers a session before any turn admitted after the boot, so no recovery of it will come. It was not cut:
+        it ended on its own (an abort after a tool call stores no ending message, so the finalize's ``ended_in``
+        could not tell), and M ends with what it holds, no note. Before, a hello's row that named that later run was
+        taken for the boot's recovery and M waited for a link that could never come: the cut stayed, ``busy()`` for
+        ever, and the play hung (fuzz seed 30151)."""
+        if not next_run_began(history, cut.source):
+            return False
+        log.info(
+            "runs.not_recovered run=%s chat=%s (a later run began before any recovery)", cut.source, cut.ref.chat_id
+        )
+        self._end(table, cut, None)
+        return True
+
+    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> str | None:
         """The cut's expected recovery (``Cut.recovery``) is one this process never had (another process settled
         it: it will never link-check here), the transcript says it is a restart recovery of the cut run (unnamed, or
         named as one of M's runs), and it has a finished message other than M (its own, or one that holds it). Only
         then: a run the transcript says is no recovery may be a run admitted before a delayed recovery, which then
-        still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link)."""
+        still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link). Returns that
+        message's id (None: not so)."""
         if cut.recovery is None or cut.recovery in cut.chain or history is None:
-            return False
+            return None
         if self._seen_run(cut.session_key, cut.recovery):
-            return False
+            return None
         link = recovery_source(history, cut.recovery)
         if link.verdict is Verdict.NOT_RECOVERY or (link.source is not None and link.source not in cut.chain):
-            return False
+            return None
         for message_id, message in messages.items():
             if message_id == cut.message_id or not isinstance(message, dict) or not message_finished(message):
                 continue
@@ -431,8 +460,8 @@ class Cuts:
                 continue
             chain = meta.get("openclaw_chain") if isinstance(meta.get("openclaw_chain"), list) else []
             if meta.get("openclaw_run") == cut.recovery or cut.recovery in chain:
-                return True
-        return False
+                return message_id
+        return None
 
     def tick(self, table: RunTable) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
@@ -549,6 +578,10 @@ class Cuts:
             chain = meta.get("openclaw_chain")
             source = meta.get("openclaw_run")
             if m.get("done") is False and chain:
+                if next_run_began(history, str(chain[-1])):
+                    # Its run was followed by another before any recovery: it ended on its own, and this recovery
+                    # is of a later run (a cut this process ends: ``_not_recovered``, its write may not be in yet).
+                    continue
                 kept.append((m.get("timestamp") or 0, mid, tuple(str(x) for x in chain)))
             elif (
                 not message_finished(m)
@@ -610,8 +643,11 @@ class Cuts:
             self.bridge.wake()
 
     async def _end_message(self, cut: Cut, note: str | None) -> None:
-        """M ends with what it holds (and a cut-off note): nobody continues its run."""
+        """M ends with what it holds (and a cut-off note): nobody continues its run. Or, when another process gave
+        the run's recovery a message of its own (``Cut.absorb``), M takes that message's part (``_absorb``)."""
         bridge = self.bridge
+        if cut.absorb is not None and await self._absorb(cut):
+            return
         output = await self._stored(cut)
         if output is None:
             log.info("runs.cut_end_nothing chat=%s message=%s (no message to end)", cut.ref.chat_id, cut.message_id)
@@ -633,6 +669,7 @@ class Cuts:
             return
         if isinstance(result, AlreadyDone):
             log.info("runs.cut_continued_elsewhere chat=%s message=%s", cut.ref.chat_id, cut.message_id)
+            await self._add_shown(cut)
             return
         if not isinstance(result, Written):
             log.warning("runs.cut_end_unwritten chat=%s result=%s", cut.ref.chat_id, type(result).__name__)
@@ -649,6 +686,134 @@ class Cuts:
                 await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
             except Exception:
                 log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    async def _write_shown(self, cut: Cut) -> None:
+        try:
+            await self._add_shown(cut)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
+    async def _absorb(self, cut: Cut) -> bool:
+        """Make M and the recovery's own message one reply (``ChatStore.absorb_recovery``: M's part, then the
+        recovery's, chain ``[..., cut run, recovery]``; the recovery's message goes), and tell the tabs: M, the links
+        that changed and the chat's view in one ``chat:messages``, then M's completion. False: nothing was written
+        (the recovery's message changed or went, or M was continued), and M ends as before."""
+        assert cut.absorb is not None and cut.recovery is not None
+        return await self._make_one(cut.ref, cut.message_id, cut.source, cut.recovery, cut.absorb)
+
+    def finished_recovery(self, table: RunTable, run: Run) -> None:
+        """``run``, a restart recovery, has finished its message: ``one_reply`` looks for a double, in a task of its
+        own (counted in ``busy``, so a settle waits for it; it wakes the bridge when done: the writer's own end
+        wakes nobody)."""
+        self._writing += 1
+        table.spawn(self._one_reply_task, run)
+
+    async def _one_reply_task(self, run: Run) -> None:
+        try:
+            await self.one_reply(run)
+        finally:
+            self._writing -= 1
+            self.bridge.wake()
+
+    async def _add_shown(self, cut: Cut) -> None:
+        """M was continued by another process after this one wrote it open with what the cut run showed here
+        (``cut.output``): a continuation that finished M while it was held here, from the transcript and without M's
+        open output (a crash stores nothing of the text it cuts after a tool call), lacks what the tabs here showed.
+        It goes in front of the continuation's part, in one conditional write (``ChatStore.add_shown``; the writer's
+        ``_add_shown`` is the same for a cut run this process finds finished at its claim; issue 24, item 5: a
+        message never ends with less than it showed). Nothing is added twice: M's part before the continuation's is
+        compared under the row lock."""
+        if not cut.output:
+            return
+        bridge = self.bridge
+        try:
+            result = await bridge.store.add_shown(
+                cut.ref.chat_id, cut.message_id, shown_through={cut.source: cut.output}, user_id=cut.ref.user_id
+            )
+        except StoreError as exc:
+            log.info("runs.shown_not_added chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
+            return
+        if not isinstance(result, Written):
+            if result is not None:
+                log.error("runs.NOT_WRITTEN chat=%s (what was shown, in front): %s", cut.ref.chat_id, result)
+            return
+        log.info("runs.shown_added run=%s message=%s (M lacked what was streamed here)", cut.source, cut.message_id)
+        event = {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}}
+        try:
+            await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+        except Exception:
+            log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
+
+    async def one_reply(self, run: Run) -> None:
+        """``run``, a restart recovery, has just finished its message: if the chat holds another message of it (one
+        of its own beside the cut run's message that names it in its chain: two processes settled it at once, one
+        linking it to the cut it held, the other, which could not name the run recovered, giving it a message of
+        its own), the one of its own goes (``ChatStore.absorb_recovery``). Each process checks after its own
+        finish, so the later of the two finishes sees both (issue 24, item 4's shape D, its race form)."""
+        try:
+            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+        except StoreError:
+            return
+        messages = ((chat or {}).get("history") or {}).get("messages") or {}
+        own = ids.message_id(run.session_key, run.run_id)
+        mine = messages.get(own) if own is not None else None
+        if not isinstance(mine, dict) or not isinstance(mine.get("meta"), dict):
+            return
+        if mine["meta"].get("openclaw_run") != run.run_id or not message_finished(mine):
+            return
+        for message_id, message in messages.items():
+            meta = message.get("meta") if isinstance(message, dict) else None
+            chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+            if message_id != own and isinstance(chain, list) and run.run_id in chain:
+                await self._make_one(run.ref, message_id, None, run.run_id, own)
+                return
+
+    async def _make_one(
+        self, ref: ids.SessionRef, message_id: str, source: str | None, recovery: str, double: str
+    ) -> bool:
+        try:
+            result = await self.bridge.store.absorb_recovery(
+                ref.chat_id,
+                message_id,
+                source=source,
+                recovery=recovery,
+                recovery_message_id=double,
+                user_id=ref.user_id,
+            )
+        except StoreError as exc:
+            log.info("runs.absorb_unwritten chat=%s message=%s (%s)", ref.chat_id, message_id, exc)
+            return False
+        if not isinstance(result, Absorbed):
+            log.info("runs.absorb_refused chat=%s message=%s (%s)", ref.chat_id, message_id, result.why)
+            return False
+        log.info(
+            "runs.absorbed chat=%s message=%s recovery=%s removed=%s (one reply for the cut run and its recovery)",
+            ref.chat_id,
+            message_id,
+            recovery,
+            result.removed,
+        )
+        messages: dict[str, Any] = {message_id: result.message}
+        for other in result.changed:
+            messages[other["id"]] = {
+                "id": other["id"],
+                "parentId": other.get("parentId"),
+                "childrenIds": other.get("childrenIds", []),
+            }
+        listing: dict[str, Any] = {"messages": messages}
+        if result.current_id is not None:
+            listing["currentId"] = result.current_id
+        output = result.message.get("output") or []
+        data: dict[str, Any] = {"done": True, "output": output, "content": output_text(output)}
+        if isinstance(result.message.get("error"), dict):
+            data["error"] = result.message["error"]
+        for event in ({"type": "chat:messages", "data": listing}, {"type": "chat:completion", "data": data}):
+            try:
+                await self.bridge.emitter.emit(ref.chat_id, message_id, ref.user_id, event)
+            except Exception:
+                log.exception("runs.emit_failed chat=%s", ref.chat_id)
+        return True
 
     # ------------------------------------------------------------------ link rule E
 
@@ -734,28 +899,35 @@ class Cuts:
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
+        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if link.verdict is Verdict.NOT_RECOVERY:
+            if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
+                return  # (or the transcript says the cut run ended on its own before a later run: no note)
             if (
-                cut is not None
-                and cut.owner is Owner.GATEWAY
-                and run.order[1] > cut.opened
+                run.order[1] > cut.opened
                 and not cut.seen.notice_before_terminal
                 and (followed(history, cut.source) or recovery_owed(history) != cut.source)
+                and not (held is not None and run.timed and held.timed and run.order[0] < held.order[0])
             ):
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run. Not so
                 # when the Gateway said it was going down while the cut run ran (its row was left running, so the
                 # boot recovers it), or when the transcript says the cut run is still the one a recovery would
                 # continue (this run ended on its own after it): a run admitted between the boot and the delayed
                 # recovery runs first, and the recovery, queued behind it, still comes for M (issue 24 item 4:
-                # ending M here gave it a message of its own; fuzz seeds 48, 135).
+                # ending M here gave it a message of its own; fuzz seeds 48, 135). Nor one that began before the
+                # cut run did (Gateway times, strictly): a reconcile pass opens a run that ran while owc was away
+                # after the cut it finds on the session, and before, such a run ended the held cut, so the boot's
+                # recovery found no cut to wait for and read M before the cut run wrote it open (fuzz seed 40958:
+                # M lost the streamed tail the transcript lacks).
+                log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
                 self._end(table, cut, NEWER_RUN_NOTE)
-            elif cut is not None and cut.owner is Owner.GATEWAY and run.order[1] > cut.opened:
+            elif run.order[1] > cut.opened:
                 log.info(
                     "runs.link_admitted run=%s held=%s (admitted before the recovery: M waits)", run.run_id, cut.source
                 )
             return
         self.owed.pop(run.session_key, None)  # the recovery came: its check decides
-        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
+        run.recovery = True
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY
@@ -790,13 +962,17 @@ class Cuts:
             # run was followed by it (it decides: M ends with the note). A held run the transcript does not place
             # (it stored nothing) is the newer one: owc saw it begin (fuzzer, seed 1211).
             log.info("runs.link_named_elsewhere run=%s source=%s held=%s", run.run_id, link.source, cut.source)
-            self._end(table, cut, NEWER_RUN_NOTE)
+            # No note when a run began after the held one's last message before any recovery (``next_run_began``):
+            # the held run had ended on its own (an abort after a tool call stores no ending message), nothing cut it.
+            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             cut = None
         if cut is not None and cut.owner is Owner.GATEWAY and link.source is None and followed(history, cut.source):
             # Unnamed, and another run began after the held cut's run (fuzzer, seed 1081: it had ended while owc was
             # away, and a later agent turn was the one the boot recovered): not this cut's recovery.
             log.info("runs.link_followed run=%s held=%s (a later run was the one recovered)", run.run_id, cut.source)
-            self._end(table, cut, NEWER_RUN_NOTE)
+            # No note when that later run began before any recovery (``next_run_began``): the held run had ended on
+            # its own before it, nothing cut it (fuzz seed 77089: the note on a run that ended ``aborted``).
+            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             self.bridge.wake()
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:

@@ -94,6 +94,9 @@ class Run:
     kept_output: list[dict[str, Any]] | None = None
     #: Link rule E was checked for it (it is a recovery, or not).
     link_checked: bool = False
+    #: Link rule E said it is a restart recovery (linked, or of a run the transcript does not name): once its message
+    #: is finished, a double of it another process made is taken out (``Cuts.one_reply``).
+    recovery: bool = False
     #: Counts the run's changes (events, inputs): what a wait for "the run's next change" watches.
     changes: int = 0
     _changed: trio.Event = attrs.field(factory=trio.Event)

@@ -105,6 +105,7 @@ class RunTable:
             next_tick=self.next_tick,
             stop=bridge.stop_run,
             uncut=bridge.cuts.uncut,
+            one_reply=lambda run: bridge.cuts.finished_recovery(self, run),
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -669,6 +670,11 @@ class Bridge:
     async def changed(self) -> None:
         """Return at the next change of any run or connection of this bridge."""
         await self._changed.wait()
+
+    def next_change(self) -> trio.Event:
+        """The event the next change sets, taken now: a waiter that checks its condition and then waits in another
+        task (one per bridge) must take it before it yields, or a change in between is missed."""
+        return self._changed
 
     async def until(self, predicate: Callable[[], bool]) -> None:
         """Wait, without a clock, until ``predicate`` holds; re-checked whenever a run or a connection moves."""

@@ -134,6 +134,9 @@ class WriterContext:
     stop: Callable[[Run], None]
     #: The transcript says a run held for the Gateway's recovery had ended on its own: no cut (``Cuts.uncut``).
     uncut: Callable[[Run], None] = lambda run: None
+    #: A restart recovery's message is finished: another process's message of the same recovery goes
+    #: (``Cuts.one_reply``, in a task of its own: one message per run, issue 24 item 4's shape D).
+    one_reply: Callable[[Run], None] = lambda run: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -419,6 +422,9 @@ class _Writer:
                 return
             log.info("runs.backing_off run=%s writer=%s done=%s", r.run_id, result.writer, result.done)
             if result.done:
+                # Finished by another process: by a continuation that never saw what this run showed here, that goes
+                # in front of its part. Before the outcome is reported: the run stays unsettled until it is written.
+                await self._add_shown([*(r.prefix or []), *r.renderer.output(done=True)])
                 outcome = ClaimOutcome.FINISHED
             elif result.writer is not None and not ctx.registry.is_local(result.writer):
                 outcome = ClaimOutcome.HELD_ELSEWHERE  # this process cannot see whether that one lives
@@ -494,6 +500,38 @@ class _Writer:
         output = message.get("output")
         r.chain = tuple(str(x) for x in chain)
         r.prefix = list(output) if isinstance(output, list) else []
+
+    async def _add_shown(self, through_own: list[dict[str, Any]]) -> None:
+        """M was finished by another process's continuation (a claim or a conditional write found it so) that never
+        saw what this process showed of M: a run a crash cut streamed here and stored nothing of (issue 24, items 5
+        and 14: the tabs here showed it, and a message never ends with less than it showed). What M lacks goes in
+        front of the continuation's part, in one conditional write (``ChatStore.add_shown``); ``through_own`` is what
+        this process showed of M up to and including this run's part, and its chain's earlier part (``prefix``) is
+        what it showed up to the chain's last run."""
+        r, ctx = self.run_, self.ctx
+        shown_through: dict[str, list[dict[str, Any]]] = {}
+        if through_own:
+            shown_through[r.run_id] = through_own
+        if r.chain and r.prefix:
+            shown_through[r.chain[-1]] = list(r.prefix)
+        if not shown_through:
+            return
+        with trio.CancelScope(shield=True):
+            try:
+                result = await ctx.store.add_shown(
+                    r.ref.chat_id, r.message_id, shown_through=shown_through, user_id=r.ref.user_id
+                )
+            except StoreError as exc:
+                log.info("runs.shown_not_added run=%s message=%s (%s)", r.run_id, r.message_id, exc)
+                return
+        if result is None:
+            return
+        if not isinstance(result, Written):
+            log.error("runs.NOT_WRITTEN run=%s chat=%s (what was shown, in front): %s", r.run_id, r.ref.chat_id, result)
+            return
+        log.info("runs.shown_added run=%s message=%s (M lacked what was streamed here)", r.run_id, r.message_id)
+        message = result.message
+        await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: message}}})
 
     async def _reopen(self) -> None:
         """A handover of a user turn whose run goes on: Open WebUI's request saved M ``done`` with the output it
@@ -594,7 +632,7 @@ class _Writer:
                 return never_less(r.prefix or [], [item for part in parts for item in part or []])
         return list(r.prefix or [])
 
-    async def _keep_open(self, output: list[dict[str, Any]]) -> None:
+    async def _keep_open(self, output: list[dict[str, Any]], own_at: int) -> None:
         """The owner rule keeps M open for a continuation (``owc/runs/cuts.py``): M is written ``done: false`` with
         what the run left (its error is not shown: the run goes on), and the continuation shows it first."""
         r, ctx = self.run_, self.ctx
@@ -608,7 +646,7 @@ class _Writer:
                     output=output,
                     done=False,
                     # The resume count is written by the resume itself (``Cuts``): never lowered here.
-                    meta={"openclaw_chain": [*r.chain, r.run_id]},
+                    meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at},
                     # The continuation (another process's, or a Gateway recovery it linked) wrote M already.
                     unless_continued=r.run_id,
                 )
@@ -616,6 +654,7 @@ class _Writer:
                 result = exc
         if isinstance(result, AlreadyDone):
             log.info("runs.continued_elsewhere run=%s message=%s", r.run_id, r.message_id)
+            await self._add_shown(output)
             r.kept_output = None  # ``Cuts.settled``: nothing for this process to continue
             ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
@@ -653,8 +692,11 @@ class _Writer:
             if len(output) != len(finished.output) or any(a is not b for a, b in zip(output, finished.output)):
                 log.info("runs.kept_shown run=%s (the transcript lacks what was streamed)", r.run_id)
                 finished = attrs.evolve(finished, output=output, content=output_text(output), cards=count_cards(output))
+        own_at = 0  # where this run's own part begins in M's output (``meta.openclaw_own_at``)
         if r.chain:
-            finished = attrs.evolve(finished, output=[*self._chain_output(history), *finished.output])
+            chained = self._chain_output(history)
+            own_at = len(chained)
+            finished = attrs.evolve(finished, output=[*chained, *finished.output])
             finished = attrs.evolve(finished, content=output_text(finished.output))
         if r.cut is Owner.GATEWAY and history is not None and ended_in(history, r.run_id):
             # Held for a recovery because no terminal reached owc before a new boot, but its last stored message
@@ -663,7 +705,7 @@ class _Writer:
             r.cut = None
             ctx.uncut(r)
         if r.cut is not None:
-            await self._keep_open(finished.output)
+            await self._keep_open(finished.output, own_at)
             return
         error = finished.error
         if error is None and terminal is not None and terminal.state == "error":
@@ -703,8 +745,13 @@ class _Writer:
                 unless_done=unless_done,
                 unless_continued=r.run_id,  # a continuation wrote M after this run: it holds this run's part too
                 user_id=r.ref.user_id,
-                meta={"openclaw_chain": [*r.chain, r.run_id]} if r.chain else None,
+                # ``openclaw_own_at``: a process that streamed an earlier run of the chain, which this one never saw,
+                # puts what it showed in front of this run's part (``_add_shown``).
+                meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else None,
                 continues=bool(r.chain),  # a continuation: a cut-off note an earlier finish left goes
+                # Another process's copy of this continuation finished M after this one's claim: its finish stands
+                # (this write is from M as it was at the claim; fuzz seed 40164 under load).
+                unless_holds=r.run_id if r.chain else None,
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.
@@ -712,6 +759,7 @@ class _Writer:
             )
         if isinstance(result, AlreadyDone):
             log.info("runs.finished_elsewhere run=%s message=%s", r.run_id, r.message_id)
+            await self._add_shown(finished.output)
             ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
         if isinstance(result, NotWritten):
@@ -766,3 +814,5 @@ class _Writer:
             await ctx.emitter.clear_stream(r.ref.chat_id, r.message_id)
         except Exception:
             log.exception("runs.clear_stream_failed run=%s", r.run_id)
+        if r.recovery:
+            ctx.one_reply(r)

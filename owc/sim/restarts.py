@@ -66,6 +66,7 @@ class Restarts:
         #: Boots whose recoveries wait for their ``recovery_delay`` (the simulator is not quiescent meanwhile).
         self.pending = 0
         self._delayed: list[tuple[m.AgentSession, str | None]] = []  # the recoveries a boot has yet to start
+        driver.admitting = self._admitting
 
     def give_up_recovery(
         self, key: str, error: str = "restart recovery failed 3 times: the session is tombstoned"
@@ -116,8 +117,8 @@ class Restarts:
 
         ``recovery_delay``: the boot's recoveries start that long after the boot (Trio's clock; the real Gateway
         starts them 2-4 s after ``ready``, measured). Which sessions it recovers is decided at the boot (the rows
-        still ``running`` then); a run started on such a session in between runs first and the recovery queues
-        behind it, as on the real Gateway's session lane.
+        still ``running`` then); a run admitted to such a session in between starts that session's recovery at once
+        and queues behind it (``_admitting``), as on the real Gateway.
         """
         if mode not in RESTART_MODES:
             raise ValueError(f"unknown restart mode {mode!r}; one of {RESTART_MODES}")
@@ -172,6 +173,21 @@ class Restarts:
         else:
             self._boot_recovery(due)
         await self._notify()
+
+    def _admitting(self, key: str) -> None:
+        """A run is being admitted to ``key`` (not a heartbeat's, not a recovery): if this boot's recovery of the
+        session is still pending (``recovery_delay``), it starts now and the admitted run queues behind it. The real
+        Gateway 2026.9.6 does this: a reply admitted on a row ``running`` with ``abortedLastRun`` (the boot marked
+        it) dispatches the pending recovery itself and waits for it before it runs (``get-reply.types-*.mjs``:
+        ``retryRestartAbortedMainSessionRecovery``, ``waitForRecovery``; measured by
+        ``tests/test_realgw_cuts.py::test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recovery``).
+        Before, the admitted run went first and the recovery queued behind it: a session's last run after a boot
+        could be an ordinary turn with the boot's recovery still to come, which no Gateway does (fuzz seed 30151)."""
+        due = [(session, source) for session, source in self._delayed if session.key == key]
+        if not due:
+            return
+        self._delayed[:] = [(session, source) for session, source in self._delayed if session.key != key]
+        self._boot_recovery(due)
 
     def _due(self) -> list[tuple[m.AgentSession, str | None]]:
         """The sessions a boot recovers (rows still ``running``, no run active: F1) and the run each continues."""

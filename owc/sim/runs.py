@@ -115,6 +115,9 @@ class RunDriver:
         self.plays: dict[str, trio.CancelScope] = {}  # run id -> the task playing its steps
         self.pending: dict[str, Pending] = {}  # started runs that have not begun (queued, or within start_run)
         self._holds: dict[str, trio.Event] = {}
+        #: Called with a session key before a run (not a heartbeat's, not a recovery) is admitted there:
+        #: ``Restarts`` starts a boot's recovery of that session first if it is still pending.
+        self.admitting: Callable[[str], None] = lambda _key: None
 
     def now_ms(self) -> int:
         """The Gateway's clock (Trio's), in ms."""
@@ -168,6 +171,8 @@ class RunDriver:
         )
         if run.run_id in self.runs:
             raise ValueError(f"run {run.run_id} already exists")
+        if not heartbeat and origin != "recovery":
+            self.admitting(key)  # a recovery the boot still owes this session runs first
         self.runs[run.run_id] = run
         session = self.session(key)
         pending = Pending(user_text, provenance, steps, from_send=origin == "chat.send")

@@ -4,6 +4,8 @@ from owc.store.engine import make_engine, normalize_url
 from owc.store.schema import chat, chat_message, metadata
 from owc.store.store import (
     Absent,
+    Absorbed,
+    AbsorbResult,
     AlreadyDone,
     AlreadyThere,
     ChatCorrupt,
@@ -15,6 +17,7 @@ from owc.store.store import (
     ClaimResult,
     Locked,
     MessageMissing,
+    NotAbsorbed,
     NotAnAssistantMessage,
     NotWritten,
     StoreError,
@@ -28,6 +31,8 @@ from owc.store.store import (
 
 __all__ = [
     "Absent",
+    "AbsorbResult",
+    "Absorbed",
     "AlreadyDone",
     "AlreadyThere",
     "ChatCorrupt",
@@ -39,6 +44,7 @@ __all__ = [
     "Claimed",
     "Locked",
     "MessageMissing",
+    "NotAbsorbed",
     "NotAnAssistantMessage",
     "NotWritten",
     "StoreError",

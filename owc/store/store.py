@@ -33,12 +33,14 @@ from typing import Any, Generic, TypeVar
 import attrs
 import orjson
 import trio
-from sqlalchemy import Connection, Engine, Text, false, insert, literal_column, select, type_coerce, update
+from sqlalchemy import Connection, Engine, Text, delete, false, insert, literal_column, select, type_coerce, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from owc.render.items import output_text
+from owc.render.never_less import shown_in_front
 from owc.rules.finished import OPEN_MARK, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
@@ -195,6 +197,29 @@ WriteResult = Written | NotWritten | AlreadyDone
 
 
 @attrs.frozen
+class Absorbed:
+    """``absorb_recovery`` made one reply of two: M holds the cut run's part, then the recovery's, and the recovery's
+    own message is gone. ``changed``: the other messages whose links changed (the removed message's parent and
+    children); ``current_id``: the chat's view. What the tabs are told."""
+
+    message: dict[str, Any]
+    removed: str
+    changed: tuple[dict[str, Any], ...] = ()
+    current_id: str | None = None
+
+
+@attrs.frozen
+class NotAbsorbed:
+    """``absorb_recovery`` wrote nothing: the recovery's message is no longer finished with exactly that run (or gone),
+    M is not there, or M's chain goes on past the cut run (a continuation wrote it). ``why`` says which."""
+
+    why: str
+
+
+AbsorbResult = Absorbed | NotAbsorbed
+
+
+@attrs.frozen
 class ChatFacts:
     """What the reconcile pass needs to know about a chat before it reads any transcript."""
 
@@ -219,6 +244,8 @@ class _Plan(Generic[T]):
     #: Messages whose ``chat_message`` row is upserted whole; then messages whose row gets only the new parent.
     mirror: tuple[dict[str, Any], ...] = ()
     reparent: tuple[dict[str, Any], ...] = ()
+    #: Messages taken out of the tree: their ``chat_message`` rows go.
+    remove: tuple[str, ...] = ()
 
 
 def _serialized(chat: dict[str, Any]) -> Serialized:
@@ -409,6 +436,8 @@ class ChatStore:
                 .where(msg_t.c.id == message_row_id(chat_id, other["id"]))
                 .values(parent_id=other.get("parentId"), updated_at=plan.now)
             )
+        for message_id in plan.remove:
+            conn.execute(delete(msg_t).where(msg_t.c.id == message_row_id(chat_id, message_id)))
 
     def _same_file(self, conn: Connection) -> None:
         """Under the write lock: the file this connection has open is still the one at the database's path
@@ -645,6 +674,7 @@ class ChatStore:
         run_order: Sequence[str] = (),
         user_id: str | None = None,
         continues: bool = False,
+        unless_holds: str | None = None,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -653,7 +683,10 @@ class ChatStore:
         waiting the busy timeout, then ``NotWritten``. ``unless_done``: leave a finished message as it is
         (``AlreadyDone``): a process finishing a run another process may be finishing too. ``unless_continued``: the
         same for a message whose chain (``meta.openclaw_chain``) goes on past that run: its continuation wrote it,
-        and the cut run has nothing to add (a process that saw the cut late must not write over it)."""
+        and the cut run has nothing to add (a process that saw the cut late must not write over it). ``unless_holds``:
+        the same for a finished message whose chain holds that run: another process's copy of the same continuation
+        finished it after this one's claim (two deploys linked the same recovery), and this write, from M as it was
+        at the claim, could only replace that finish with less."""
 
         def decide(row: Any) -> _Plan[WriteResult]:
             # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
@@ -668,6 +701,8 @@ class ChatStore:
             if unless_done and message_finished(existing):
                 return _Plan(AlreadyDone(message=existing))
             if unless_continued is not None and tree.continued_past(existing, unless_continued):
+                return _Plan(AlreadyDone(message=existing))
+            if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
                 return _Plan(AlreadyDone(message=existing))
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
@@ -723,6 +758,59 @@ class ChatStore:
                     attempt,
                     self.finalize_attempts,
                 )
+        return NotWritten(detail=last, attempts=attempt)
+
+    def add_shown(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        shown_through: Mapping[str, Sequence[Any]],
+        user_id: str | None = None,
+    ) -> WriteResult | None:
+        """A finished M that lacks what this process showed of it: put that in front of the continuation's part, in
+        one conditional write under the row lock (issue 24, items 5 and 14). A crash cut run R that stored nothing of
+        what it streamed, and another process's continuation (which never saw that stream) finished M with its own
+        part only; R's process, back later, finds M finished (``render.never_less.shown_in_front`` decides what is
+        added, from M's chain and ``meta.openclaw_own_at``, as M is under the lock). None: M is not finished, or
+        holds it all already (a second pass adds nothing); ``NotWritten``: the database would not take it."""
+
+        def decide(row: Any) -> _Plan[WriteResult | None]:
+            chat = self._load(chat_id, row, user_id)
+            existing = chat["history"]["messages"].get(message_id)
+            if not isinstance(existing, dict) or existing.get("role", "assistant") != "assistant":
+                return _Plan(None)
+            if not message_finished(existing):
+                return _Plan(None)  # M is being written: its writer shows what M held at its claim
+            meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+            chain = meta.get("openclaw_chain")
+            own_at = meta.get("openclaw_own_at")
+            output = existing.get("output")
+            if not isinstance(chain, list) or not isinstance(own_at, int) or not isinstance(output, list):
+                return _Plan(None)
+            added = shown_in_front([str(x) for x in chain], own_at, output, shown_through)
+            if added is None:
+                return _Plan(None)
+            new_output, new_own_at = added
+            message = tree.update_message(
+                chat,
+                message_id,
+                content=output_text(new_output),
+                output=new_output,
+                done=True,
+                meta={"openclaw_own_at": new_own_at},
+            )
+            return _Plan(Written(message=message), _serialized(chat), int(time.time()), mirror=(message,))
+
+        last, attempt = "", 0
+        for attempt in range(1, self.finalize_attempts + 1):
+            try:
+                return self._transact(chat_id, decide)
+            except REFUSALS as exc:
+                if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
+                    log.error("store.add_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+                    return NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False)
+                last = str(exc.orig)
         return NotWritten(detail=last, attempts=attempt)
 
     # ------------------------------------------------------------------ reads (tests, CLI, reconcile)
@@ -826,6 +914,97 @@ class ChatStore:
             now = int(time.time())
             self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now)
+
+    def absorb_recovery(
+        self,
+        chat_id: str,
+        message_id: str,
+        *,
+        source: str | None,
+        recovery: str,
+        recovery_message_id: str,
+        user_id: str | None = None,
+    ) -> AbsorbResult:
+        """Make one reply of a cut run's message M and the message another process gave the run's restart recovery
+        of its own, in one transaction under the row lock: M gets the recovery's output after its own (what the cut
+        run ``source`` showed, as M holds it), the recovery's error if it has one, and the chain ``[..., source,
+        recovery]`` (so every later reading, the reconcile's ``openclaw_chain`` lookup, link rule E, finds the
+        recovery in M); it is finished; the recovery's own message is taken out of the tree
+        (``tree.remove_message``) and out of ``chat_message``.
+
+        Only while the recovery's message is still finished with exactly that run (its ``openclaw_run``, no chain
+        past it) and M's chain does not go on past ``source``: anything else (a continuation wrote M, the recovery's
+        message changed or went) is ``NotAbsorbed`` and nothing is written. Why (issue 24, item 4's shape D): two
+        deploys, a crash under a run that had stored nothing; the deploy back first could not name the run its
+        recovery continued, nor find its message (the other deploy, which had streamed the run, had not claimed
+        it yet), so it gave the recovery a message of its own; nothing in the Gateway says more, so the process
+        holding M repairs it when it is back.
+
+        M that already holds the recovery (its chain names it: the other process linked it, in a race with the
+        message of its own this one made) keeps what it holds, and the recovery's own message goes all the same:
+        a double continuation otherwise. ``source`` None: only that case."""
+
+        def decide(row: Any) -> _Plan[AbsorbResult]:
+            chat = self._load(chat_id, row, user_id)
+            messages = chat["history"]["messages"]
+            into, other = messages.get(message_id), messages.get(recovery_message_id)
+            if not isinstance(into, dict) or into.get("role", "assistant") != "assistant":
+                return _Plan(NotAbsorbed("the cut run's message is not there"))
+            if (
+                recovery_message_id == message_id
+                or not isinstance(other, dict)
+                or other.get("role", "assistant") != "assistant"
+            ):
+                return _Plan(NotAbsorbed("the recovery's message is not there"))
+            meta = other.get("meta") if isinstance(other.get("meta"), dict) else {}
+            chain = meta.get("openclaw_chain")
+            if (
+                not message_finished(other)
+                or meta.get("openclaw_run") != recovery
+                or (chain not in (None, []) and chain != [recovery])
+            ):
+                return _Plan(NotAbsorbed("the recovery's message is not finished with that run alone"))
+            held = into.get("meta", {}).get("openclaw_chain") if isinstance(into.get("meta"), dict) else None
+            if isinstance(held, list) and recovery in held:
+                message = into  # M holds the recovery already: only its double goes
+            elif source is None or tree.continued_past(into, source):
+                return _Plan(NotAbsorbed("the cut run's message was continued, or holds no part of the recovery"))
+            else:
+                runs = [str(x) for x in held] if isinstance(held, list) and source in held else [source]
+                output = [*(into.get("output") or []), *(other.get("output") or [])]
+                error = other.get("error")
+                message = tree.update_message(
+                    chat,
+                    message_id,
+                    content=output_text(output),
+                    output=output,
+                    done=True,
+                    error=str(error.get("content")) if isinstance(error, dict) and error.get("content") else None,
+                    meta={"openclaw_chain": [*runs[: runs.index(source) + 1], recovery]},
+                    continues=True,
+                )
+            changed = tree.remove_message(chat, recovery_message_id)
+            current = chat["history"].get("currentId")
+            result = Absorbed(
+                message=message,
+                removed=recovery_message_id,
+                changed=tuple(m for m in changed if m is not message),
+                current_id=current if isinstance(current, str) else None,
+            )
+            return _Plan(
+                result,
+                _serialized(chat),
+                int(time.time()),
+                current_id=result.current_id,
+                mirror=(message,),
+                reparent=tuple(changed),  # M among them when it hung under the recovery's message
+                remove=(recovery_message_id,),
+            )
+
+        result = self._transact(chat_id, decide)
+        if isinstance(result, Absorbed):
+            log.info("store.absorbed chat=%s message=%s removed=%s", chat_id, message_id, recovery_message_id)
+        return result
 
     def set_task_id(self, chat_id: str, message_id: str, task_id: str, *, holds: Callable[[str | None], bool]) -> bool:
         """Name ``task_id`` in the message's ``meta.task_id`` while a writer ``holds`` accepts (this process's:
@@ -931,6 +1110,12 @@ class TrioChatStore:
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
         return await self._write(self.sync.write, chat_id, message_id, **kwargs)
+
+    async def add_shown(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult | None:
+        return await self._write(self.sync.add_shown, chat_id, message_id, **kwargs)
+
+    async def absorb_recovery(self, chat_id: str, message_id: str, **kwargs: Any) -> AbsorbResult:
+        return await self._write(self.sync.absorb_recovery, chat_id, message_id, **kwargs)
 
     async def read_chat(self, chat_id: str) -> dict[str, Any] | None:
         return await self._run(self.sync.read_chat, chat_id)

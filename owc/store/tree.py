@@ -302,3 +302,52 @@ def continued_past(message: dict[str, Any], run_id: str) -> bool:
     if not isinstance(chain, list) or run_id not in chain:
         return False
     return chain.index(run_id) < len(chain) - 1
+
+
+def holds_run(message: dict[str, Any], run_id: str) -> bool:
+    """The message's chain (``meta.openclaw_chain``) names ``run_id``: that run's part is in it."""
+    meta = message.get("meta")
+    chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
+    return isinstance(chain, list) and run_id in chain
+
+
+def remove_message(chat: dict[str, Any], message_id: str) -> list[dict[str, Any]]:
+    """Take ``message_id`` out of the tree (mutates ``chat``): its children hang from its parent, in its place among
+    the parent's children, and a view that ended at it moves to the deepest leaf below its parent. Returns the
+    messages whose links changed (the parent, the children), for the ``chat_message`` mirror and the tabs.
+
+    Why: two deploys, a crash under a run that had stored nothing; the deploy back first gave the boot's recovery a
+    message of its own (it could not name the run recovered), the other then held the cut run's message. The two
+    become one (``ChatStore.absorb_recovery``): the recovery's message goes (issue 24, item 4's shape D)."""
+    messages = messages_of(chat)
+    message = messages.pop(message_id, None)
+    if not isinstance(message, dict):
+        return []
+    parent_id = message.get("parentId")
+    parent = messages.get(parent_id) if isinstance(parent_id, str) else None
+    children = [
+        c for c in (message.get("childrenIds") or []) if isinstance(c, str) and isinstance(messages.get(c), dict)
+    ]
+    changed: dict[str, dict[str, Any]] = {}
+    if isinstance(parent, dict):
+        siblings = [c for c in (parent.get("childrenIds") or []) if isinstance(c, str)]
+        if message_id in siblings:
+            at = siblings.index(message_id)
+            siblings[at : at + 1] = [c for c in children if c not in siblings]
+        else:
+            siblings.extend(c for c in children if c not in siblings)
+        parent["childrenIds"] = siblings
+        changed[parent["id"] if isinstance(parent.get("id"), str) else parent_id] = parent
+    for child_id in children:
+        child = messages[child_id]
+        child["parentId"] = parent_id if isinstance(parent, dict) else None
+        changed[child_id] = child
+    history = chat["history"]
+    if history.get("currentId") == message_id:
+        if children:
+            history["currentId"] = deepest_leaf(messages, children[-1])
+        elif isinstance(parent, dict):
+            history["currentId"] = deepest_leaf(messages, parent_id)
+        else:
+            history["currentId"] = None
+    return list(changed.values())
