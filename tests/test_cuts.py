@@ -790,3 +790,39 @@ async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path
     assert final["done"] is True and "error" not in final and final["meta"]["openclaw_chain"] == ["S", "R"]
     listing = next(e.event["data"] for e in bridge.emitter.events if e.event["type"] == "chat:messages")
     assert listing["currentId"] == m and listing["messages"][m]["parentId"] is None
+
+
+def test_runs_before_a_cut_run_its_recovery_waits_for_are_not_held_behind_that_recovery() -> None:
+    """Fuzz seed 80324 (issue 24 item 12), the wait circle cell by cell (``Cuts.owed_after``): after a crash, a
+    reconcile pass is at the boot's recovery R', which waits (``Cuts.link``) for the message of the cut run S it
+    recovers; S claims after an earlier run E of the chat (``Ledger.claim_blocker``), carried behind an earlier pass,
+    which waited for the pass to give R' its message first: at one Gateway millisecond the places' tie-break puts R'
+    (placed by the transcript) before E. R' began after S, so after E: what the pass still owes is owed after E."""
+    from types import SimpleNamespace
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+    from owc.runs.ledger import Ledger
+
+    key = f"agent:main:openwebui-u1-{'1' * 8}-1111-1111-1111-{'1' * 12}"
+    at = 1_796_153_657_191  # one Gateway millisecond for all three (a crash with no downtime)
+    ledger = Ledger()
+    cuts = Cuts(SimpleNamespace(ledger=ledger, wake=lambda: None))  # type: ignore[arg-type]
+    earlier, held, recovery = (ledger.open(key, run_id, seen_ms=at) for run_id in ("E", "S", "R"))
+    assert earlier is not None and held is not None and recovery is not None
+    recovery.place_in_transcript(at, 0)  # the pass read it in the transcript: (at, 0, 0), before E and S
+    assert recovery.place < earlier.place < held.place
+    ref = ids.parse_session_key(key)
+    assert ref is not None
+    cut = Cut(key, ref, held.message_id, ("S",), Owner.GATEWAY, Seen(terminal=False), None)
+    cuts.by_key[key] = cut
+    owed = recovery.place
+    assert not cuts.owed_after(earlier, owed)  # no recovery waits for S yet: the places decide
+    cut.awaited, cut.waiting = True, recovery
+    assert cuts.owed_after(earlier, owed)  # R' waits for S, placed after E: nothing the pass owes is before E
+    assert not cuts.owed_after(held, owed)  # S itself goes by ``awaited``, not by this
+    later = ledger.open(key, "L", seen_ms=at + 5)
+    assert later is not None and not cuts.owed_after(later, owed)  # a run after S may well follow R'
+    assert not cuts.owed_after(earlier, (at - 1, 0, 0))  # the pass still owes a run before R' (and maybe before E)
+    recovery.rank = 1  # a recovery the pass did not place: its place says nothing of the pass's order
+    assert not cuts.owed_after(earlier, owed)

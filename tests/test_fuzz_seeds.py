@@ -30,7 +30,9 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 30151 (a hold on a row whose
 #: later run was taken for the boot's recovery: a hang) and 77089 (the cut-off note on a run that ended aborted).
 #: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
-#: run's stream another deploy's recovery finished first (class A).
+#: run's stream another deploy's recovery finished first (class A). 80211, 80221: a run whose end the transcript
+#: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
+#: (item 12).
 CI_SEEDS = [
     *range(300),
     432,
@@ -47,7 +49,10 @@ CI_SEEDS = [
     40536,
     41454,
     77089,
+    80211,
+    80221,
     80279,
+    80324,
 ]
 
 

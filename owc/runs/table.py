@@ -235,7 +235,8 @@ class RunTable:
         if chat not in self.next_owed:
             return False  # the pass has not read the chat's transcript yet
         nxt = self.next_owed[chat]
-        return nxt is None or run.place < nxt
+        # A recovery waiting for a later cut run's message holds the pass: the runs it owes began after this one.
+        return nxt is None or run.place < nxt or self.bridge.cuts.owed_after(run, nxt)
 
     def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None:
         """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
