@@ -786,6 +786,11 @@ class ChatStore:
             chain = meta.get("openclaw_chain")
             own_at = meta.get("openclaw_own_at")
             output = existing.get("output")
+            if not isinstance(chain, list) and isinstance(meta.get("openclaw_run"), str):
+                # A message of one run, finished by another process from that run's transcript (fuzz seed 40164).
+                chain, own_at = [meta["openclaw_run"]], 0
+            if isinstance(chain, list) and len(chain) == 1 and own_at is None:
+                own_at = 0  # a chain of one run: its part is the whole of M
             if not isinstance(chain, list) or not isinstance(own_at, int) or not isinstance(output, list):
                 return _Plan(None)
             added = shown_in_front([str(x) for x in chain], own_at, output, shown_through)
@@ -798,7 +803,7 @@ class ChatStore:
                 content=output_text(new_output),
                 output=new_output,
                 done=True,
-                meta={"openclaw_own_at": new_own_at},
+                meta={"openclaw_own_at": new_own_at} if "openclaw_own_at" in meta else None,
             )
             return _Plan(Written(message=message), _serialized(chat), int(time.time()), mirror=(message,))
 
