@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from owc.render.items import function_call_item, function_call_output_item, message_item, output_text
-from owc.render.never_less import never_less, shown_in_front
+from owc.render.never_less import gained_since_claim, never_less, shown_in_front
 
 
 def msg(text: str, key: str = "a") -> Any:
@@ -187,3 +187,13 @@ def test_both_runs_parts_are_added_the_chain_part_first() -> None:
     assert out is not None
     assert output_text(out[0]) == "Checking.\nNow the second half\nPicked up." and out[1] == 4
     assert shown_in_front(["S", "R"], out[1], out[0], {"S": s_shown, "R": through_r}) is None
+
+
+def test_a_continuations_finish_keeps_what_the_earlier_part_gained_since_its_claim() -> None:
+    held = [msg("Checking."), call("c1"), result("c1"), msg("Now the second half", "b")]  # M now
+    output = [msg("Checking."), call("c1"), result("c1"), msg("Recovered.", "r")]  # from M at the claim
+    out = gained_since_claim(held, output, 3)
+    assert out is not None and output_text(out[0]) == "Checking.\nNow the second half\nRecovered." and out[1] == 4
+    assert gained_since_claim(held[:3], output, 3) is None, "nothing gained"
+    # The finish's reading of the earlier runs wins where the two part (the transcript replaced a text).
+    assert gained_since_claim([msg("A draft")], [msg("The answer."), msg("Recovered.", "r")], 1) is None

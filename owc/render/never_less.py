@@ -114,3 +114,21 @@ def shown_in_front(
     if len(new) == len(output) and all(a == b for a, b in zip(new, output)):
         return None
     return new, at
+
+
+def gained_since_claim(
+    held: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]], own_at: int
+) -> tuple[list[Any], int] | None:
+    """A continuation's finish of M, from M as it was at its claim: what M's earlier runs' part (``held``, M's
+    output as it is now, finished with those runs alone) gained since then goes in front of the continuation's part,
+    or None when nothing did. ``output`` is the finish's output and ``own_at`` where the continuation's part begins
+    in it. The earlier part becomes ``never_less(held, output[:own_at])`` (the finish's reading of those runs wins
+    where the two part), the continuation's part follows unchanged; the index returned is where it now begins
+    (fuzz seed 40164: another process put the cut run's streamed tail into M after this claim read M)."""
+    if not 0 <= own_at <= len(output):
+        return None
+    front = list(output[:own_at])
+    part = never_less(held, front)
+    if len(part) == len(front) and all(a == b for a, b in zip(part, front)):
+        return None
+    return [*part, *output[own_at:]], len(part)
