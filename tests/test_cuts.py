@@ -663,6 +663,54 @@ async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_pro
         assert resume_runs(env) == [] and len(recoveries(env)) == 1
 
 
+async def test_a_crash_cut_runs_stream_is_added_to_its_message_another_process_finished_as_the_runs_own(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Class A's last shape (fuzz seed 40164 under load, about 1 play in 20-50): A streams S, a text after a tool
+    call, and a crash cuts it (the transcript ends at the call). Another deploy, which never saw S stream, reconciles
+    S as ended and finishes M as S's own message from the transcript (no chain: the call alone); only then does A's
+    writer of S reach M on its next connection and find it finished by S itself. A's tabs showed the text, so it
+    goes into M (``never_less`` of what A showed and M), in one conditional write, before the boot's recovery reads
+    M as its prefix. Before, ``shown_in_front`` added only in front of a continuation: M ended with the call and
+    the recovery's text. The other deploy's finish is written here as its writer writes it (the order it met M in
+    is the test's to choose)."""
+    from owc.render.transcript import output_from_transcript
+    from owc.runs.writer import read_run_window
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        env.sim.recovery = lambda k, source: [Text("Picked up."), End()]
+        run = env.sim.start_run(key, "S", user_text="Do the long job")
+        run.text("Checking.")
+        run.tool("exec", {"cmd": "ls"}, "a b")
+        run.text("Now the second half")
+        await env.emitter.until(lambda: "Now the second half" in str(env.emitter.streams.get((chat_id, m))))
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        history = await read_run_window(env.clients["A"].request, key, "S")
+        stored = output_from_transcript(history, "S") if history is not None else None
+        assert stored is not None and [i["type"] for i in stored] == [
+            "message",
+            "function_call",
+            "function_call_output",
+        ]
+        written = await env.store.write(chat_id, m, content="Checking.", output=stored, done=True, user_id="user-1")
+        assert type(written).__name__ == "Written"  # the other deploy's finish of S, chainless
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Checking.\nNow the second half\nPicked up."
+        assert [i["type"] for i in final["output"]].count("function_call") == 1
+        again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:4]}, user_id="user-1")
+        assert again is None, "a second pass adds nothing"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
 class _Held:
     """A ledger holding the cut run, at a Gateway time of its own."""
 
