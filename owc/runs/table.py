@@ -50,6 +50,7 @@ from owc.rules.lifecycle import (
     WriteResult,
 )
 from owc.rules.owner import Owner, Row, Seen, row_at_terminal
+from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
@@ -234,8 +235,9 @@ class RunTable:
             return True
         if chat not in self.next_owed:
             return False  # the pass has not read the chat's transcript yet
-        nxt = self.next_owed[chat]
-        return nxt is None or run.place < nxt
+        boot = self.conn.hello.boot_id
+        earlier_boot = run.boot is not None and boot is not None and run.boot != boot  # a run carried across a boot
+        return goes_before_owed(run.place, self.next_owed[chat], earlier_boot=earlier_boot)
 
     def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None:
         """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
@@ -269,6 +271,7 @@ class RunTable:
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
             self.bridge.cuts.adopt(run)  # a resume owc sent continues its cut's message
+            run.boot = self.conn.hello.boot_id
             chat = run.ref.chat_id
             run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
             self.bridge.wake()
