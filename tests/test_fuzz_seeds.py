@@ -30,8 +30,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 30151 (a hold on a row whose
 #: later run was taken for the boot's recovery: a hang) and 77089 (the cut-off note on a run that ended aborted).
 #: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
-#: run's stream another deploy's recovery finished first (class A). 61010: a run an earlier boot showed, carried behind a
-#: pass, and the new boot's recovery in its millisecond (``earlier-boot-behind-recovery``).
+#: run's stream another deploy's recovery finished first (class A). 61010: a run an earlier boot showed, carried
+#: behind a pass, and the new boot's recovery in its millisecond (``earlier-boot-behind-recovery``).
 CI_SEEDS = [
     *range(300),
     432,
