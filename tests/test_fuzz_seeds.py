@@ -31,7 +31,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: later run was taken for the boot's recovery: a hang) and 77089 (the cut-off note on a run that ended aborted).
 #: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
 #: run's stream another deploy's recovery finished first (class A). 61010: a run an earlier boot showed, carried
-#: behind a pass, and the new boot's recovery in its millisecond (``earlier-boot-behind-recovery``).
+#: behind a pass, and the new boot's recovery in its millisecond (``earlier-boot-behind-recovery``). 41332: a cut made
+#: at a stop's notice, whose recovery the other deploy gave a message of its own (``Cuts.boot_row``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -46,6 +47,7 @@ CI_SEEDS = [
     30468,
     40164,
     40536,
+    41332,
     41454,
     61010,
     77089,

@@ -420,6 +420,8 @@ class RunTable:
                 reason = "absent from the list at hello (it ended while the connection was down)"
                 self.apply(run, _row_terminal(reason, run, row))
         for row in resync.rows:
+            if info.boot_changed:
+                self.bridge.cuts.boot_row(row, info.hello.boot_id)  # a cut made before the hello: its recovery
             self.bridge.cuts.row(self, row)
         self.bridge.cuts.hello(self)
         self._resync(resync, carried=True)
