@@ -194,6 +194,13 @@ FIXED_BUGS = {
         " first; the play never finished (issue 24, fuzzer seed 20686: a recovery only links to a cut run that began"
         " before it)"
     ),
+    "earlier-boot-behind-recovery": (
+        "a run an earlier boot showed (ended aborted, showing nothing), carried behind a pass a crash cut short, waited"
+        " for the new boot's pass to give the boot's recovery its message first: at an equal Gateway millisecond the"
+        " place's tie-break put the recovery (placed by the transcript) first; the recovery waited for the cut run it"
+        " links to, which waited for the carried run's claim: the play never finished (issue 24, fuzzer seed 61010:"
+        " a run first seen under an earlier boot began before every run the later boot started)"
+    ),
     "order-race": (
         "back-to-back runs chain out of run-start order (issue 11, seed case 9: claims in worker threads race for"
         " SQLite's lock; the lead is fixing it in owc/runs and owc/store)"

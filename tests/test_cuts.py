@@ -874,3 +874,33 @@ def test_runs_before_a_cut_run_its_recovery_waits_for_are_not_held_behind_that_r
     assert not cuts.owed_after(earlier, (at - 1, 0, 0))  # the pass still owes a run before R' (and maybe before E)
     recovery.rank = 1  # a recovery the pass did not place: its place says nothing of the pass's order
     assert not cuts.owed_after(earlier, owed)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["later boot names R", "same boot", "recovery known", "row names S", "row failed", "M's resume", "resume owner"],
+)
+def test_a_later_boots_hello_takes_the_newer_run_it_lists_for_the_recovery_of_a_cut_made_before_it(case: str) -> None:
+    """Fuzz seed 41332 (two deploys, a stop with a notice): A cut S at the notice (the row left running: the Gateway
+    owns the cut), before the close, so A's next hello found S already ended and ``_decide_unterminated`` never named
+    the run M waits for. B, back first at the new boot, gave the boot's recovery R a message of its own; A's pass then
+    read it finished but, with no ``Cut.recovery``, left M waiting for ever (the play hung, 2 of 6 plays). A later
+    boot's hello whose row names a newer run, running or done, records it (``seen_chat`` then decides from the
+    transcript and the chat); the same boot, a recovery known already, a row naming S or failing, M's own resume, or a
+    cut owc continues itself record nothing."""
+    from owc.protocol.results import SessionRow
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    cuts = Cuts(_Bridge(set()))  # type: ignore[arg-type]
+    chat, m = "4be45fc4-b5de-59ad-9d81-5226cb48c17b", "8060411d-3b99-5862-813f-4c0b54f0498e"
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id=chat)
+    owner = Owner.RESUME if case == "resume owner" else Owner.GATEWAY
+    known = "R0" if case == "recovery known" else None
+    cut = Cut("k", ref, m, ("S",), owner, Seen(terminal=False), "boot-1", recovery=known)
+    cuts.by_key["k"] = cut
+    last = {"row names S": "S", "M's resume": ids.resume_run_id(chat, m, "1")}.get(case, "R")
+    row = SessionRow("k", status="failed" if case == "row failed" else "done", last_run_id=last)
+    cuts.boot_row(row, "boot-1" if case == "same boot" else "boot-2")
+    expected = {"later boot names R": "R", "recovery known": "R0"}.get(case)
+    assert cut.recovery == expected

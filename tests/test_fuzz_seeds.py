@@ -32,7 +32,9 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
 #: run's stream another deploy's recovery finished first (class A). 80211, 80221: a run whose end the transcript
 #: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
-#: (item 12).
+#: (item 12). 61010: a run an earlier boot showed, carried behind a pass, and the new boot's recovery in its
+#: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
+#: deploy gave a message of its own (``Cuts.boot_row``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -47,7 +49,9 @@ CI_SEEDS = [
     30468,
     40164,
     40536,
+    41332,
     41454,
+    61010,
     77089,
     80211,
     80221,

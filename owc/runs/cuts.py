@@ -365,6 +365,27 @@ class Cuts:
         else:
             self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
 
+    def boot_row(self, row: SessionRow, boot_id: str | None) -> None:
+        """A later boot's hello listed ``row``: a cut the Gateway owns there (one a boot before this one made), whose
+        row names a newer run as the session's last, running or done, expects that run to be the boot's recovery
+        (``Cut.recovery``), as ``RunTable._decide_unterminated`` records it for a run the hello finds unterminated.
+        A cut made before the hello (at a ``shutdown`` notice, then the close) was never given one, so a recovery
+        another process had settled with a message of its own left M waiting for ever (fuzz seed 41332: a stop with
+        a notice under a run of one deploy, the other deploy back first). ``seen_chat`` still decides from the
+        transcript and the chat whether that run went elsewhere."""
+        cut = self.by_key.get(row.key)
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and cut.recovery is None
+            and boot_id is not None
+            and cut.boot_id not in (None, boot_id)
+            and row.status in ("running", "done")
+            and row.last_run_id not in (None, *cut.chain)
+            and not resumes_message(row.last_run_id, cut.message_id, cut.chain)
+        ):
+            cut.recovery = row.last_run_id
+
     def seen_history(self, row: SessionRow, history: ChatHistory) -> None:
         """A reconcile pass read the session's transcript: the run a restart recovery arriving now would continue, if
         any (not one the row says is running), is remembered so that the session's next runs are link-checked (issue
