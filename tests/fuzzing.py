@@ -40,6 +40,26 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "silent-final-noted": (
+        "issue 24 item 3: a run that ended on its own final NO_REPLY right after a tool call while owc was away (the"
+        " drop), a heartbeat after it, then a container stop failed the heartbeat; at the hello the row failed under"
+        " the heartbeat, so the owner rule said a newer run took over and the message ended with the cut-off note"
+        " (fuzz seed 80221, every play): chat.history hides NO_REPLY, so the transcript did not show the run ended."
+        " A note is dropped when the transcript shows the next run begun after the run, before any recovery turn"
+    ),
+    "recovery-pass-circle": (
+        "issue 24 item 12: two deploys, a crash under a heartbeat queued behind an announce; the deploy whose pass the"
+        " crash cut carried both runs behind it. Its next pass was at the boot's recovery, which waited for the cut"
+        " heartbeat's message; the heartbeat claimed after the announce, which waited for the pass to give the"
+        " recovery its message first (at one Gateway millisecond the tie-break placed the recovery first): a circle,"
+        " the play hung (fuzz seed 80324; shrunk, about 1 play in 3). A run placed before the cut run a waiting"
+        " recovery continues is owed nothing the pass still gives (Cuts.owed_after)"
+    ),
+    "aborted-newer-noted": (
+        "issue 24 item 3: a run that ended aborted right after a tool call (which stores no ending message), a newer"
+        " run that ended aborted, a crash; the row killed under the newer run gave the unseen run the newer-run"
+        " note (fuzz seed 80211, 3 plays in 6). Fixed with silent-final-noted's"
+    ),
     "recovery-unlinked": (
         "issue 24 item 4's last shape (D): two deploys, a crash under a run that stored nothing; the deploy back first"
         " never saw the run and could not name it, nor find its message (the deploy that streamed it had not claimed"
@@ -173,6 +193,13 @@ FIXED_BUGS = {
         " whose claim waited for the runs between the two, which waited for the pass to give the recovery its message"
         " first; the play never finished (issue 24, fuzzer seed 20686: a recovery only links to a cut run that began"
         " before it)"
+    ),
+    "earlier-boot-behind-recovery": (
+        "a run an earlier boot showed (ended aborted, showing nothing), carried behind a pass a crash cut short, waited"
+        " for the new boot's pass to give the boot's recovery its message first: at an equal Gateway millisecond the"
+        " place's tie-break put the recovery (placed by the transcript) first; the recovery waited for the cut run it"
+        " links to, which waited for the carried run's claim: the play never finished (issue 24, fuzzer seed 61010:"
+        " a run first seen under an earlier boot began before every run the later boot started)"
     ),
     "order-race": (
         "back-to-back runs chain out of run-start order (issue 11, seed case 9: claims in worker threads race for"

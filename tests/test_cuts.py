@@ -663,6 +663,54 @@ async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_pro
         assert resume_runs(env) == [] and len(recoveries(env)) == 1
 
 
+async def test_a_crash_cut_runs_stream_is_added_to_its_message_another_process_finished_as_the_runs_own(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Class A's last shape (fuzz seed 40164 under load, about 1 play in 20-50): A streams S, a text after a tool
+    call, and a crash cuts it (the transcript ends at the call). Another deploy, which never saw S stream, reconciles
+    S as ended and finishes M as S's own message from the transcript (no chain: the call alone); only then does A's
+    writer of S reach M on its next connection and find it finished by S itself. A's tabs showed the text, so it
+    goes into M (``never_less`` of what A showed and M), in one conditional write, before the boot's recovery reads
+    M as its prefix. Before, ``shown_in_front`` added only in front of a continuation: M ended with the call and
+    the recovery's text. The other deploy's finish is written here as its writer writes it (the order it met M in
+    is the test's to choose)."""
+    from owc.render.transcript import output_from_transcript
+    from owc.runs.writer import read_run_window
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        env.sim.recovery = lambda k, source: [Text("Picked up."), End()]
+        run = env.sim.start_run(key, "S", user_text="Do the long job")
+        run.text("Checking.")
+        run.tool("exec", {"cmd": "ls"}, "a b")
+        run.text("Now the second half")
+        await env.emitter.until(lambda: "Now the second half" in str(env.emitter.streams.get((chat_id, m))))
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        history = await read_run_window(env.clients["A"].request, key, "S")
+        stored = output_from_transcript(history, "S") if history is not None else None
+        assert stored is not None and [i["type"] for i in stored] == [
+            "message",
+            "function_call",
+            "function_call_output",
+        ]
+        written = await env.store.write(chat_id, m, content="Checking.", output=stored, done=True, user_id="user-1")
+        assert type(written).__name__ == "Written"  # the other deploy's finish of S, chainless
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Checking.\nNow the second half\nPicked up."
+        assert [i["type"] for i in final["output"]].count("function_call") == 1
+        again = await env.store.add_shown(chat_id, m, shown_through={"S": final["output"][:4]}, user_id="user-1")
+        assert again is None, "a second pass adds nothing"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
 class _Held:
     """A ledger holding the cut run, at a Gateway time of its own."""
 
@@ -790,3 +838,69 @@ async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path
     assert final["done"] is True and "error" not in final and final["meta"]["openclaw_chain"] == ["S", "R"]
     listing = next(e.event["data"] for e in bridge.emitter.events if e.event["type"] == "chat:messages")
     assert listing["currentId"] == m and listing["messages"][m]["parentId"] is None
+
+
+def test_runs_before_a_cut_run_its_recovery_waits_for_are_not_held_behind_that_recovery() -> None:
+    """Fuzz seed 80324 (issue 24 item 12), the wait circle cell by cell (``Cuts.owed_after``): after a crash, a
+    reconcile pass is at the boot's recovery R', which waits (``Cuts.link``) for the message of the cut run S it
+    recovers; S claims after an earlier run E of the chat (``Ledger.claim_blocker``), carried behind an earlier pass,
+    which waited for the pass to give R' its message first: at one Gateway millisecond the places' tie-break puts R'
+    (placed by the transcript) before E. R' began after S, so after E: what the pass still owes is owed after E."""
+    from types import SimpleNamespace
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+    from owc.runs.ledger import Ledger
+
+    key = f"agent:main:openwebui-u1-{'1' * 8}-1111-1111-1111-{'1' * 12}"
+    at = 1_796_153_657_191  # one Gateway millisecond for all three (a crash with no downtime)
+    ledger = Ledger()
+    cuts = Cuts(SimpleNamespace(ledger=ledger, wake=lambda: None))  # type: ignore[arg-type]
+    earlier, held, recovery = (ledger.open(key, run_id, seen_ms=at) for run_id in ("E", "S", "R"))
+    assert earlier is not None and held is not None and recovery is not None
+    recovery.place_in_transcript(at, 0)  # the pass read it in the transcript: (at, 0, 0), before E and S
+    assert recovery.place < earlier.place < held.place
+    ref = ids.parse_session_key(key)
+    assert ref is not None
+    cut = Cut(key, ref, held.message_id, ("S",), Owner.GATEWAY, Seen(terminal=False), None)
+    cuts.by_key[key] = cut
+    owed = recovery.place
+    assert not cuts.owed_after(earlier, owed)  # no recovery waits for S yet: the places decide
+    cut.awaited, cut.waiting = True, recovery
+    assert cuts.owed_after(earlier, owed)  # R' waits for S, placed after E: nothing the pass owes is before E
+    assert not cuts.owed_after(held, owed)  # S itself goes by ``awaited``, not by this
+    later = ledger.open(key, "L", seen_ms=at + 5)
+    assert later is not None and not cuts.owed_after(later, owed)  # a run after S may well follow R'
+    assert not cuts.owed_after(earlier, (at - 1, 0, 0))  # the pass still owes a run before R' (and maybe before E)
+    recovery.rank = 1  # a recovery the pass did not place: its place says nothing of the pass's order
+    assert not cuts.owed_after(earlier, owed)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["later boot names R", "same boot", "recovery known", "row names S", "row failed", "M's resume", "resume owner"],
+)
+def test_a_later_boots_hello_takes_the_newer_run_it_lists_for_the_recovery_of_a_cut_made_before_it(case: str) -> None:
+    """Fuzz seed 41332 (two deploys, a stop with a notice): A cut S at the notice (the row left running: the Gateway
+    owns the cut), before the close, so A's next hello found S already ended and ``_decide_unterminated`` never named
+    the run M waits for. B, back first at the new boot, gave the boot's recovery R a message of its own; A's pass then
+    read it finished but, with no ``Cut.recovery``, left M waiting for ever (the play hung, 2 of 6 plays). A later
+    boot's hello whose row names a newer run, running or done, records it (``seen_chat`` then decides from the
+    transcript and the chat); the same boot, a recovery known already, a row naming S or failing, M's own resume, or a
+    cut owc continues itself record nothing."""
+    from owc.protocol.results import SessionRow
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    cuts = Cuts(_Bridge(set()))  # type: ignore[arg-type]
+    chat, m = "4be45fc4-b5de-59ad-9d81-5226cb48c17b", "8060411d-3b99-5862-813f-4c0b54f0498e"
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id=chat)
+    owner = Owner.RESUME if case == "resume owner" else Owner.GATEWAY
+    known = "R0" if case == "recovery known" else None
+    cut = Cut("k", ref, m, ("S",), owner, Seen(terminal=False), "boot-1", recovery=known)
+    cuts.by_key["k"] = cut
+    last = {"row names S": "S", "M's resume": ids.resume_run_id(chat, m, "1")}.get(case, "R")
+    row = SessionRow("k", status="failed" if case == "row failed" else "done", last_run_id=last)
+    cuts.boot_row(row, "boot-1" if case == "same boot" else "boot-2")
+    expected = {"later boot names R": "R", "recovery known": "R0"}.get(case)
+    assert cut.recovery == expected

@@ -30,7 +30,11 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: loses a cut run's streamed text in some plays (NOTES, issue 24's hangs and races). 30151 (a hold on a row whose
 #: later run was taken for the boot's recovery: a hang) and 77089 (the cut-off note on a run that ended aborted).
 #: 80279: a cut heartbeat that spoke, whose recovery belongs in its message (issue 24 item 6). 40164: a crash-cut
-#: run's stream another deploy's recovery finished first (class A).
+#: run's stream another deploy's recovery finished first (class A). 80211, 80221: a run whose end the transcript
+#: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
+#: (item 12). 61010: a run an earlier boot showed, carried behind a pass, and the new boot's recovery in its
+#: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
+#: deploy gave a message of its own (``Cuts.boot_row``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -45,9 +49,14 @@ CI_SEEDS = [
     30468,
     40164,
     40536,
+    41332,
     41454,
+    61010,
     77089,
+    80211,
+    80221,
     80279,
+    80324,
     100552,
 ]
 

@@ -15,6 +15,7 @@ from owc.rules.link import (
     next_run_began,
     recovery_owed,
     recovery_source,
+    taken_over_first,
 )
 
 PROV = {"kind": "internal_system", "sourceTool": "main_session_restart_recovery"}
@@ -178,6 +179,29 @@ def test_a_run_followed_by_another_run_is_not_the_one_recovered() -> None:
     assert not followed(history(user("s"), said("s", "one"), user("r", "continue", PROV), said("r", "on")), "s")
     assert followed(history(user("s"), said("s", "one"), said("x", "other")), "s")
     assert not followed(history(user("a"), said("a", "x")), "s")  # nothing of the run on the page
+
+
+def test_a_run_taken_over_before_any_recovery_was_not_cut_even_when_its_end_is_hidden() -> None:
+    """``taken_over_first``, cell by cell (issue 24 item 3, fuzz seeds 80221 and 80211): the next run began after the
+    run's last stored message with no recovery turn between, so no Gateway cut came first, whatever the run's hidden
+    end was (a final ``NO_REPLY`` chat.history hides, an abort right after a tool call that stores nothing)."""
+    tool = {"role": "assistant", "content": [{"type": "toolCall", "id": "c1", "name": "exec"}], "stopReason": "toolUse"}
+    tool["__openclaw"] = {"runId": "s"}
+    result = {"role": "toolResult", "content": [{"type": "text", "text": "ok"}], "__openclaw": {"runId": "s"}}
+    agent_turn = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "beef"}
+    heartbeat_error = {**_ended("h", "LLM request failed", "error"), "__openclaw": {"runId": "h", "turnBoundary": True}}
+    steered = {"role": "user", "content": "and also this"}  # no key: an input steered into the running run
+    # 80211: a cron turn (a key of its own) after s's tool call: s ended before it.
+    assert taken_over_first(history(user("s"), tool, result, agent_turn, said("x", "next")), "s")
+    # 80221: a heartbeat's run (its hidden prompt marks its first message) after s's tool call.
+    assert taken_over_first(history(user("s"), tool, result, heartbeat_error), "s")
+    assert taken_over_first(history(user("s"), tool, user("x")), "s")  # a user's next turn
+    assert taken_over_first(history(user("s"), said("s", "one"), said("x", "other")), "s")  # another run's message
+    # A recovery turn first: the boot continued s (rule E decides), whatever runs after it.
+    assert not taken_over_first(history(user("s"), tool, user("r", "continue", PROV), user("x")), "s")
+    assert not taken_over_first(history(user("s"), tool, result, steered), "s")  # steered input starts no run
+    assert not taken_over_first(history(user("s"), tool, result), "s")  # nothing after s: it may have been cut
+    assert not taken_over_first(history(user("a"), said("a", "x")), "s")  # nothing of the run on the page
 
 
 def test_before_places_a_run_ahead_of_a_later_user_turn() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from owc.render.items import function_call_item, function_call_output_item, message_item, output_text
-from owc.render.never_less import never_less, shown_in_front
+from owc.render.never_less import gained_since_claim, never_less, shown_in_front
 
 
 def msg(text: str, key: str = "a") -> Any:
@@ -134,7 +134,7 @@ def test_only_the_run_just_before_the_last_counts() -> None:
     output = [msg("Recovered.", "r")]
     # S is not the run before M's last (a second continuation finished M): its part is not known apart.
     assert shown_in_front(["S", "R1", "R2"], 0, output, {"S": [msg("Streamed.")]}) is None
-    # A message of one run, or no record of where its last run's part begins.
+    # A message of one run whose text the transcript replaced, or no record of where its last run's part begins.
     assert shown_in_front(["S"], 0, output, {"S": [msg("Streamed.")]}) is None
     assert shown_in_front(["S", "R"], 2, output, {"S": [msg("Streamed.")]}) is None
     # Nothing shown here.
@@ -146,3 +146,54 @@ def test_a_continuations_own_copy_adds_the_chain_part_it_holds() -> None:
     # This process's copy of the recovery, linked to the cut it held: its prefix is S's part as shown here.
     out = shown_in_front(["S", "R"], 0, [msg("Recovered.", "r")], {"R": [msg("x")], "S": [msg("Streamed.")]})
     assert out is not None and output_text(out[0]) == "Streamed.\nRecovered."
+
+
+# ``shown_in_front`` for M's last run: another process finished M with the run this process streamed (fuzz seed
+# 40164: the cut run's own message, from its transcript, by the deploy that never saw it stream).
+
+
+def test_a_cut_runs_stream_goes_into_its_own_message_another_process_finished_from_the_transcript() -> None:
+    stored = [msg("Checking."), call("c1"), result("c1")]  # S's transcript: the crash stored nothing after the call
+    shown = [*stored, msg("Now the second half", "b")]
+    out = shown_in_front(["S"], 0, stored, {"S": shown})
+    assert out is not None
+    output, own_at = out
+    assert output_text(output) == "Checking.\nNow the second half" and own_at == 0
+    assert output[:3] == stored, "the transcript's items stay"
+    # The second pass finds nothing lacking.
+    assert shown_in_front(["S"], 0, output, {"S": shown}) is None
+
+
+def test_the_last_runs_text_cut_mid_item_is_extended_and_a_replaced_one_is_not() -> None:
+    out = shown_in_front(["S"], 0, [msg("Two lines:")], {"S": [msg("Two lines:\nthe second one.")]})
+    assert out is not None and output_text(out[0]) == "Two lines:\nthe second one."
+    # The transcript replaced what was streamed (a different text): M stands.
+    assert shown_in_front(["S"], 0, [msg("The final answer.")], {"S": [msg("A draft")]}) is None
+
+
+def test_another_copy_of_the_continuation_lacks_what_this_copy_streamed() -> None:
+    # M = S's part and R's, finished by another process's copy of R; this process showed R's text further.
+    output = [msg("Checking."), msg("Picked", "r")]
+    out = shown_in_front(["S", "R"], 1, output, {"R": [msg("Checking."), msg("Picked up.", "r")]})
+    assert out is not None and output_text(out[0]) == "Checking.\nPicked up." and out[1] == 1
+
+
+def test_both_runs_parts_are_added_the_chain_part_first() -> None:
+    # S's tail in front of R's part, then R's tail at the end: one pass, ``own_at`` moved past S's part.
+    output = [msg("Checking."), call("c1"), result("c1"), msg("Picked", "r")]
+    s_shown = [msg("Checking."), call("c1"), result("c1"), msg("Now the second half", "b")]
+    through_r = [*s_shown, msg("Picked up.", "r")]
+    out = shown_in_front(["S", "R"], 3, output, {"S": s_shown, "R": through_r})
+    assert out is not None
+    assert output_text(out[0]) == "Checking.\nNow the second half\nPicked up." and out[1] == 4
+    assert shown_in_front(["S", "R"], out[1], out[0], {"S": s_shown, "R": through_r}) is None
+
+
+def test_a_continuations_finish_keeps_what_the_earlier_part_gained_since_its_claim() -> None:
+    held = [msg("Checking."), call("c1"), result("c1"), msg("Now the second half", "b")]  # M now
+    output = [msg("Checking."), call("c1"), result("c1"), msg("Recovered.", "r")]  # from M at the claim
+    out = gained_since_claim(held, output, 3)
+    assert out is not None and output_text(out[0]) == "Checking.\nNow the second half\nRecovered." and out[1] == 4
+    assert gained_since_claim(held[:3], output, 3) is None, "nothing gained"
+    # The finish's reading of the earlier runs wins where the two part (the transcript replaced a text).
+    assert gained_since_claim([msg("A draft")], [msg("The answer."), msg("Recovered.", "r")], 1) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from owc.protocol import parse_chat_history
-from owc.rules.reconcile import runs_owed
+from owc.rules.reconcile import goes_before_owed, runs_owed
 
 
 def _history(*messages: dict[str, Any]) -> Any:
@@ -97,3 +97,25 @@ def test_a_first_pass_owes_the_sessions_last_run_when_the_chat_holds_no_run_yet(
     assert owed(first_pass=True, messages={}) == ["R"]
     assert owed(first_pass=False, messages={}) == []
     assert owed(first_pass=True, messages={"m-R": {**_stub("R"), "done": True}}) == []  # held: nothing owed
+
+
+def test_a_run_behind_a_pass_goes_before_the_run_owed_next_only_if_it_began_first() -> None:
+    """``goes_before_owed``, cell by cell: transcript order is exact; Gateway times decide otherwise, and at an equal
+    millisecond a run first seen under an earlier boot goes first (it began before the boot), while one of the pass's
+    own boot keeps the place's tie-break (the transcript's run first)."""
+    t = 1_000
+    # Nothing owed that it could have to follow.
+    assert goes_before_owed((t, 1, 5), None, earlier_boot=False)
+    assert goes_before_owed((t, 1, 5), None, earlier_boot=True)
+    # Placed by the same transcript (rank 0): its index decides, whatever the boot.
+    for earlier_boot in (False, True):
+        assert goes_before_owed((t, 0, 1), (t, 0, 2), earlier_boot=earlier_boot)
+        assert not goes_before_owed((t, 0, 3), (t, 0, 2), earlier_boot=earlier_boot)
+    # Strictly earlier or later in time: the times decide, whatever the boot.
+    for earlier_boot in (False, True):
+        assert goes_before_owed((t - 1, 1, 9), (t, 0, 0), earlier_boot=earlier_boot)
+        assert not goes_before_owed((t + 1, 1, 1), (t, 0, 0), earlier_boot=earlier_boot)
+    # An equal millisecond: the pass's own boot keeps the tie-break (a run not in the window stored nothing yet: the
+    # newest); one an earlier boot showed began before the boot, so before the new boot's recovery (seed 61010).
+    assert not goes_before_owed((t, 1, 1), (t, 0, 0), earlier_boot=False)
+    assert goes_before_owed((t, 1, 1), (t, 0, 0), earlier_boot=True)

@@ -158,6 +158,37 @@ def test_a_continuations_finish_leaves_a_finish_of_another_copy_of_it(store: Cha
     assert store.read_chat("c")["history"]["messages"]["m1"]["output"] == out
 
 
+def test_a_continuations_finish_keeps_what_m_gained_after_its_claim(store: ChatStore) -> None:
+    """Fuzz seed 40164 under load (class A's last shape): deploy Y finished M as the cut run S's own message from its
+    transcript (the tool call alone), and Y's copy of the recovery R claimed M and read that as its prefix; then X,
+    whose tabs showed S's text after the call, put it into M (``add_shown``); then R finished M from its claim's read.
+    A continuation's finish over an M finished with exactly the runs before it keeps what M gained in front of its
+    own part (``render.never_less.gained_since_claim``); over an M that holds other runs it is written as before."""
+
+    def msg(text: str) -> dict:
+        return {"type": "message", "content": [{"type": "output_text", "text": text}]}
+
+    call = {"type": "function_call", "call_id": "c1", "name": "exec", "arguments": "{}"}
+    result = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    store.create_chat("c", USER)
+    store.claim("c", "m1", run_id="S", writer="w", alive=DEAD, user_id=USER)
+    store.write("c", "m1", content="", output=[call, result, msg("Two lines.")], done=True)  # S's, with X's tail
+    meta = {"openclaw_chain": ["S", "R"], "openclaw_own_at": 2}
+    written = store.write(
+        "c", "m1", content="Recovered.", output=[call, result, msg("Recovered.")], done=True, meta=meta, continues=True
+    )
+    assert isinstance(written, Written)
+    final = store.read_chat("c")["history"]["messages"]["m1"]
+    assert final["content"] == "Two lines.\nRecovered." and final["meta"]["openclaw_own_at"] == 3
+    assert written.message["content"] == final["content"], "the tabs get M as written"
+    # M now holds R: a later finish of R (a retry from the same claim) is written as it is.
+    again = store.write(
+        "c", "m1", content="Recovered.", output=[call, result, msg("Recovered.")], done=True, meta=meta, continues=True
+    )
+    assert isinstance(again, Written)
+    assert store.read_chat("c")["history"]["messages"]["m1"]["content"] == "Recovered."
+
+
 def test_a_done_message_without_the_mark_stays_finished(store: ChatStore) -> None:
     """A message finished before the mark existed (or Open WebUI's own) is finished when it says ``done``."""
     store.create_chat("c", USER)

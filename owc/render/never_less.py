@@ -84,22 +84,51 @@ def shown_in_front(
 ) -> tuple[list[Any], int] | None:
     """What a finished message M must become so that it shows what one process's tabs were shown of it, or None
     when M already does (issue 24, items 5 and 14: a run a crash cut stored nothing of what it streamed; another
-    process's continuation, which never saw that stream, finished M with its own part only).
+    process, which never saw that stream, finished M from the transcript).
 
-    ``chain`` is M's ``meta.openclaw_chain`` (the runs it holds, in order), ``output`` M's output, and ``own_at``
-    where the part of M's last run (the continuation that finished it) begins in ``output``
-    (``meta.openclaw_own_at``). ``shown_through`` maps a run id to what this process showed of M up to and including
-    that run's part. Only the run just before M's last counts: M's part before ``own_at`` is its chain up to that
-    run (an earlier run's part is not known apart from the runs after it). That part becomes ``never_less`` of
-    what was shown and what M holds, in front of the continuation's part, unchanged; the returned index is where the
-    continuation's part now begins. A second pass with the same ``shown_through`` finds nothing lacking."""
-    if len(chain) < 2 or not 0 <= own_at <= len(output):
+    ``chain`` is M's ``meta.openclaw_chain`` (the runs it holds, in order; a message of one run: that run alone),
+    ``output`` M's output, and ``own_at`` where the part of M's last run begins in ``output``
+    (``meta.openclaw_own_at``; 0 for a message of one run). ``shown_through`` maps a run id to what this process
+    showed of M up to and including that run's part. Two runs count, in this order:
+
+    * the run just before M's last (another process's continuation finished M): M's part before ``own_at`` is its
+      chain up to that run (an earlier run's part is not known apart from the runs after it). That part becomes
+      ``never_less`` of what was shown and what M holds, in front of the continuation's part, unchanged;
+    * M's last run (another process finished M with that very run, from its transcript: the cut run's own message,
+      or another copy of the continuation): the whole of M becomes ``never_less`` of what was shown through it and
+      M (fuzz seed 40164: the deploy that never saw the stream finished the cut run's message as the run's own).
+
+    The returned index is where the last run's part now begins. ``never_less`` adds only what M lacks, and never a
+    text the transcript replaced; a second pass with the same ``shown_through`` finds nothing lacking."""
+    if not chain or not 0 <= own_at <= len(output):
         return None
-    shown = shown_through.get(chain[-2])
-    if not shown:
+    new, at = list(output), own_at
+    before = shown_through.get(chain[-2]) if len(chain) >= 2 else None
+    if before:
+        part = never_less(before, new[:at])
+        new, at = [*part, *new[at:]], len(part)
+    through = shown_through.get(chain[-1])
+    if through:
+        # ``never_less`` keeps every item but the last in place, and adds only past the end: ``at`` stands.
+        new = never_less(through, new)
+    if len(new) == len(output) and all(a == b for a, b in zip(new, output)):
         return None
-    held = list(output[:own_at])
-    part = never_less(shown, held)
-    if len(part) == len(held) and all(a == b for a, b in zip(part, held)):
+    return new, at
+
+
+def gained_since_claim(
+    held: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]], own_at: int
+) -> tuple[list[Any], int] | None:
+    """A continuation's finish of M, from M as it was at its claim: what M's earlier runs' part (``held``, M's
+    output as it is now, finished with those runs alone) gained since then goes in front of the continuation's part,
+    or None when nothing did. ``output`` is the finish's output and ``own_at`` where the continuation's part begins
+    in it. The earlier part becomes ``never_less(held, output[:own_at])`` (the finish's reading of those runs wins
+    where the two part), the continuation's part follows unchanged; the index returned is where it now begins
+    (fuzz seed 40164: another process put the cut run's streamed tail into M after this claim read M)."""
+    if not 0 <= own_at <= len(output):
+        return None
+    front = list(output[:own_at])
+    part = never_less(held, front)
+    if len(part) == len(front) and all(a == b for a, b in zip(part, front)):
         return None
     return [*part, *output[own_at:]], len(part)

@@ -191,6 +191,38 @@ def ended_in(history: ChatHistory, run_id: str) -> bool:
     return last is not None and (last.aborted or last.stop_reason in ENDED)
 
 
+def taken_over_first(history: ChatHistory, run_id: str) -> bool:
+    """Another run began after run ``run_id``'s last stored message, before any restart-recovery turn: the session
+    went on to that run with nothing continuing ``run_id`` first, so no Gateway cut of ``run_id`` came before it.
+    What a "newer run took over" cut-off note needs the transcript not to say (issue 24 item 3, fuzz seeds 80221,
+    80211): a run whose end the transcript hides (a final ``NO_REPLY``, hidden by chat.history; an abort right
+    after a tool call, which stores no ending message) is not ``ended_in``, yet it ended on its own before the
+    later run began.
+
+    Why it holds: a session runs one run at a time, and a Gateway cut leaves a trace before anything runs next on
+    the session: a restart, a stop past its drain or a crash leaves the row ``running`` and the boot's recovery turn
+    comes before any turn admitted after the boot (measured on 2026.9.6: the admission dispatches the pending
+    recovery first); a container stop fails the run, which stores its error record (``ended_in``). A run begins with
+    a user turn with an idempotency key (``<id>:user``, or an agent turn's id of its own) that is no recovery's, or
+    shows in another run's assistant message; a keyless user turn is an input steered into a running run and is
+    passed over. A heartbeat's run counts too (its first message carries the ``turnBoundary`` mark of its hidden
+    prompt): its admission may skip a pending recovery's dispatch, but then the recovery still comes after it and
+    continues the cut run, so nothing is cut-off there either. False when the page does not hold ``run_id`` or a
+    recovery turn comes first (rule E decides whose it is)."""
+    messages = history.messages
+    last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
+    if last is None:
+        return False
+    for message in messages[last + 1 :]:
+        if message.role == "user" and message.is_restart_recovery_turn:
+            return False
+        if message.role == "user" and message.idempotency_key is not None:
+            return True
+        if message.assistant_run_id not in (None, run_id):
+            return True
+    return False
+
+
 def followed(history: ChatHistory, run_id: str) -> bool:
     """Another run began after run ``run_id``'s last stored message and did not end there: a user turn that is no
     restart recovery's, or another run's assistant message, comes after it, of a run whose own last stored message

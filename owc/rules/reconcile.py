@@ -166,3 +166,24 @@ def _unfinished_beyond(
         ):
             owed.append(Owed(run_id, message_id, unfinished=True))
     return owed
+
+
+def goes_before_owed(place: tuple[int, int, int], owed: tuple[int, int, int] | None, *, earlier_boot: bool) -> bool:
+    """A live run waiting behind a reconcile pass, at ``place`` (``Run.place``: Gateway time, 0 if its transcript
+    placed it else 1, a count), begins before the run the pass owes its chat next, at ``owed`` (placed by the
+    pass's transcript: rank 0; None: the pass owes nothing the run could have to follow), so it claims now.
+
+    Claims wait only from a later run to an earlier one, so this must never say "after" of a run that began first.
+    Placed by one transcript, the two are in exact order (a session runs one run at a time). Otherwise their Gateway
+    times decide, and an equal millisecond says nothing of which began first: the place's tie-break (a run the
+    transcript placed goes first) stands only where nothing more is known. A run first seen under an earlier boot
+    than the pass's (``earlier_boot``) began before that boot, so before every run it started: its recovery, any
+    run admitted after it. At an equal millisecond such a run goes first; only an owed run strictly earlier in time
+    (one the earlier boot ran) comes before it. Before, the tie-break made a run the old boot showed wait for the
+    new boot's recovery, which waited for the cut run it links to (``Cuts.link``), which waited for the first: a
+    circle (fuzz seed 61010: the crash, the boot and its recovery in the run's own millisecond)."""
+    if owed is None:
+        return True
+    if earlier_boot and place[1] != 0:
+        return place[0] <= owed[0]
+    return place < owed

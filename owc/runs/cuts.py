@@ -98,6 +98,9 @@ class Cut:
     #: A recovery waits for M to be written open (``link``): the cut run claims without waiting for a reconcile
     #: pass that owes the recovery its message (each would wait on the other).
     awaited: bool = False
+    #: That recovery, while it waits (``link``): the runs placed before the cut run began before it too
+    #: (``owed_after``).
+    waiting: Run | None = None
     #: The run a hello's row named as the session's last since the boot, taken for the boot's recovery of the cut
     #: run (``RunTable._decide_unterminated``): M waits for it to link. If another process has already given it a
     #: message of its own (a finished message of that run, read by a reconcile pass: ``seen_chat``), it will never
@@ -165,6 +168,23 @@ class Cuts:
         """A recovery waits for ``run``'s message, written open for it (``link``)."""
         cut = self.by_key.get(run.session_key)
         return cut is not None and cut.awaited and cut.source == run.run_id
+
+    def owed_after(self, run: Run, owed: tuple[int, int, int]) -> bool:
+        """Every run a reconcile pass still owes ``run``'s chat (the next at ``owed``, ``Run.place``) began after
+        ``run``: the pass is at a restart recovery that waits (``link``) for the message of a cut run placed after
+        ``run``, and a recovery begins after the run it recovers. The pass's order is the transcript's (the recovery
+        was placed by it), so what the pass gives after the recovery began later still.
+
+        Said by the link, not by the places: at an equal Gateway time (the recovery's first message in the same
+        millisecond as the runs before its cut run began: a crash with no downtime in the simulator) the tie-break
+        puts a run placed by the transcript first, so ``run`` (carried, behind an earlier pass) waited for the pass to
+        give the recovery its message, the recovery waited for its cut run, and the cut run claimed after ``run``: a
+        circle, the play hung (fuzz seed 80324; seed 20686's circle had a recovery linked to the wrong cut)."""
+        cut = self.by_key.get(run.session_key)
+        if cut is None or not cut.awaited or cut.waiting is None or cut.waiting.rank != 0:
+            return False
+        held = self.bridge.ledger.get(cut.session_key, cut.source)
+        return held is not None and held is not run and run.place < held.place and not owed < cut.waiting.place
 
     def busy(self) -> bool:
         """A continuation is owed or being sent (for ``Bridge.quiet``)."""
@@ -344,6 +364,27 @@ class Cuts:
             self._act(table, cut)
         else:
             self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
+
+    def boot_row(self, row: SessionRow, boot_id: str | None) -> None:
+        """A later boot's hello listed ``row``: a cut the Gateway owns there (one a boot before this one made), whose
+        row names a newer run as the session's last, running or done, expects that run to be the boot's recovery
+        (``Cut.recovery``), as ``RunTable._decide_unterminated`` records it for a run the hello finds unterminated.
+        A cut made before the hello (at a ``shutdown`` notice, then the close) was never given one, so a recovery
+        another process had settled with a message of its own left M waiting for ever (fuzz seed 41332: a stop with
+        a notice under a run of one deploy, the other deploy back first). ``seen_chat`` still decides from the
+        transcript and the chat whether that run went elsewhere."""
+        cut = self.by_key.get(row.key)
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and cut.recovery is None
+            and boot_id is not None
+            and cut.boot_id not in (None, boot_id)
+            and row.status in ("running", "done")
+            and row.last_run_id not in (None, *cut.chain)
+            and not resumes_message(row.last_run_id, cut.message_id, cut.chain)
+        ):
+            cut.recovery = row.last_run_id
 
     def seen_history(self, row: SessionRow, history: ChatHistory) -> None:
         """A reconcile pass read the session's transcript: the run a restart recovery arriving now would continue, if
@@ -974,6 +1015,7 @@ class Cuts:
         if cut is not None and cut.message_id == message_id:
             # M is written open first (the cut run's writer may still be at it): the recovery then takes it over.
             run.linking = cut.awaited = True
+            cut.waiting = run
             self.bridge.wake()
             try:
                 # Until the cut run is settled here, however (before, only "written open" or "dropped" ended this
@@ -981,6 +1023,7 @@ class Cuts:
                 await self.bridge.until(lambda: cut.settled or cut.dropped)
             finally:
                 run.linking = False
+                cut.waiting = None
             if cut.dropped:
                 if link.source is not None:
                     # Named by the transcript: the recovery makes the message the cut run never had.

@@ -67,6 +67,10 @@ class Run:
     #: before the pass was done with the chat). Cleared when a pass is done with the chat; if the connection
     #: closes first, the run is carried still behind a pass, and the next connection's pass goes first.
     behind_pass: bool = False
+    #: The Gateway boot (``HelloOk.boot_id``) of the connection that first saw it live (None: opened by a reconcile
+    #: pass, or a boot without an id). A run is carried only forward, so another boot id is an earlier boot: the run
+    #: began before that later boot did, and before every run the later boot started (``goes_before_owed``).
+    boot: str | None = None
     #: A ``chat`` or ``agent`` event of its own reached a connection (not only its start and end).
     heard: bool = False
     #: Its transcript check waits for a read that failed to be answered (the next tick): it holds nobody up.

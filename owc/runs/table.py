@@ -50,6 +50,7 @@ from owc.rules.lifecycle import (
     WriteResult,
 )
 from owc.rules.owner import Owner, Row, Seen, row_at_terminal
+from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
@@ -246,7 +247,12 @@ class RunTable:
         if chat not in self.next_owed:
             return False  # the pass has not read the chat's transcript yet
         nxt = self.next_owed[chat]
-        return nxt is None or run.place < nxt
+        boot = self.conn.hello.boot_id
+        earlier_boot = run.boot is not None and boot is not None and run.boot != boot  # a run carried across a boot
+        # A recovery waiting for a later cut run's message holds the pass: the runs it owes began after this one.
+        return goes_before_owed(run.place, nxt, earlier_boot=earlier_boot) or (
+            nxt is not None and self.bridge.cuts.owed_after(run, nxt)
+        )
 
     def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None:
         """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
@@ -280,6 +286,7 @@ class RunTable:
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
             self.bridge.cuts.adopt(run)  # a resume owc sent continues its cut's message
+            run.boot = self.conn.hello.boot_id
             chat = run.ref.chat_id
             run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
             self.bridge.wake()
@@ -432,6 +439,8 @@ class RunTable:
                 reason = "absent from the list at hello (it ended while the connection was down)"
                 self.apply(run, _row_terminal(reason, run, row))
         for row in resync.rows:
+            if info.boot_changed:
+                self.bridge.cuts.boot_row(row, info.hello.boot_id)  # a cut made before the hello: its recovery
             self.bridge.cuts.row(self, row)
         self.bridge.cuts.hello(self)
         self._resync(resync, carried=True)

@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
     WriteResult,
     WriterFailed,
 )
-from owc.rules.link import ended_in
+from owc.rules.link import ended_in, taken_over_first
 from owc.rules.owner import Owner
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
@@ -712,9 +712,14 @@ class _Writer:
             # An error terminal owc did not see live (it ended while owc was away, or in a seq gap): its session row
             # said it (``Terminal.from_row``), and it shows as a live one does (issue 24, item 2).
             error = {"content": terminal.error or "The run failed."}
-        if r.cut_note is not None and history is not None and ended_in(history, r.run_id):
-            # Its transcript says it ended on its own (a final answer, its own error) before the newer run: nothing
-            # cut it, so no cut-off note (issue 24, item 3).
+        if (
+            r.cut_note is not None
+            and history is not None
+            and (ended_in(history, r.run_id) or taken_over_first(history, r.run_id))
+        ):
+            # Its transcript says it ended on its own (a final answer, its own error) before the newer run, or shows
+            # the next run begun after it with no recovery between (its end hidden: a final NO_REPLY, an abort right
+            # after a tool call; fuzz seeds 80221, 80211): nothing cut it, so no cut-off note (issue 24, item 3).
             log.info("runs.not_cut run=%s (its transcript says it ended)", r.run_id)
             r.cut_note = None
         if r.cut_note is not None and error is None:

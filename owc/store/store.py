@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from owc.render.items import output_text
-from owc.render.never_less import shown_in_front
+from owc.render.never_less import gained_since_claim, shown_in_front
 from owc.rules.finished import OPEN_MARK, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
@@ -258,6 +258,28 @@ class _Read:
 
     row: Any  # id, user_id, chat (text on SQLite; psycopg may hand it over parsed)
     version: Any  # SQLite: the connection's ``PRAGMA data_version``; PostgreSQL: the row version's ``xmin``
+
+
+def _gained_since_claim(
+    existing: dict[str, Any], output: list[Any], meta: Mapping[str, Any] | None
+) -> tuple[list[Any], int] | None:
+    """A continuation's finish (``meta``: its chain and ``own_at``) over an M that is finished with exactly the runs
+    before it (the chain without the continuation; a message of one run: its ``openclaw_run``): M's output is those
+    runs' part as it stands now, and what it gained after the continuation's claim read it (another process put a
+    crash-cut run's streamed tail in, ``add_shown``) is kept in front (``render.never_less.gained_since_claim``)."""
+    if not isinstance(meta, Mapping) or not message_finished(existing):
+        return None
+    chain, own_at = meta.get("openclaw_chain"), meta.get("openclaw_own_at")
+    held = existing.get("output")
+    if not isinstance(chain, list) or len(chain) < 2 or not isinstance(own_at, int) or not isinstance(held, list):
+        return None
+    old = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+    before = old.get("openclaw_chain")
+    if not isinstance(before, list):
+        before = [old["openclaw_run"]] if isinstance(old.get("openclaw_run"), str) else None
+    if before is None or [str(x) for x in before] != [str(x) for x in chain[:-1]]:
+        return None
+    return gained_since_claim(held, output, own_at)
 
 
 class ChatStore:
@@ -704,10 +726,23 @@ class ChatStore:
                 return _Plan(AlreadyDone(message=existing))
             if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
                 return _Plan(AlreadyDone(message=existing))
+            new_content, new_output, new_meta = content, output, meta
+            gained = _gained_since_claim(existing, output, meta) if done and continues else None
+            if gained is not None:
+                new_output = gained[0]
+                new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": gained[1]}
+                log.info("store.kept_gained chat=%s message=%s (M gained since the claim)", chat_id, message_id)
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
             message = tree.update_message(
-                chat, message_id, content=content, output=output, done=done, error=error, meta=meta, continues=continues
+                chat,
+                message_id,
+                content=new_content,
+                output=new_output,
+                done=done,
+                error=error,
+                meta=new_meta,
+                continues=continues,
             )
             moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
             current = chat["history"].get("currentId") if moved else None
@@ -786,6 +821,11 @@ class ChatStore:
             chain = meta.get("openclaw_chain")
             own_at = meta.get("openclaw_own_at")
             output = existing.get("output")
+            if not isinstance(chain, list) and isinstance(meta.get("openclaw_run"), str):
+                # A message of one run, finished by another process from that run's transcript (fuzz seed 40164).
+                chain, own_at = [meta["openclaw_run"]], 0
+            if isinstance(chain, list) and len(chain) == 1 and own_at is None:
+                own_at = 0  # a chain of one run: its part is the whole of M
             if not isinstance(chain, list) or not isinstance(own_at, int) or not isinstance(output, list):
                 return _Plan(None)
             added = shown_in_front([str(x) for x in chain], own_at, output, shown_through)
@@ -798,7 +838,7 @@ class ChatStore:
                 content=output_text(new_output),
                 output=new_output,
                 done=True,
-                meta={"openclaw_own_at": new_own_at},
+                meta={"openclaw_own_at": new_own_at} if "openclaw_own_at" in meta else None,
             )
             return _Plan(Written(message=message), _serialized(chat), int(time.time()), mirror=(message,))
 
