@@ -194,6 +194,14 @@ FIXED_BUGS = {
         " first; the play never finished (issue 24, fuzzer seed 20686: a recovery only links to a cut run that began"
         " before it)"
     ),
+    "recovery-before-named-run": (
+        "two deploys, a stop with a notice under a run of one while the other was away: the other, back first, gave"
+        " the boot's recovery and a cron run admitted after the boot messages of their own; the first's hello row"
+        " named the cron run (no recovery) for the cut's recovery, so its pass never found the recovery finished"
+        " elsewhere and the cut run's message stayed done:false: the play hung (fuzz seed 41332, shrunk, 5 of 10"
+        " plays). The recovery is the one the transcript shows right before the named run began; the cut run's"
+        " message, made below both, takes the recovery's message's place when it absorbs it"
+    ),
     "earlier-boot-behind-recovery": (
         "a run an earlier boot showed (ended aborted, showing nothing), carried behind a pass a crash cut short, waited"
         " for the new boot's pass to give the boot's recovery its message first: at an equal Gateway millisecond the"

@@ -904,3 +904,44 @@ def test_a_later_boots_hello_takes_the_newer_run_it_lists_for_the_recovery_of_a_
     cuts.boot_row(row, "boot-1" if case == "same boot" else "boot-2")
     expected = {"later boot names R": "R", "recovery known": "R0"}.get(case)
     assert cut.recovery == expected
+
+
+@pytest.mark.parametrize(
+    "case", ["recovery before the named run", "named run is the recovery", "S between", "seen here"]
+)
+def test_a_held_cut_whose_row_names_a_run_after_the_recovery_takes_the_recovery_from_the_transcript(case: str) -> None:
+    """Fuzz seed 41332 (shrunk; two deploys, a stop with a notice under S): the boot's recovery R ran first (the
+    Gateway's order), then T, a cron run admitted after the boot; the deploy back first gave both messages of their
+    own. The other deploy's hello found the row naming T (``boot_row``: ``Cut.recovery`` T), and the transcript says
+    T is no recovery, so its pass left M waiting for ever (5 of 10 plays hung). The recovery the transcript shows
+    right before T began (``recovery_before``) is taken in its stead: R's finished message ends M, which takes R's
+    part. S's own turn between R and T (R an earlier boot's), or R a run of this process, leave M waiting."""
+    from test_link_rule import PROV, history, said, user
+
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+
+    cuts = Cuts(_Bridge({"R"} if case == "seen here" else set()))  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    named = "R" if case == "named run is the recovery" else "T"
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery=named)
+    cuts.by_key["k"] = cut
+    s_turn = {"role": "user", "content": "[inter-session] do it", "idempotencyKey": "beef"}
+    cron = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    recovery = [user("R", "continue", PROV), said("R", "on")]
+    page = (
+        history(*recovery, s_turn, cron, said("T", "two"))
+        if case == "S between"
+        else history(s_turn, *recovery, cron, said("T", "two"))
+    )
+    messages = {
+        "M": {"id": "M", "done": False, "meta": {"openclaw_run": "S", "openclaw_open": True}},
+        "MR": {"id": "MR", "done": True, "meta": {"openclaw_run": "R"}},
+        "MT": {"id": "MT", "done": True, "meta": {"openclaw_run": "T"}},
+    }
+    cuts.seen_chat(None, "c", messages, page)  # type: ignore[arg-type]
+    if case in ("recovery before the named run", "named run is the recovery"):
+        assert "k" not in cuts.by_key and cuts._ending["S"] is cut
+        assert cut.recovery == "R" and cut.absorb == "MR"
+    else:
+        assert cuts.by_key["k"] is cut and not cut.ending and cut.recovery == "T"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from owc.protocol import parse_chat_history
 from owc.rules.link import (
     Link,
@@ -13,6 +15,7 @@ from owc.rules.link import (
     ended_in,
     followed,
     next_run_began,
+    recovery_before,
     recovery_owed,
     recovery_source,
     taken_over_first,
@@ -337,3 +340,46 @@ def test_the_recovery_owed_is_the_run_a_recovery_arriving_now_would_continue() -
     # The recovery came (and ended): none is owed any more.
     assert recovery_owed(_numbered(user("s"), tool, user("r", "c", PROV), _ended("r", "on", "stop"))) is None
     assert recovery_owed(history()) is None
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "agent turn",
+        "keyed turn",
+        "tool result between",
+        "another run between",
+        "another run's message between",
+        "steered input between",
+        "seq gap",
+        "turn boundary",
+        "no recovery",
+        "not on the page",
+    ],
+)
+def test_the_recovery_right_before_a_run_is_named_only_with_nothing_else_between(case: str) -> None:
+    """Fuzz seed 41332 (shrunk): the boot's recovery R ran, then a run T admitted after the boot; a later boot's row
+    named T, which is no recovery. The recovery the Gateway ran right before T began (``recovery_before``) is R, with
+    nothing between but R's own messages (a tool result among them); anything else between (another run's turn or
+    message, a steered input, a hidden message by a ``seq`` gap or a ``turnBoundary`` mark) or no recovery turn
+    names none: S's turn (or a trace of it) between would say R is an earlier boot's."""
+    cron = {"role": "user", "content": "[cron] scheduled turn", "idempotencyKey": "f00d"}
+    s_turn = {"role": "user", "content": "[inter-session] do it", "idempotencyKey": "beef"}
+    tool = {"role": "toolResult", "content": [{"type": "text", "text": "ok"}], "toolCallId": "c1"}
+    between: list[dict[str, Any]] = {
+        "tool result between": [tool],
+        "another run between": [s_turn],
+        "another run's message between": [said("Q", "mine")],
+        "steered input between": [{"role": "user", "content": "also this"}],
+    }.get(case, [])
+    r_turn = user("R", "continue", PROV) if case != "no recovery" else user("R", "a question")
+    t_first: list[dict[str, Any]] = [user("T", "hi")] if case == "keyed turn" else [cron, said("T", "two")]
+    if case == "turn boundary":
+        t_first[0] = {**t_first[0], "__openclaw": {"turnBoundary": True}}
+    page = [s_turn, r_turn, said("R", "on"), *between, *t_first]
+    if case == "seq gap":
+        page = [{**m, "__openclaw": {**m.get("__openclaw", {}), "seq": i + (i >= 3)}} for i, m in enumerate(page)]
+    if case == "not on the page":
+        page = page[:3]
+    expected = "R" if case in ("agent turn", "keyed turn", "tool result between") else None
+    assert recovery_before(history(*page), "T") == expected

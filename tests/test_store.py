@@ -740,3 +740,36 @@ def test_removing_a_message_hangs_its_children_from_its_parent_in_its_place() ->
     assert messages["c1"]["parentId"] == messages["c2"]["parentId"] == "p"
     assert {m["id"] for m in changed} == {"p", "c1", "c2"} and chat["history"]["currentId"] == "c2"
     assert tree.remove_message(chat, "X") == []
+
+
+@pytest.mark.parametrize("case", ["below", "below its children", "not below"])
+def test_a_message_made_below_its_recoverys_takes_the_recoverys_place(case: str) -> None:
+    """Fuzz seed 41332 (shrunk): the process holding the cut run's message M came back last and made M below the
+    recovery's own message X and a later run's L (u, X, L, M); made one reply (``absorb_recovery``), M goes where X
+    was, above L: run-start order. ``above`` tells whether X is above M at all (else X only goes, as before)."""
+
+    def node(i: str, parent: str | None, children: list[str]) -> dict[str, object]:
+        return {"id": i, "parentId": parent, "childrenIds": children, "role": "assistant"}
+
+    tail = ["c"] if case == "below its children" else []
+    messages = {
+        "u": {**node("u", None, ["X"]), "role": "user"},
+        "X": node("X", "u", ["L"]),
+        "L": node("L", "X", ["M"]),
+        "M": node("M", "L", tail),
+    }
+    if tail:
+        messages["c"] = node("c", "M", [])
+    chat = {"history": {"currentId": tail[0] if tail else "M", "messages": messages}}
+    if case == "not below":
+        assert not tree.above(messages, "M", "X") and not tree.above(messages, "L", "X")
+        return
+    assert tree.above(messages, "X", "M") and not tree.above(messages, "M", "X")
+    changed = tree.take_place(chat, "M", "X")
+    assert "X" not in messages and messages["u"]["childrenIds"] == ["M"]
+    assert messages["M"]["parentId"] == "u" and messages["M"]["childrenIds"] == ["L"]
+    assert messages["L"]["parentId"] == "M" and messages["L"]["childrenIds"] == tail
+    if tail:
+        assert messages["c"]["parentId"] == "L"
+    assert {m["id"] for m in changed} == {"u", "M", "L", *tail}
+    assert chat["history"]["currentId"] == (tail[0] if tail else "L")

@@ -267,6 +267,42 @@ def before(history: ChatHistory, run_id: str, later: str) -> bool:
     return at is not None and any(_of(m, run_id) for m in messages[:at])
 
 
+def recovery_before(history: ChatHistory, run_id: str) -> str | None:
+    """The restart recovery the Gateway ran right before run ``run_id`` began, if the page shows it: the nearest
+    restart-recovery turn before ``run_id``'s first message (or its own agent turn, keyed by no run), with nothing
+    between but that recovery's own messages. None when anything else lies between (another run's turn or message, a
+    steered input, a hidden message shown by a ``seq`` gap or a ``turnBoundary`` mark), or the page lacks either.
+
+    Why it names the boot's recovery of a cut run S, for ``run_id`` a run that began after S was cut (a newer run a
+    later boot's row names as the session's last, which the transcript says is no recovery): the Gateway runs a
+    boot's recovery of a session before any turn admitted there after the boot (2026.9.6, ``tests/test_realgw_cuts.
+    py``), and S was running at the boot (the row left ``running``), so the boot's recovery is S's and comes right
+    before ``run_id``. Were the turn found an earlier boot's recovery, S's own turn (or a trace of it) would lie
+    between, and the strict "nothing between" gives None. Fuzz seed 41332 (shrunk): the row named the run admitted
+    after the boot, not the recovery another process had settled, and M waited for ever."""
+    messages = history.messages
+    first = next((i for i, m in enumerate(messages) if _of(m, run_id)), None)
+    if first is None:
+        return None
+    start = first
+    if messages[first].role != "user" and first > 0:
+        turn = messages[first - 1]
+        if turn.role == "user" and not turn.is_restart_recovery_turn and turn.user_run_id is None:
+            start = first - 1  # its own agent turn (an id of its own)
+    between: list[HistoryMessage] = []
+    for index in range(start - 1, -1, -1):
+        message, after = messages[index], messages[index + 1]
+        if after.turn_boundary or (message.seq is not None and after.seq is not None and after.seq - message.seq > 1):
+            return None  # a hidden message lies between
+        if message.role == "user":
+            recovery = message.user_run_id if message.is_restart_recovery_turn else None
+            if recovery is None or any(m.assistant_run_id != recovery for m in between if m.role == "assistant"):
+                return None
+            return recovery
+        between.append(message)
+    return None
+
+
 def next_run_began(history: ChatHistory, run_id: str) -> bool:
     """Another run began after run ``run_id``'s last stored message, before any restart-recovery turn: then the
     boot did not recover ``run_id`` before that run, and so never will, and ``run_id`` ended on its own (fuzz seeds

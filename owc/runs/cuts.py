@@ -33,7 +33,15 @@ from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
 from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
-from owc.rules.link import Verdict, before, followed, next_run_began, recovery_owed, recovery_source
+from owc.rules.link import (
+    Verdict,
+    before,
+    followed,
+    next_run_began,
+    recovery_before,
+    recovery_owed,
+    recovery_source,
+)
 from owc.rules.owner import (
     BUDGET_NOTE,
     CUT_OFF,
@@ -406,7 +414,8 @@ class Cuts:
         for key, cut in list(self.by_key.items()):
             if cut.ref.chat_id != chat_id:
                 continue
-            if cut.owner is Owner.GATEWAY and (found := self._recovered_elsewhere(cut, messages, history)):
+            if cut.owner is Owner.GATEWAY and (elsewhere := self._recovered_elsewhere(cut, messages, history)):
+                cut.recovery, found = elsewhere
                 # The run the Gateway continued the cut run with ended, and another process gave it a message of its
                 # own (it could not know this process held the cut: M did not exist when it settled the recovery).
                 # It will never claim here, so nothing would ever link it to M: M ends now (before, M waited for it
@@ -459,18 +468,32 @@ class Cuts:
         self._end(table, cut, None)
         return True
 
-    def _recovered_elsewhere(self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None) -> str | None:
+    def _recovered_elsewhere(
+        self, cut: Cut, messages: dict[str, Any], history: ChatHistory | None
+    ) -> tuple[str, str] | None:
         """The cut's expected recovery (``Cut.recovery``) is one this process never had (another process settled
         it: it will never link-check here), the transcript says it is a restart recovery of the cut run (unnamed, or
         named as one of M's runs), and it has a finished message other than M (its own, or one that holds it). Only
         then: a run the transcript says is no recovery may be a run admitted before a delayed recovery, which then
         still comes and links here (fuzz seed 15: ending M on it lost the later recovery's link). Returns that
-        message's id (None: not so)."""
+        message's id (None: not so).
+
+        The run the row named (``Cut.recovery``: the session's last) is not always the recovery: with the boot's
+        recovery R first (the Gateway's order) and a run admitted after the boot next, the row names the later run,
+        which the transcript says is no recovery. The recovery is then the one the transcript shows right before that
+        run began (``recovery_before``), and it is checked in its stead (fuzz seed 41332, shrunk: M waited for ever
+        for the later run). Returns the recovery and that message's id."""
         if cut.recovery is None or cut.recovery in cut.chain or history is None:
             return None
-        if self._seen_run(cut.session_key, cut.recovery):
+        recovery = cut.recovery
+        link = recovery_source(history, recovery)
+        if link.verdict is Verdict.NOT_RECOVERY and not self._seen_run(cut.session_key, recovery):
+            earlier = recovery_before(history, recovery)
+            if earlier is None or earlier in cut.chain:
+                return None
+            recovery, link = earlier, recovery_source(history, earlier)
+        if self._seen_run(cut.session_key, recovery):
             return None
-        link = recovery_source(history, cut.recovery)
         if link.verdict is Verdict.NOT_RECOVERY or (link.source is not None and link.source not in cut.chain):
             return None
         for message_id, message in messages.items():
@@ -480,8 +503,8 @@ class Cuts:
             if not isinstance(meta, dict):
                 continue
             chain = meta.get("openclaw_chain") if isinstance(meta.get("openclaw_chain"), list) else []
-            if meta.get("openclaw_run") == cut.recovery or cut.recovery in chain:
-                return message_id
+            if meta.get("openclaw_run") == recovery or recovery in chain:
+                return recovery, message_id
         return None
 
     def tick(self, table: RunTable) -> None:

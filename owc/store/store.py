@@ -1023,7 +1023,10 @@ class ChatStore:
                     meta={"openclaw_chain": [*runs[: runs.index(source) + 1], recovery]},
                     continues=True,
                 )
-            changed = tree.remove_message(chat, recovery_message_id)
+            if tree.above(messages, recovery_message_id, message_id):
+                changed = tree.take_place(chat, message_id, recovery_message_id)  # M made below it: M goes there
+            else:
+                changed = tree.remove_message(chat, recovery_message_id)
             current = chat["history"].get("currentId")
             result = Absorbed(
                 message=message,

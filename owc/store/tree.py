@@ -351,3 +351,49 @@ def remove_message(chat: dict[str, Any], message_id: str) -> list[dict[str, Any]
         else:
             history["currentId"] = None
     return list(changed.values())
+
+
+def above(messages: dict[str, Any], upper: str, lower: str) -> bool:
+    """Message ``upper`` is an ancestor of ``lower`` (``lower`` hangs somewhere below it)."""
+    seen: set[str] = set()
+    node = messages.get(lower)
+    while isinstance(node, dict) and isinstance(node.get("parentId"), str) and node["parentId"] not in seen:
+        parent_id = node["parentId"]
+        if parent_id == upper:
+            return True
+        seen.add(parent_id)
+        node = messages.get(parent_id)
+    return False
+
+
+def take_place(chat: dict[str, Any], message_id: str, of: str) -> list[dict[str, Any]]:
+    """Move ``message_id`` into the place of message ``of``, which goes (mutates ``chat``): ``message_id`` leaves its
+    own place (``remove_message``: its children hang from its parent) and takes ``of``'s parent and children. Returns
+    the messages whose links changed, ``message_id`` among them.
+
+    Why: a cut run's message M made after its recovery's own message and a later run's (the process holding the cut
+    came back last) lies below both; made one reply with the recovery's (``ChatStore.absorb_recovery``), it goes
+    where the recovery's message was, above the later run's, in run-start order (fuzz seed 41332, shrunk)."""
+    messages = messages_of(chat)
+    message, old = messages.get(message_id), messages.get(of)
+    if not isinstance(message, dict) or not isinstance(old, dict) or message_id == of:
+        return []
+    changed = {id(m): m for m in remove_message(chat, message_id) if isinstance(m, dict)}
+    messages[message_id] = message
+    parent_id = old.get("parentId")
+    parent = messages.get(parent_id) if isinstance(parent_id, str) else None
+    children = [c for c in (old.get("childrenIds") or []) if isinstance(c, str) and isinstance(messages.get(c), dict)]
+    message["parentId"], message["childrenIds"] = parent_id if isinstance(parent, dict) else None, children
+    changed[id(message)] = message
+    if isinstance(parent, dict):
+        parent["childrenIds"] = [message_id if c == of else c for c in (parent.get("childrenIds") or [])]
+        changed[id(parent)] = parent
+    for child_id in children:
+        messages[child_id]["parentId"] = message_id
+        changed[id(messages[child_id])] = messages[child_id]
+    del messages[of]
+    history = chat["history"]
+    if history.get("currentId") in (of, message_id) or history.get("currentId") not in messages:
+        history["currentId"] = deepest_leaf(messages, message_id)
+    changed.pop(id(old), None)
+    return list(changed.values())
