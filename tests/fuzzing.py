@@ -40,6 +40,12 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "empty-note-corrected": (
+        "a run's stream joined after its tool call and its transcript unreadable at its end: a deploy finished its"
+        " message empty with 'cut off before any of it was saved' although it ended final, and the correction pass"
+        " that later filled it from the transcript kept the note under the card ([cutoff], fuzz seed 141646, about"
+        " 2 plays in 3). The correction drops the empty finish's note once it fills the message (tree fills=True)"
+    ),
     "silent-final-noted": (
         "issue 24 item 3: a run that ended on its own final NO_REPLY right after a tool call while owc was away (the"
         " drop), a heartbeat after it, then a container stop failed the heartbeat; at the hello the row failed under"

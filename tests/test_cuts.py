@@ -608,6 +608,39 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     assert chat["history"]["messages"]["M"]["error"] == own
 
 
+@pytest.mark.parametrize("error", ["nothing saved", "newer run", "its own"])
+def test_a_correction_that_fills_a_message_finished_empty_drops_the_empty_note_only(error: str) -> None:
+    """Fuzz seed 141646 (two deploys; a run calls a tool before the second connects, ends final while its transcript
+    cannot be read): one deploy finished the message from its stream, which held nothing, with "cut off before any
+    of it was saved"; the correction pass later filled it from the transcript and kept the note under the card
+    (``[cutoff]`` on a run that ended on its own). The correction's write (``fills``) drops that note once the message
+    has output; a cut-off note of another kind and the run's own error stay; an empty fill keeps it."""
+    from owc.rules.owner import NEWER_RUN_NOTE
+    from owc.runs.writer import NOTHING_SAVED
+    from owc.store import tree
+
+    content = {
+        "nothing saved": NOTHING_SAVED.format(reason="chat final"),
+        "newer run": NEWER_RUN_NOTE,
+        "its own": "boom",
+    }[error]
+    card = [{"type": "function_call", "call_id": "c1", "name": "exec", "arguments": "{}"}]
+
+    def chat() -> dict:
+        m = {"id": "M", "role": "assistant", "done": True, "error": {"content": content}}
+        return {"history": {"messages": {"M": m}}}
+
+    filled = chat()
+    tree.update_message(filled, "M", content="", output=card, done=True, fills=True)
+    assert ("error" in filled["history"]["messages"]["M"]) is (error != "nothing saved")
+    empty = chat()
+    tree.update_message(empty, "M", content="", output=[], done=True, fills=True)
+    assert empty["history"]["messages"]["M"]["error"] == {"content": content}
+    plain = chat()
+    tree.update_message(plain, "M", content="", output=card, done=True)
+    assert plain["history"]["messages"]["M"]["error"] == {"content": content}
+
+
 class _LaterClaimsHeldBack(_ClaimsHeldBack):
     """Lets the first claim of the message go (the run's claim as it begins) and holds every later one (its writer's
     claim on the next connection, after a restart) until the test lets them go."""

@@ -34,7 +34,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
 #: (item 12). 61010: a run an earlier boot showed, carried behind a pass, and the new boot's recovery in its
 #: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
-#: deploy gave a message of its own (``Cuts.boot_row``).
+#: deploy gave a message of its own (``Cuts.boot_row``). 141646: a correction that kept an empty finish's note.
 CI_SEEDS = [
     *range(300),
     432,
@@ -57,6 +57,7 @@ CI_SEEDS = [
     80221,
     80279,
     80324,
+    141646,
     100552,
 ]
 

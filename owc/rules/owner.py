@@ -134,6 +134,9 @@ RESUME_DIRECTIVE = (
 #: The notes a message ends with when nobody continues its cut run.
 #: How each of them begins (a reader of a stored message tells such an ending by it).
 CUT_OFF = "This reply was cut off"
+#: How the note of a message finished empty begins (nothing of its run reached its transcript or the process that
+#: finished it): a later write that fills the message from the transcript drops it (``tree.update_message``).
+NOTHING_SAVED_PREFIX = f"{CUT_OFF} before any of it was saved"
 NEWER_RUN_NOTE = f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."
 BUDGET_NOTE = CUT_OFF + ": the Gateway stopped under it {n} times, and owc does not resume it again."
 RECOVERY_FAILED_NOTE = CUT_OFF + ": the Gateway stopped under it and could not recover it ({error})."

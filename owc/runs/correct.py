@@ -93,7 +93,7 @@ async def _correct(
     content = output_text(output)
     try:
         result = await store.write(
-            item.chat_id, item.message_id, content=content, output=output, done=True, error=item.error
+            item.chat_id, item.message_id, content=content, output=output, done=True, error=item.error, fills=True
         )
     except MessageMissing:
         return True  # deleted meanwhile

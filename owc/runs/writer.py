@@ -50,7 +50,7 @@ from owc.rules.lifecycle import (
     WriterFailed,
 )
 from owc.rules.link import ended_in, taken_over_first
-from owc.rules.owner import Owner
+from owc.rules.owner import NOTHING_SAVED_PREFIX, Owner
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
@@ -100,7 +100,7 @@ NOT_SAVED = (
 
 
 #: The error a finished message gets when nothing of its run could be saved.
-NOTHING_SAVED = "This reply was cut off before any of it was saved ({reason})."
+NOTHING_SAVED = NOTHING_SAVED_PREFIX + " ({reason})."
 
 
 @attrs.define
@@ -785,7 +785,11 @@ class _Writer:
         )
         if finished.source == "stream" and not finished.complete and self.history_failed:
             # The transcript could not be read: what the stream missed comes later (the error note stays).
-            ctx.correct_later(r, error["content"] if error else None)
+            # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
+            # the message and drops it (fuzz seed 141646: a run that ended final, its stream joined after its tool
+            # call and its transcript unreadable, kept "cut off before any of it was saved" under its card).
+            kept = error["content"] if error and not error["content"].startswith(NOTHING_SAVED_PREFIX) else None
+            ctx.correct_later(r, kept)
         # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
         # write keeps this over what its load fetched, one that shows the message merges the same content, and
         # tabs of a process that never streamed the message get all of it.

@@ -697,6 +697,7 @@ class ChatStore:
         user_id: str | None = None,
         continues: bool = False,
         unless_holds: str | None = None,
+        fills: bool = False,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -743,6 +744,7 @@ class ChatStore:
                 error=error,
                 meta=new_meta,
                 continues=continues,
+                fills=fills,
             )
             moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
             current = chat["history"].get("currentId") if moved else None

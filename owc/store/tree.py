@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from owc.rules.finished import OPEN_MARK
-from owc.rules.owner import CUT_OFF
+from owc.rules.owner import CUT_OFF, NOTHING_SAVED_PREFIX
 
 
 class TreeError(ValueError):
@@ -251,11 +251,14 @@ def update_message(
     error: str | None = None,
     meta: dict[str, Any] | None = None,
     continues: bool = False,
+    fills: bool = False,
 ) -> dict[str, Any]:
     """Write a message's content and output (a handover or the finalize); mutates ``chat``. ``continues``: the write
     of a continuation of the message's cut run (a recovery linked by rule E, a resume): a cut-off note an earlier
     finish of the message left (``CUT_OFF``: the cut run's own finish, by a process that did not see it continued)
-    goes, since the run was continued after all (fuzz seed 40434: the note stayed under the recovery's text)."""
+    goes, since the run was continued after all (fuzz seed 40434: the note stayed under the recovery's text).
+    ``fills``: a correction from the transcript; the note of an empty finish (``NOTHING_SAVED_PREFIX``) goes, since
+    the message is no longer empty."""
     messages = messages_of(chat)
     message = messages.get(message_id)
     if not isinstance(message, dict):
@@ -266,6 +269,8 @@ def update_message(
     if error is not None:
         message["error"] = {"content": strip_nul(error)}
     elif continues and _is_cut_off(message.get("error")):
+        del message["error"]
+    elif fills and output and _is_nothing_saved(message.get("error")):
         del message["error"]
     old = message.get("meta") if isinstance(message.get("meta"), dict) else {}
     merged = {**old, **(meta or {})}
@@ -281,6 +286,10 @@ def update_message(
 
 def _is_cut_off(error: Any) -> bool:
     return isinstance(error, dict) and str(error.get("content") or "").startswith(CUT_OFF)
+
+
+def _is_nothing_saved(error: Any) -> bool:
+    return isinstance(error, dict) and str(error.get("content") or "").startswith(NOTHING_SAVED_PREFIX)
 
 
 def strip_nul(value: Any) -> Any:
