@@ -117,6 +117,18 @@ def test_a_missed_stream_that_shows_nothing_new_is_the_transcript() -> None:
     assert never_less(shown, transcript, missed=True) == transcript
 
 
+def test_a_joiners_run_wide_text_past_the_transcripts_texts_is_added_at_the_end() -> None:
+    """Fuzz seed 107665: the joiner saw only text, one item holding the transcript's text and the lost one."""
+    shown = [msg("A.\n\nWorking on it.")]
+    transcript = [msg("A."), call("c1"), result("c1")]
+    out = never_less(shown, transcript, missed=True, run_text="A.\n\nWorking on it.")
+    assert out[:3] == transcript and output_text(out) == "A.\nWorking on it." and out[3]["id"] != "msg_a"
+    # The seed-51 shape (a stream that ran two items into one): nothing lost, nothing added.
+    transcript = [msg("Two lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    shown = [msg("Two lines.\n\nTwo lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    assert never_less(shown, transcript, missed=True, run_text="Two lines.\n\nTwo lines.") == transcript
+
+
 TEXT = st.text(alphabet="ab .", max_size=6)
 ITEMS = st.lists(
     st.one_of(TEXT.map(msg), st.sampled_from(["c1", "c2"]).map(call), st.sampled_from(["c1", "c2"]).map(result)),

@@ -32,18 +32,42 @@ holds after a new item) is the transcript's from where they part, as above.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from owc.render.frozen import FrozenDict, FrozenList
+from owc.render.items import message_item
 
 
 def never_less(
-    shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]], *, missed: bool = False
+    shown: Sequence[Mapping[str, Any]],
+    transcript: Sequence[Mapping[str, Any]],
+    *,
+    missed: bool = False,
+    run_text: str | None = None,
 ) -> list[Any]:
     """The transcript's items with what was shown and the transcript lost added back (the module's rule). Returns
     the transcript's own list (a copy) when nothing was lost. ``missed``: the stream that showed ``shown`` had a
-    gap or joined the run mid-way (it may lack any of the run's items)."""
+    gap or joined the run mid-way (it may lack any of the run's items); ``run_text``, for such a stream, the
+    run-wide text it received: its items past the transcript's texts (which begin it) are added at the end, for a
+    joiner can hold them in an item the transcript ends before (fuzz seed 107665: shown [text "A.\n\nB."],
+    transcript [text "A.", call, result])."""
+    out = _never_less(shown, transcript, missed=missed)
+    if missed and run_text is not None:
+        kept = [piece for item in out if item.get("type") == "message" for piece in _pieces(_text(item) or "")]
+        sent = _pieces(run_text)
+        if len(sent) > len(kept) and sent[: len(kept)] == kept:
+            rest = "\n\n".join(sent[len(kept) :])
+            key = "".join(str(item.get("id")) for item in out)
+            digest = hashlib.sha1(f"{key}\x00{rest}".encode("utf-8", "surrogatepass"), usedforsecurity=False)
+            out.append(message_item(f"msg_{digest.hexdigest()[:24]}", rest, done=True))
+    return out
+
+
+def _never_less(
+    shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]], *, missed: bool
+) -> list[Any]:
     out: list[Any] = []
     common = min(len(shown), len(transcript))
 
