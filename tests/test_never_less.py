@@ -123,6 +123,8 @@ def test_a_joiners_run_wide_text_past_the_transcripts_texts_is_added_at_the_end(
     transcript = [msg("A."), call("c1"), result("c1")]
     out = never_less(shown, transcript, missed=True, run_text="A.\n\nWorking on it.")
     assert out[:3] == transcript and output_text(out) == "A.\nWorking on it." and out[3]["id"] != "msg_a"
+    # A silent sentinel the run said last shows nothing live and the transcript hides it: nothing is added.
+    assert never_less(shown, transcript, missed=True, run_text="A.\n\nWorking on it.\n\nNO_REPLY") == out
     # The seed-51 shape (a stream that ran two items into one): nothing lost, nothing added.
     transcript = [msg("Two lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
     shown = [msg("Two lines.\n\nTwo lines."), call("c1"), result("c1"), msg("Two lines.", "b")]

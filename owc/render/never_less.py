@@ -38,6 +38,7 @@ from typing import Any
 
 from owc.render.frozen import FrozenDict, FrozenList
 from owc.render.items import message_item
+from owc.render.sentinels import is_silent
 
 
 def never_less(
@@ -55,8 +56,15 @@ def never_less(
     transcript [text "A.", call, result])."""
     out = _never_less(shown, transcript, missed=missed)
     if missed and run_text is not None:
-        kept = [piece for item in out if item.get("type") == "message" for piece in _pieces(_text(item) or "")]
-        sent = _pieces(run_text)
+        # A silent sentinel (NO_REPLY) shows nothing live and the transcript hides it: it is no item of either.
+        kept = [
+            piece
+            for item in out
+            if item.get("type") == "message"
+            for piece in _pieces(_text(item) or "")
+            if not is_silent(piece)
+        ]
+        sent = [piece for piece in _pieces(run_text) if not is_silent(piece)]
         if len(sent) > len(kept) and sent[: len(kept)] == kept:
             rest = "\n\n".join(sent[len(kept) :])
             key = "".join(str(item.get("id")) for item in out)
