@@ -46,6 +46,13 @@ FIXED_BUGS = {
         " that later filled it from the transcript kept the note under the card ([cutoff], fuzz seed 141646, about"
         " 2 plays in 3). The correction drops the empty finish's note once it fills the message (tree fills=True)"
     ),
+    "streamed-missed-tail": (
+        "issue 24 item 5: a cron run's stream had a gap (drop 4 droppable events: the tool result's among them), the"
+        " run called a tool and said a text, a Gateway crash; the transcript ends at the call (a crash stores nothing"
+        " of the text after it) and never_less took the stream's parting from it (a text where the transcript has the"
+        " result) for a replacement, dropping the streamed text (fuzz seed 102690, every play; 107665, 82222 are a"
+        " mid-run join). A missed stream is aligned at the transcript's end (never_less missed=, run_text=)"
+    ),
     "silent-final-noted": (
         "issue 24 item 3: a run that ended on its own final NO_REPLY right after a tool call while owc was away (the"
         " drop), a heartbeat after it, then a container stop failed the heartbeat; at the hello the row failed under"

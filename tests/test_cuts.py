@@ -978,3 +978,29 @@ def test_a_held_cut_whose_row_names_a_run_after_the_recovery_takes_the_recovery_
         assert cut.recovery == "R" and cut.absorb == "MR"
     else:
         assert cuts.by_key["k"] is cut and not cut.ending and cut.recovery == "T"
+
+
+async def test_a_run_joined_after_its_tool_call_keeps_the_text_a_crash_lost(tmp_path, mock_clock) -> None:
+    """Issue 24, item 5, with a stream joined mid-run (fuzz seed 107665): the run called a tool before owc connected,
+    then said a text, and the Gateway crashed. The transcript ends at the tool call (a crash stores nothing of the
+    text after it); owc's stream lacks the run's beginning, so where it parts from the transcript (a text where the
+    transcript has the call) is no replacement: the message holds the card, the streamed text, then the
+    recovery's."""
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        env.sim.recovery = lambda k, source: [Text("Picked up."), End()]
+        run = env.sim.start_run(key, "S", user_text="Do the long job")
+        run.tool("exec", {"cmd": "ls"}, "a b")
+        await env.connect()
+        run.text("Working on it.")
+        m = ids.message_id(key, "S")
+        await env.emitter.until(lambda: "Working on it." in str(env.emitter.streams.get((chat_id, m))))
+        await env.sim.restart("crash")
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        messages = await env.messages(chat_id)
+        assert set(messages) == {"u1", m}, "the recovery has no message of its own"
+        final = messages[m]
+        assert final["done"] is True
+        assert final["content"] == "Working on it.\nPicked up."
+        assert [i["type"] for i in final["output"]] == ["function_call", "function_call_output", "message", "message"]

@@ -73,6 +73,64 @@ def test_nothing_shown_is_the_transcript() -> None:
     assert never_less([], transcript) == transcript
 
 
+# A stream that had a gap or joined the run mid-way (``missed``): it lacks some of the run's items, so the two are
+# aligned at the transcript's end (fuzz seeds 107665, 102690, 82222: a crash after a tool call stored nothing of
+# the text after it).
+
+
+def test_a_stream_joined_after_the_tool_call_keeps_the_text_past_the_transcripts_end() -> None:
+    shown = [msg("Working on it.", "b")]  # the joiner missed the call and its result
+    transcript = [call("c1"), result("c1")]
+    out = never_less(shown, transcript, missed=True)
+    assert out == [*transcript, shown[0]]
+    assert never_less(shown, transcript) == transcript  # a stream that saw everything: the run replaced it
+
+
+def test_a_dropped_result_keeps_the_text_after_it() -> None:
+    shown = [call("c1"), msg("Numbers 1, 2 and 3.", "b")]  # the result's event was dropped
+    transcript = [call("c1"), result("c1")]
+    assert never_less(shown, transcript, missed=True) == [*transcript, shown[1]]
+
+
+def test_a_joiners_run_wide_text_shows_only_what_the_transcript_lacks() -> None:
+    # owc2 joined after "Done.": the first delta it saw carried the run-wide text whole, after the cards.
+    shown = [call("c1"), result("c1"), msg("Done.\n\nAll checks passed.", "b")]
+    transcript = [msg("Done."), call("c1"), result("c1")]
+    out = never_less(shown, transcript, missed=True)
+    assert out[:3] == transcript and len(out) == 4
+    assert output_text(out) == "Done.\nAll checks passed." and out[3]["id"] == "msg_b"
+
+
+def test_a_missed_stream_whose_text_the_run_replaced_is_the_transcripts() -> None:
+    transcript = [call("c1"), result("c1"), msg("The final answer.")]
+    assert never_less([msg("A draft", "b")], transcript, missed=True) == transcript
+    # A card the transcript holds after a shown item it lacks: no tail the transcript lost.
+    assert never_less([msg("x", "b"), call("c1")], [call("c1"), result("c1")], missed=True) == [
+        call("c1"),
+        result("c1"),
+    ]
+
+
+def test_a_missed_stream_that_shows_nothing_new_is_the_transcript() -> None:
+    transcript = [msg("Done."), call("c1"), result("c1"), msg("All checks passed.", "b")]
+    shown = [call("c1"), result("c1"), msg("Done.\n\nAll checks passed.", "b")]
+    assert never_less(shown, transcript, missed=True) == transcript
+
+
+def test_a_joiners_run_wide_text_past_the_transcripts_texts_is_added_at_the_end() -> None:
+    """Fuzz seed 107665: the joiner saw only text, one item holding the transcript's text and the lost one."""
+    shown = [msg("A.\n\nWorking on it.")]
+    transcript = [msg("A."), call("c1"), result("c1")]
+    out = never_less(shown, transcript, missed=True, run_text="A.\n\nWorking on it.")
+    assert out[:3] == transcript and output_text(out) == "A.\nWorking on it." and out[3]["id"] != "msg_a"
+    # A silent sentinel the run said last shows nothing live and the transcript hides it: nothing is added.
+    assert never_less(shown, transcript, missed=True, run_text="A.\n\nWorking on it.\n\nNO_REPLY") == out
+    # The seed-51 shape (a stream that ran two items into one): nothing lost, nothing added.
+    transcript = [msg("Two lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    shown = [msg("Two lines.\n\nTwo lines."), call("c1"), result("c1"), msg("Two lines.", "b")]
+    assert never_less(shown, transcript, missed=True, run_text="Two lines.\n\nTwo lines.") == transcript
+
+
 TEXT = st.text(alphabet="ab .", max_size=6)
 ITEMS = st.lists(
     st.one_of(TEXT.map(msg), st.sampled_from(["c1", "c2"]).map(call), st.sampled_from(["c1", "c2"]).map(result)),

@@ -18,32 +18,82 @@ items and adds back what the transcript lost, item by item:
 
 So the result is never shorter than what was shown unless the transcript says the run replaced it, and never
 drops anything of the transcript.
+
+A stream that had a gap or joined the run mid-way (``missed``) lacks some of the run's items, so where it parts from
+the transcript is no sign of a replacement: shown = [text "Working on it."] and transcript = [call, result] part at
+item 0 though the text lies past the transcript's end (fuzz seeds 102690, 107665, 82222). For such a stream the
+two are aligned where they meet instead (``_past_the_end``): the Gateway's chat text is one run-wide buffer (items
+joined by a blank line) sent whole in every delta, so the shown texts, split at blank lines, begin with the
+transcript's unless the run replaced them; the shown items past the transcript's end are those after the last
+shown card the transcript holds and the shown text past the transcript's text. The result is the transcript's
+items, then those; a shown output that does not fit that reading (a text neither extends, a card the transcript
+holds after a new item) is the transcript's from where they part, as above.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from owc.render.frozen import FrozenDict
+from owc.render.frozen import FrozenDict, FrozenList
+from owc.render.items import message_item
+from owc.render.sentinels import is_silent
 
 
-def never_less(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]]) -> list[Any]:
+def never_less(
+    shown: Sequence[Mapping[str, Any]],
+    transcript: Sequence[Mapping[str, Any]],
+    *,
+    missed: bool = False,
+    run_text: str | None = None,
+) -> list[Any]:
     """The transcript's items with what was shown and the transcript lost added back (the module's rule). Returns
-    the transcript's own list (a copy) when nothing was lost."""
+    the transcript's own list (a copy) when nothing was lost. ``missed``: the stream that showed ``shown`` had a
+    gap or joined the run mid-way (it may lack any of the run's items); ``run_text``, for such a stream, the
+    run-wide text it received: its items past the transcript's texts (which begin it) are added at the end, for a
+    joiner can hold them in an item the transcript ends before (fuzz seed 107665: shown [text "A.\n\nB."],
+    transcript [text "A.", call, result])."""
+    out = _never_less(shown, transcript, missed=missed)
+    if missed and run_text is not None:
+        # A silent sentinel (NO_REPLY) shows nothing live and the transcript hides it: it is no item of either.
+        kept = [
+            piece
+            for item in out
+            if item.get("type") == "message"
+            for piece in _pieces(_text(item) or "")
+            if not is_silent(piece)
+        ]
+        sent = [piece for piece in _pieces(run_text) if not is_silent(piece)]
+        if len(sent) > len(kept) and sent[: len(kept)] == kept:
+            rest = "\n\n".join(sent[len(kept) :])
+            key = "".join(str(item.get("id")) for item in out)
+            digest = hashlib.sha1(f"{key}\x00{rest}".encode("utf-8", "surrogatepass"), usedforsecurity=False)
+            out.append(message_item(f"msg_{digest.hexdigest()[:24]}", rest, done=True))
+    return out
+
+
+def _never_less(
+    shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]], *, missed: bool
+) -> list[Any]:
     out: list[Any] = []
     common = min(len(shown), len(transcript))
+
+    def parted(index: int) -> list[Any]:
+        tail = _past_the_end(shown, transcript) if missed else None
+        return [*transcript, *tail] if tail is not None else [*out, *transcript[index:]]
+
     for index in range(common):
         seen, kept = shown[index], transcript[index]
         if not _same_item(seen, kept):
-            return [*out, *transcript[index:]]
+            return parted(index)
         if kept.get("type") == "message":
             seen_text, kept_text = _text(seen), _text(kept)
             if seen_text is None or kept_text is None:
                 out.append(kept)
                 continue
             if not seen_text.startswith(kept_text.rstrip()):
-                return [*out, *transcript[index:]]  # the run replaced the text it had shown
+                return parted(index)  # the run replaced the text it had shown
             if index == len(transcript) - 1 and len(seen_text.rstrip()) > len(kept_text.rstrip()):
                 # Only the transcript's last item can have lost its tail to a cut; an earlier one that the shown
                 # text extends is a stream that ran two items into one (a gap): the next item holds the rest.
@@ -52,6 +102,58 @@ def never_less(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[
         out.append(kept)
     out.extend(transcript[common:] if len(transcript) > common else shown[common:])
     return out
+
+
+def _pieces(text: str) -> list[str]:
+    """A text's items as the Gateway's run-wide buffer joins them (at blank lines), each stripped, none empty."""
+    return [piece.strip() for piece in text.split("\n\n") if piece.strip()]
+
+
+def _past_the_end(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """What a stream that missed part of the run showed past the transcript's end (the module's last paragraph),
+    or None when the shown output does not read as the transcript's items, some missing, then more."""
+    kept_texts: list[str] = []
+    cards = set()
+    for item in transcript:
+        if item.get("type") == "message":
+            text = _text(item)
+            if text is None:
+                return None
+            kept_texts.extend(_pieces(text))
+        else:
+            cards.add((item.get("type"), item.get("call_id")))
+    tail: list[Any] = []
+    at = 0  # how many of the transcript's text pieces the shown texts have matched so far
+    for item in shown:
+        if item.get("type") != "message":
+            if (item.get("type"), item.get("call_id")) in cards:
+                if tail:
+                    return None  # a card the transcript holds after a new item: not a tail the transcript lost
+                continue
+            tail.append(item)
+            continue
+        text = _text(item)
+        if text is None:
+            return None
+        new: list[str] = []
+        for piece in _pieces(text):
+            if at < len(kept_texts):
+                kept = kept_texts[at]
+                if piece != kept and not (at == len(kept_texts) - 1 and piece.startswith(kept)):
+                    return None  # neither extends the other: the run replaced the text (or a stale prefix)
+                if piece != kept:
+                    new.append(piece[len(kept) :].strip())  # the transcript's last text, cut short, went on
+                at += 1
+            else:
+                new.append(piece)
+        new = [piece for piece in new if piece]
+        if new == _pieces(text):
+            tail.append(item)  # all of it past the transcript's text
+        elif new:
+            # Its start is the transcript's (a stream that joined mid-run got the run-wide text whole): the rest.
+            content = FrozenList((FrozenDict(type="output_text", text="\n\n".join(new)),))
+            tail.append(FrozenDict({**item, "content": content}))
+    return tail if tail else None
 
 
 def _same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:

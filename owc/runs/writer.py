@@ -688,7 +688,14 @@ class _Writer:
         if finished.source == "transcript":
             # Never less than the tabs were shown (issue 24, item 5): a stop or a crash stores nothing of the text it
             # cuts, so the transcript can end where the stream went on.
-            output = never_less(r.renderer.output(done=True), finished.output)
+            # A stream with a gap or joined mid-run lacks some of the run's items: aligned at the transcript's end.
+            missed = r.life.missed or bool(r.renderer.gaps)
+            output = never_less(
+                r.renderer.output(done=True),
+                finished.output,
+                missed=missed,
+                run_text=r.renderer.text if missed else None,
+            )
             if len(output) != len(finished.output) or any(a is not b for a, b in zip(output, finished.output)):
                 log.info("runs.kept_shown run=%s (the transcript lacks what was streamed)", r.run_id)
                 finished = attrs.evolve(finished, output=output, content=output_text(output), cards=count_cards(output))
