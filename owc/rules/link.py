@@ -209,18 +209,7 @@ def taken_over_first(history: ChatHistory, run_id: str) -> bool:
     prompt): its admission may skip a pending recovery's dispatch, but then the recovery still comes after it and
     continues the cut run, so nothing is cut-off there either. False when the page does not hold ``run_id`` or a
     recovery turn comes first (rule E decides whose it is)."""
-    messages = history.messages
-    last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
-    if last is None:
-        return False
-    for message in messages[last + 1 :]:
-        if message.role == "user" and message.is_restart_recovery_turn:
-            return False
-        if message.role == "user" and message.idempotency_key is not None:
-            return True
-        if message.assistant_run_id not in (None, run_id):
-            return True
-    return False
+    return _began_after(history, run_id, heartbeats=True)
 
 
 def followed(history: ChatHistory, run_id: str) -> bool:
@@ -320,6 +309,13 @@ def next_run_began(history: ChatHistory, run_id: str) -> bool:
     when a recovery turn comes first (rule E decides whose it is), and when the first later message follows a
     hidden heartbeat prompt (``turnBoundary``: a heartbeat may run before a pending recovery, whose dispatch its
     admission skips)."""
+    return _began_after(history, run_id, heartbeats=False)
+
+
+def _began_after(history: ChatHistory, run_id: str, *, heartbeats: bool) -> bool:
+    """The walk ``taken_over_first`` and ``next_run_began`` share: the first run begun after ``run_id``'s last
+    stored message, before any restart-recovery turn; ``heartbeats``: a heartbeat's run (its first message marked
+    ``turnBoundary``) counts too."""
     messages = history.messages
     last = next((i for i in range(len(messages) - 1, -1, -1) if _of(messages[i], run_id)), None)
     if last is None:
@@ -331,5 +327,5 @@ def next_run_began(history: ChatHistory, run_id: str) -> bool:
             message.assistant_run_id not in (None, run_id)
         )
         if began:
-            return not message.turn_boundary
+            return heartbeats or not message.turn_boundary
     return False
