@@ -90,6 +90,13 @@ FIXED_BUGS = {
         " turn admitted after the boot (measured), so a run begun after the held run's last message before any"
         " recovery says it ended on its own: the hold ends, no note"
     ),
+    "ended-before-boot-held": (
+        "a sessions_send run ended aborted right after a tool call while owc was away (a slow-consumer close), an"
+        " announce ran and ended on the same session, then a container restart: at the hello the row named the"
+        " announce (done), taken for the boot's recovery of the aborted run; the announce said nothing and never"
+        " claimed, so M stayed done:false and settled() waited for ever (fuzz seed 141731). The row settled"
+        " before the boot began (updatedAt against the challenge's ts less uptimeMs): not the boot's recovery"
+    ),
     "aborted-noted": (
         "the same reading (fuzz seed 77089): the held run ended aborted after a tool call, a later run was cut by a"
         " stop and recovered; the recovery's link found the later run and ended the held run's message with the"

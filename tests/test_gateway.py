@@ -377,6 +377,25 @@ async def test_crash_has_no_notice_and_a_new_boot(autojump_clock) -> None:
             assert handler.hellos[1].boot_changed and handler.hellos[1].notice is None
 
 
+async def test_the_hello_says_when_the_boot_began(autojump_clock) -> None:
+    """``HelloOk.booted_at_ms`` (the challenge's ``ts`` less ``snapshot.uptimeMs``): the Gateway's own time of its
+    boot. A restart's boot begins after every write of the process before it (a row it settled is dated before),
+    which is what tells a row settled before the boot from the boot's recovery (fuzz seed 141731)."""
+    handler = RecordingHandler()
+    async with open_simulator(token=TOKEN) as sim:
+        async with open_gateway_connection(sim.url, TOKEN, handler, backoff=no_jitter()):
+            await handler.until(lambda: handler.resyncs)
+            first = handler.hellos[0].hello.booted_at_ms
+            assert first is not None and first <= sim.now_ms()
+            await trio.sleep(5)
+            last_write = sim.now_ms()  # the old process's last moment
+            await sim.restart("crash")
+            await handler.until(lambda: len(handler.hellos) == 2)
+            booted = handler.hellos[1].hello.booted_at_ms
+            assert booted is not None and last_write < booted <= sim.now_ms()
+            assert booted - first >= 5000
+
+
 async def test_hostile_frames_do_not_kill_the_connection(caplog) -> None:
     handler = RecordingHandler()
     async with open_simulator(token=TOKEN, max_payload=4096) as sim:

@@ -15,6 +15,7 @@ from owc.rules.owner import (
     outside_kill,
     owner,
     row_at_terminal,
+    settled_before_boot,
 )
 
 R = "run-1"
@@ -111,3 +112,22 @@ def test_a_pushed_row_fills_in_the_terminal() -> None:
     )
     assert continues(Owner.GATEWAY) and continues(Owner.RESUME) and continues(Owner.WAIT)
     assert not any(continues(o) for o in (Owner.STOP, Owner.ERROR, Owner.NEWER_RUN, Owner.DONE))
+
+
+@pytest.mark.parametrize(
+    ("status", "updated_at", "booted_at", "before"),
+    [
+        ("done", 999, 1000, True),  # settled by the process before the boot
+        ("killed", 1, 1000, True),
+        ("failed", 999, 1000, True),
+        ("done", 1000, 1000, False),  # the boot's own millisecond: not told apart, judged as without a time
+        ("done", 1001, 1000, False),  # after the boot: may be its recovery
+        ("running", 1, 1000, False),  # a row left running is what a boot recovers
+        (None, 1, 1000, False),
+        ("done", None, 1000, False),  # a time unknown: judged as without one
+        ("done", 999, None, False),
+    ],
+)
+def test_a_row_settled_before_the_boot(status, updated_at, booted_at, before) -> None:
+    """Fuzz seed 141731: a newer run whose row settled before the boot began is not that boot's recovery."""
+    assert settled_before_boot(status, updated_at, booted_at) is before

@@ -20,6 +20,7 @@ from owc.protocol import (
     parse_event,
     parse_hello_ok,
 )
+from owc.protocol.handshake import boot_started_at
 
 
 @pytest.mark.parametrize(
@@ -127,6 +128,13 @@ def test_hello_ok_shapes() -> None:
         {"type": "hello-ok", "server": {"bootId": "b"}, "policy": {"tickIntervalMs": 1000, "maxPayload": 99}}
     )
     assert hello.boot_id == "b" and hello.policy.tick_interval_ms == 1000 and hello.policy.max_payload == 99
+    assert hello.uptime_ms is None and hello.booted_at_ms is None
+    # ``snapshot.uptimeMs`` only sharpens one judgement: a wrong shape costs that figure, never the connection.
+    for snapshot in ("x", {"uptimeMs": "46029"}, {"uptimeMs": True}, {"uptimeMs": -1}, {"uptimeMs": 1.5}):
+        assert parse_hello_ok({"server": {}, "snapshot": snapshot}).uptime_ms is None
+    assert parse_hello_ok({"server": {}, "snapshot": {"uptimeMs": 46029}}).uptime_ms == 46029
+    assert boot_started_at(1_000_000, 46_029) == 953_971
+    assert boot_started_at(None, 46_029) is None and boot_started_at(1_000_000, None) is None
 
 
 def test_connect_request_shape_and_token_hidden() -> None:

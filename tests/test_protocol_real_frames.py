@@ -25,6 +25,7 @@ from owc.protocol import (
     encode_frame,
     parse_hello_ok,
 )
+from owc.protocol.handshake import boot_started_at, parse_challenge
 from owc.protocol.results import RESULT_PARSERS, ChatHistory, SessionsList, SubscribeResult
 
 from conftest import FRAME_LOGS, load_log
@@ -158,6 +159,22 @@ def test_hello_ok_full() -> None:
     assert "chat.send" in hello.methods and "sessions.subscribe" in hello.methods
     assert hello.auth_scopes == ("operator.read", "operator.write", "operator.admin")
     assert hello.boot_id == "fc7fd044-5437-4199-b7b6-e0be6aa191a1"
+
+
+def test_the_boot_time_from_two_real_connections() -> None:
+    """``boot_started_at``: the challenge's ``ts`` less the hello's ``uptimeMs``, from the one Gateway's clock. Two
+    clients of one boot (frames.jsonl, A and B, 75 ms apart) get the same boot within their handshakes' length,
+    each estimate early (the uptime is read after the challenge), never after the other client's challenge."""
+    challenges: dict[str, int] = {}
+    booted: dict[str, int] = {}
+    for client, _d, raw in wire_frames("frames.jsonl"):
+        if raw.get("event") == "connect.challenge":
+            challenges[client] = parse_challenge(raw["payload"]).ts
+        elif raw.get("type") == "res" and raw.get("ok") and raw.get("payload", {}).get("type") == "hello-ok":
+            hello = parse_hello_ok(decode_frame(orjson.dumps(raw)).payload)
+            booted.setdefault(client, boot_started_at(challenges[client], hello.uptime_ms))
+    assert booted["A"] == 1_795_975_355_812 - 46_029 and booted["B"] == 1_795_975_355_887 - 46_050
+    assert abs(booted["A"] - booted["B"]) < 100 and max(booted.values()) < min(challenges.values())
 
 
 def test_global_sessions_changed_has_no_key() -> None:

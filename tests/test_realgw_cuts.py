@@ -47,6 +47,7 @@ from trio_websocket import ConnectionClosed, HandshakeError
 from owc import ids
 from owc.gateway import GatewayConfig
 from owc.protocol.events import message_text, parse_sessions_changed
+from owc.protocol.handshake import boot_started_at
 from owc.protocol.results import parse_history_message, parse_session_row
 from owc.registry import WriterRegistry
 from owc.render import output_text
@@ -509,6 +510,8 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
             await c.event(
                 lambda f: f.event == "chat" and f.payload.get("runId") == source and f.payload.get("state") == "delta"
             )
+            listed = await c.request("sessions.list", {"limit": 1000})
+            old_boot_last = (_row(listed.payload, key) or {}).get("updatedAt")  # the old process's clock, under S
             gw.signal(signal.SIGKILL)
             assert await trio.to_thread.run_sync(gw.wait_exit) == -signal.SIGKILL
         gw.launch()
@@ -523,6 +526,11 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
                     if not answer.ok and (answer.error or {}).get("retryable"):
                         raise OSError(str(answer.error))
                     facts["send"] = (answer.ok, answer.payload, answer.error, tries)
+                    # When the new boot began, on its own clock (the challenge's ts less the hello's uptimeMs,
+                    # ``process.uptime()`` in ``health-state-*.mjs``): ``settled_before_boot`` relies on it lying
+                    # after every write of the process before it and before anything the boot runs.
+                    assert c.challenge is not None and c.hello is not None
+                    facts["booted_at"] = boot_started_at(c.challenge.payload.get("ts"), c.hello.uptime_ms)
                     listed = await c.request("sessions.list", {"limit": 1000})
                     row = _row(listed.payload, key) or {}
                     facts["row_after_send"] = {
@@ -578,6 +586,10 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
     # turn was never stored; the simulator runs X after the recovery instead, which keeps the same order.)
     assert order[: order.index(recoveries[0]) + 1] == [source, recoveries[0]], facts
     assert newer not in order or order.index(newer) > order.index(recoveries[0]), facts
+    # The boot's time lies between the killed process's last event and the start of the boot's recovery.
+    booted, recovered = facts["booted_at"], facts["row_after"].get("startedAt")
+    assert booted is not None and isinstance(old_boot_last, int) and old_boot_last < booted, facts
+    assert recovered is None or booted <= recovered, facts
 
 
 #: The stop drain without a service manager (315 s, measured) and the slack past it for the drain to end and the

@@ -63,7 +63,7 @@ from owc.protocol import (
     parse_hello_ok,
     parse_subscribe,
 )
-from owc.protocol.handshake import missing_scopes_text, parse_challenge, scopes_missing
+from owc.protocol.handshake import boot_started_at, missing_scopes_text, parse_challenge, scopes_missing
 from owc.protocol.machine import Answered, ConnectionMachine, Deliver, Handshake, Lost, RequestTooLarge
 from owc.protocol.results import parse_sessions_list
 
@@ -507,6 +507,8 @@ class GatewayClient:
                     code = _close_of(exc)[0]
             raise await self._device_refused(_refusal(frame, code), identity)
         hello = parse_hello_ok(frame.payload)
+        # When this boot began, on the Gateway's clock (the owner rule's "since the boot", fuzz seed 141731).
+        hello = attrs.evolve(hello, booted_at_ms=boot_started_at(_challenge_ts(challenge.payload), hello.uptime_ms))
         self.pairing = None
         if identity is not None:
             await self._device_paired(identity, frame.payload)
@@ -856,6 +858,15 @@ def _refusal(frame: Response, close_code: int | None) -> Refused:
     elif frame.error.code == "INVALID_REQUEST":
         refused.retryable = False  # invalid connect params / bad handshake: owc's own bug, not transient
     return refused
+
+
+def _challenge_ts(payload: object) -> int | None:
+    """The challenge's ``ts`` (the Gateway's clock as the socket opened), or None: a challenge without a usable one
+    is still good for a client that signs nothing."""
+    try:
+        return parse_challenge(payload).ts  # type: ignore[arg-type]
+    except ProtocolError:
+        return None
 
 
 def _close_of(exc: ConnectionClosed) -> tuple[int | None, str]:

@@ -113,6 +113,11 @@ class HelloOk:
     auth_role: str | None = None
     auth_scopes: tuple[str, ...] = ()
     methods: frozenset[str] = frozenset()
+    #: ``snapshot.uptimeMs``: how long this boot of the Gateway had run when it answered (2026.9.6 sends it).
+    uptime_ms: int | None = None
+    #: When this boot began on the Gateway's own clock (``boot_started_at``), set by the connection, which holds
+    #: the challenge's ``ts``. None when the Gateway did not say.
+    booted_at_ms: int | None = None
     raw: Any = attrs.field(default=None, repr=False, eq=False)
 
 
@@ -149,6 +154,12 @@ def parse_hello_ok(payload: object) -> HelloOk:
         raise ProtocolError("hello-ok.policy values must be positive")
     auth = f.opt_obj(d, "auth", where) or {}
     features = f.opt_obj(d, "features", where) or {}
+    # Read leniently: the figure only sharpens one judgement (``boot_started_at``), so a snapshot that lacks it or
+    # holds something else costs that, not the connection.
+    snapshot = d.get("snapshot")
+    uptime = snapshot.get("uptimeMs") if isinstance(snapshot, dict) else None
+    if isinstance(uptime, bool) or not isinstance(uptime, int):
+        uptime = None
     return HelloOk(
         protocol=f.opt_int(d, "protocol", where) or PROTOCOL_VERSION,
         boot_id=f.opt_str(server, "bootId", "hello-ok.server"),
@@ -159,8 +170,23 @@ def parse_hello_ok(payload: object) -> HelloOk:
         auth_role=f.opt_str(auth, "role", "hello-ok.auth"),
         auth_scopes=f.opt_str_list(auth, "scopes", "hello-ok.auth") or (),
         methods=frozenset(f.opt_str_list(features, "methods", "hello-ok.features") or ()),
+        uptime_ms=uptime if uptime is not None and uptime >= 0 else None,
         raw=d,
     )
+
+
+def boot_started_at(challenge_ts: int | None, uptime_ms: int | None) -> int | None:
+    """When the Gateway's boot began, on the Gateway's own clock: the challenge's ``ts`` (its wall clock, read as
+    the socket opened) less the hello's ``uptimeMs`` (read a moment later, at the answer). Both come from the one
+    process, so no host's clock is compared with another's; the moment between the two makes the result a little
+    early, never late, which is the side a caller relying on "after the boot" wants (it then keeps its hold, as it
+    would without the figure). None when either is missing.
+
+    What it is for: a session row whose run ended before this time (``updatedAt``) was not the boot's restart
+    recovery, which starts after the boot (``RunTable._decide_unterminated``; fuzz seed 141731)."""
+    if challenge_ts is None or uptime_ms is None:
+        return None
+    return challenge_ts - uptime_ms
 
 
 def scopes_missing(hello: HelloOk, needed: Sequence[str] = OWC_SCOPES) -> tuple[str, ...]:

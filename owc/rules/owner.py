@@ -94,6 +94,18 @@ def owner(run_id: str, row: Row, seen: Seen) -> Owner:
     return Owner.DONE
 
 
+def settled_before_boot(status: str | None, updated_at: int | None, booted_at: int | None) -> bool:
+    """A session row that settled (not ``running``) before the Gateway's current boot began, both times on the
+    Gateway's clock (``updatedAt``; ``owc.protocol.handshake.boot_started_at``). Its last run is then not that
+    boot's restart recovery, which starts after the boot: a row that names a newer run than a carried one says
+    the carried run ended before that run, before the boot, on its own (fuzz seed 141731: an announce ran and
+    ended while owc was away, and was held for as the recovery of a run that had ended before it). False when a
+    time is unknown: the caller then judges as it would without one."""
+    if status in ("running", None) or updated_at is None or booted_at is None:
+        return False
+    return updated_at < booted_at
+
+
 def row_at_terminal(
     state: str | None, stop_reason: str | None, error: str | None, run_id: str, push: Row | None = None
 ) -> Row:

@@ -55,6 +55,7 @@ from owc.rules.owner import (
     continues,
     may_resume,
     owner,
+    settled_before_boot,
 )
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run
@@ -373,7 +374,7 @@ class Cuts:
         else:
             self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
 
-    def boot_row(self, row: SessionRow, boot_id: str | None) -> None:
+    def boot_row(self, row: SessionRow, boot_id: str | None, booted_at: int | None = None) -> None:
         """A later boot's hello listed ``row``: a cut the Gateway owns there (one a boot before this one made), whose
         row names a newer run as the session's last, running or done, expects that run to be the boot's recovery
         (``Cut.recovery``), as ``RunTable._decide_unterminated`` records it for a run the hello finds unterminated.
@@ -391,6 +392,8 @@ class Cuts:
             and row.status in ("running", "done")
             and row.last_run_id not in (None, *cut.chain)
             and not resumes_message(row.last_run_id, cut.message_id, cut.chain)
+            # A run that settled before this boot began is not its recovery (fuzz seed 141731).
+            and not settled_before_boot(row.status, row.updated_at, booted_at)
         ):
             cut.recovery = row.last_run_id
 

@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
     WriteOutcome,
     WriteResult,
 )
-from owc.rules.owner import Owner, Row, Seen, row_at_terminal
+from owc.rules.owner import Owner, Row, Seen, row_at_terminal, settled_before_boot
 from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
@@ -440,7 +440,9 @@ class RunTable:
                 self.apply(run, _row_terminal(reason, run, row))
         for row in resync.rows:
             if info.boot_changed:
-                self.bridge.cuts.boot_row(row, info.hello.boot_id)  # a cut made before the hello: its recovery
+                self.bridge.cuts.boot_row(
+                    row, info.hello.boot_id, info.hello.booted_at_ms
+                )  # a cut made before the hello: its recovery
             self.bridge.cuts.row(self, row)
         self.bridge.cuts.hello(self)
         self._resync(resync, carried=True)
@@ -460,6 +462,18 @@ class RunTable:
             # The same boot, and a newer run on the session: this run ended on its own while the connection was down
             # (no restart, stop or crash cut it), and the row no longer says how. Not a cut: no owner, no cut-off
             # note; its transcript says how it ended (issue 24, item 3).
+            return
+        if (
+            info.boot_changed
+            and row is not None
+            and row.last_run_id not in (None, run.run_id)
+            and settled_before_boot(row.status, row.updated_at, info.hello.booted_at_ms)
+        ):
+            # A newer run on the session settled before this boot began: the boot did not recover this run (a
+            # recovery starts after the boot), which ended before that run did, on its own while owc was away. As
+            # the same boot's case above: not a cut (fuzz seed 141731: an announce that ran while owc was away was
+            # taken for the recovery of a run that had ended aborted right after a tool call, and M was held for
+            # a link that could never come).
             return
         if (
             info.boot_changed

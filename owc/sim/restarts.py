@@ -32,6 +32,11 @@ class PlannedRecovery:
     steps: Sequence[Step] | None
 
 
+#: The shortest boot (Trio's clock): the new process starts strictly after the old one's last write, so a row the
+#: old one settled is dated before the boot (``owc.rules.owner.settled_before_boot``), as on a real host.
+BOOT_SECONDS = 0.002
+
+
 @attrs.define
 class Boot:
     """The running process's identity: ``boot_id`` changes on every boot (owc reads it from hello-ok);
@@ -40,6 +45,9 @@ class Boot:
     boot_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
     boots: int = 1
     starting: bool = False
+    #: When this boot began (Trio's clock): hello-ok's ``snapshot.uptimeMs`` counts from it, as the real Gateway's
+    #: does from its process start.
+    started_at: float = attrs.field(factory=trio.current_time)
 
 
 class Restarts:
@@ -113,7 +121,9 @@ class Restarts:
         * ``crash``: no terminal, no notice, connections cut (1006); rows stay ``running``; recovery at boot.
 
         Every mode closes every connection (1012 after a notice) and boots with a new boot id. While
-        ``down_seconds`` run (Trio's clock) a ``connect`` is refused with UNAVAILABLE / 1013.
+        ``down_seconds`` run (Trio's clock; at least ``BOOT_SECONDS``: a process never starts in no time, and the
+        boot's clock, ``snapshot.uptimeMs``, begins after the last write of the process before it) a ``connect`` is
+        refused with UNAVAILABLE / 1013, as the real Gateway refuses one while it starts (measured).
 
         ``recovery_delay``: the boot's recoveries start that long after the boot (Trio's clock; the real Gateway
         starts them 2-4 s after ``ready``, measured). Which sessions it recovers is decided at the boot (the rows
@@ -160,11 +170,13 @@ class Restarts:
             driver.cancel_queued(session)  # in-memory queues die with the process
         boot.boot_id = str(uuid.uuid4())
         boot.boots += 1
+        down_seconds = max(down_seconds, BOOT_SECONDS)
         if down_seconds > 0:
             boot.starting = True
             await self._notify()
             await trio.sleep(down_seconds)
             boot.starting = False
+        boot.started_at = trio.current_time()
         due = self._due()
         if recovery_delay > 0 and due:
             self.pending += 1

@@ -443,6 +443,7 @@ class Simulator:
                 "capabilities": [],
             },
             "snapshot": {
+                "uptimeMs": int((trio.current_time() - self.boot.started_at) * 1000),
                 "sessionDefaults": {
                     "defaultAgentId": m.AGENT_ID,
                     "mainKey": "main",
