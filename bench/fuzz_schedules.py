@@ -11,6 +11,7 @@ either with ``owc scenario run FILE --db sqlite:///x.db``). A failure that a kno
 (``tests/fuzzing.py`` ``KNOWN_BUGS``) is counted and named apart, and shrunk only with ``--shrink-known``.
 
     python3 bench/fuzz_schedules.py --start 0 --count 1000
+    python3 bench/fuzz_schedules.py --seeds ci --repeat 100 --no-shrink   # the CI seeds, 100 plays in a row
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ from oracle import kind_of  # noqa: E402
 from schedules import generate  # noqa: E402
 
 
+def _seed_list(text: str) -> list[int]:
+    if text == "ci":
+        from test_fuzz_seeds import CI_SEEDS
+
+        return list(CI_SEEDS)
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
 async def main(args: argparse.Namespace, clock: trio.testing.MockClock | None) -> int:
     if clock is None:
         return await fuzz(args)
@@ -49,14 +58,15 @@ async def fuzz(args: argparse.Namespace) -> int:
     known: list[int] = []
     hung: list[int] = []
     started = time.perf_counter()
+    seeds = args.seeds if args.seeds else list(range(args.start, args.start + args.count))
+    plays = [seed for _ in range(args.repeat) for seed in seeds]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        for seed in range(args.start, args.start + args.count):
+        for played, seed in enumerate(plays, 1):
             schedule = generate(seed)
             db = folder / f"{seed}.db"
             problems = await judge(schedule, db)
             db.unlink(missing_ok=True)
-            played = seed - args.start + 1
             if played % 100 == 0:
                 bad = len(failed) + len(known) + bool(problems)
                 print(f"progress: {played} played (to seed {seed}), {played - bad} passed", flush=True)
@@ -76,9 +86,11 @@ async def fuzz(args: argparse.Namespace) -> int:
                 print(f"seed {seed}: shrunk from {len(schedule.body)} to {len(small.body)} ops", flush=True)
     bad = failed + known
     elapsed = time.perf_counter() - started
+    which = (f"{len(seeds)} listed seeds" if args.seeds else f"seeds {args.start}..{args.start + args.count - 1}") + (
+        f", {args.repeat} times" if args.repeat > 1 else ""
+    )
     print(
-        f"passed {args.count - len(bad)} of {args.count} (seeds {args.start}..{args.start + args.count - 1},"
-        f" {elapsed:.0f} s)"
+        f"passed {len(plays) - len(bad)} of {len(plays)} ({which}, {elapsed:.0f} s)"
         + (f"; failing seeds {failed}" if failed else "")
         + (f"; failing with a known bug {known}" if known else "")
         + (f"; hung (did not settle) {hung}" if hung else ""),
@@ -96,6 +108,18 @@ if __name__ == "__main__":
     parser.add_argument("--shrink-known", action="store_true", help="shrink failures of known bugs too")
     parser.add_argument("--budget", type=int, default=300, help="plays per shrink")
     parser.add_argument("--real-clock", action="store_true", help="play in real time (default: virtual time)")
+    parser.add_argument(
+        "--seeds",
+        type=_seed_list,
+        default=None,
+        help="play these seeds (comma-separated; 'ci' for tests/test_fuzz_seeds.py CI_SEEDS) instead of a range",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="play the seeds this many times in a row (a race shows as a seed that fails now and then)",
+    )
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # owc's own warnings (seq gaps, reconnects) are the faults being injected
     clock = None if args.real_clock else trio.testing.MockClock()
