@@ -40,6 +40,13 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "queued-after-lost-final": (
+        "issue 24 item 3: a heartbeat called a tool and ended final with NO_REPLY, its terminal lost in a drop; a"
+        " sessions_send queued behind it ran, and a crash cut it. At the hello both runs were carried without a"
+        " terminal, the owner rule gave both to the Gateway, and the later cut ended the heartbeat's message with"
+        " 'a newer run took over' ([cutoff], fuzz seed 151800, every play). A run of the session heard after the"
+        " carried run's last event ran after it ended: the boot did not cut it (owner.ended_before)"
+    ),
     "empty-note-corrected": (
         "a run's stream joined after its tool call and its transcript unreadable at its end: a deploy finished its"
         " message empty with 'cut off before any of it was saved' although it ended final, and the correction pass"

@@ -36,6 +36,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
 #: deploy gave a message of its own (``Cuts.boot_row``). 141646: a correction that kept an empty finish's note.
 #: 141731: a hold for an announce that settled before the boot, taken for its recovery (``settled_before_boot``).
+#: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 CI_SEEDS = [
     *range(300),
     432,
@@ -62,6 +63,7 @@ CI_SEEDS = [
     141731,
     100552,
     102690,
+    151800,
 ]
 
 

@@ -7,10 +7,12 @@ import pytest
 
 from owc.rules.owner import (
     MAX_RESUMES,
+    Heard,
     Owner,
     Row,
     Seen,
     continues,
+    ended_before,
     may_resume,
     outside_kill,
     owner,
@@ -131,3 +133,31 @@ def test_a_pushed_row_fills_in_the_terminal() -> None:
 def test_a_row_settled_before_the_boot(status, updated_at, booted_at, before) -> None:
     """Fuzz seed 141731: a newer run whose row settled before the boot began is not that boot's recovery."""
     assert settled_before_boot(status, updated_at, booted_at) is before
+
+
+BOOT, NEXT_BOOT = "boot-1", "boot-2"
+
+
+@pytest.mark.parametrize(
+    ("run", "other", "ended"),
+    [
+        # The other run's first event came after this run's last one, under the same boot: this run had ended.
+        (Heard(BOOT, 1, 1), Heard(BOOT, 2, 5), True),  # a heartbeat heard only at its start, then a queued run
+        (Heard(BOOT, 1, 3), Heard(BOOT, 4, 4), True),
+        # Its events came first: the other ran before it (or they are one run's), so it may be the one cut.
+        (Heard(BOOT, 4, 6), Heard(BOOT, 1, 3), False),
+        (Heard(BOOT, 1, 3), Heard(BOOT, 1, 3), False),
+        # Their events interleave: no order is known (a straggler of one among the other's): nothing said.
+        (Heard(BOOT, 1, 4), Heard(BOOT, 3, 6), False),
+        # Another boot's run (the boot's recovery, a run it admitted) says nothing of how the old boot ended it.
+        (Heard(BOOT, 1, 1), Heard(NEXT_BOOT, 2, 2), False),
+        # No boot id to tell boots apart; never heard (opened by a hand-over, a list, a transcript).
+        (Heard(None, 1, 1), Heard(None, 2, 2), False),
+        (None, Heard(BOOT, 2, 2), False),
+        (Heard(BOOT, 1, 1), None, False),
+    ],
+)
+def test_a_run_heard_before_another_run_of_its_session_had_ended(run, other, ended) -> None:
+    """Fuzz seed 151800: a heartbeat's final (after a tool call, ``NO_REPLY``) fell in a drop, a queued
+    ``sessions_send`` then ran and a crash cut it; only the later run was the boot's to cut (``ended_before``)."""
+    assert ended_before(run, other) is ended

@@ -106,6 +106,39 @@ def settled_before_boot(status: str | None, updated_at: int | None, booted_at: i
     return updated_at < booted_at
 
 
+@attrs.frozen
+class Heard:
+    """What one process heard of a run from one Gateway: the boot its first event came under, and the numbers of its
+    first and last events among all the events of that Gateway the process heard, in the order they came (a count
+    kept across connections: the Gateway sends its events in the order it makes them)."""
+
+    boot: str | None
+    first: int
+    last: int
+
+
+def ended_before(run: Heard | None, other: Heard | None) -> bool:
+    """Run ``run`` had ended by the time another run of its session, ``other``, ran: ``other``'s first event came
+    after ``run``'s last one, under the same boot. A run whose terminal never reached owc (it fell in a seq gap, or
+    the connection closed first) and that a new boot finds so is then not one the boot cut: the boot cut the run
+    running when it came, and ``run`` was not (fuzz seed 151800: a heartbeat's ``NO_REPLY`` final lost in a drop, a
+    ``sessions_send`` queued behind it running when a crash came; the owner rule gave both to the Gateway, the later
+    cut ended the earlier one's message with "a newer run took over", on a run nothing cut).
+
+    Why it holds: a session runs one run at a time, so each run's events lie between its start and its end, and two
+    runs' spans never overlap; ``other`` heard after ``run``'s last event began after ``run`` ended (had it run
+    before, every event of it would have come before any of ``run``'s). The same boot, because a run first heard
+    under a later boot (its recovery, one the boot admitted) says nothing of how the earlier boot ended ``run``.
+    False when either was never heard (opened by a hand-over, a list or a transcript), or no boot id names them."""
+    return (
+        run is not None
+        and other is not None
+        and run.boot is not None
+        and run.boot == other.boot
+        and other.first > run.last
+    )
+
+
 def row_at_terminal(
     state: str | None, stop_reason: str | None, error: str | None, run_id: str, push: Row | None = None
 ) -> Row:

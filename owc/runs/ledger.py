@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from owc import ids
 from owc.render import TurnRenderer
 from owc.rules.lifecycle import State
+from owc.rules.owner import Heard
 from owc.runs.run import Run, RunKey
 
 log = logging.getLogger("owc.runs")
@@ -49,6 +50,8 @@ class Ledger:
         #: The newest Gateway time seen (``saw_time``, and any run's first time): the stand-in for a run first
         #: known without one.
         self._latest_ms = 0
+        #: The Gateway's events of a run heard so far, on every connection (``heard``).
+        self._events = 0
 
     def __iter__(self) -> Iterator[Run]:
         return iter(list(self.runs.values()))
@@ -92,6 +95,14 @@ class Ledger:
         run.timed = seen_ms is not None
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
+
+    def heard(self, run: Run, boot: str | None) -> None:
+        """An event of ``run``'s own came from the Gateway (under ``boot``): it ran then, after every run of its
+        session whose events all came before (``owc.rules.owner.ended_before``)."""
+        self._events += 1
+        at = run.heard_at
+        # Made anew, not ``attrs.evolve``d: this runs for every streamed event (issue 16's throughput).
+        run.heard_at = Heard(boot, self._events, self._events) if at is None else Heard(at.boot, at.first, self._events)
 
     @property
     def opened(self) -> int:

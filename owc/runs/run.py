@@ -16,7 +16,7 @@ from owc import ids
 from owc.protocol import ChatHistory
 from owc.render import TurnRenderer
 from owc.rules.lifecycle import Handover, Lifecycle, Stop, Terminal
-from owc.rules.owner import Owner
+from owc.rules.owner import Heard, Owner
 
 RunKey = tuple[str, str]  # (session key, run id)
 #: Why a writer's streaming ended: the run's own terminal, the user's Stop, or a handover.
@@ -73,6 +73,9 @@ class Run:
     boot: str | None = None
     #: A ``chat`` or ``agent`` event of its own reached a connection (not only its start and end).
     heard: bool = False
+    #: Where its own events (a lifecycle push too) fell among the Gateway's events this process heard
+    #: (``Ledger.heard``): a run of its session heard after its last one ran after it had ended (``ended_before``).
+    heard_at: Heard | None = None
     #: Its transcript check waits for a read that failed to be answered (the next tick): it holds nobody up.
     check_waits: bool = False
     #: Waiting, before its claim, for the message of the cut run it continues (``Cuts.link``): it waits on that run,

@@ -49,7 +49,7 @@ from owc.rules.lifecycle import (
     WriteOutcome,
     WriteResult,
 )
-from owc.rules.owner import Owner, Row, Seen, row_at_terminal, settled_before_boot
+from owc.rules.owner import Owner, Row, Seen, ended_before, row_at_terminal, settled_before_boot
 from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
@@ -328,6 +328,8 @@ class RunTable:
                 start=event.phase == "start",
                 seen_ms=event.ts,
             )
+            if run is not None:
+                self.ledger.heard(run, self.conn.hello.boot_id)
             if run is not None and event.phase in ("end", "error"):
                 if not run.heard and not run.life.missed:
                     # Not one event of its own reached this connection: the Gateway hides it from control UIs
@@ -366,6 +368,7 @@ class RunTable:
         if run is None:
             return
         run.heard = True
+        self.ledger.heard(run, self.conn.hello.boot_id)
         if not run.timed and ts is not None:
             # Any time of the run's own places it rightly: a session runs one run at a time, so its events
             # fall after every earlier run's end and before every later run's start.
@@ -415,7 +418,8 @@ class RunTable:
         unknown = set(resync.active_unknown)
         ended = set(resync.ended)
         rows = {row.key: row for row in resync.rows}
-        for run in self.ledger.unsettled():
+        known = self.ledger.unsettled()
+        for run in known:
             if run.key not in self.carried:
                 continue
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
@@ -427,6 +431,21 @@ class RunTable:
             if info.boot_changed:
                 # A run lives in its Gateway process: after a new boot it is over, whatever the list says (a
                 # session active without run ids is the boot's recovery, a new run: 004, "a fresh run ID").
+                later = next(
+                    (
+                        other
+                        for other in known
+                        if other.session_key == run.session_key and ended_before(run.heard_at, other.heard_at)
+                    ),
+                    None,
+                )
+                if later is not None:
+                    # A later run of its session ran after it under the old boot: it had ended on its own (its
+                    # terminal fell in a gap, or the connection closed first), so the boot did not cut it. No owner,
+                    # no cut-off note (fuzz seed 151800): its transcript says how it ended.
+                    log.info("runs.ended_before run=%s later=%s (not the boot's cut)", run.run_id, later.run_id)
+                    self.apply(run, Terminal("it ended before a later run of its session ran"))
+                    continue
                 # No terminal reached owc: the row says who continues it (a crash leaves it running: the
                 # Gateway's recovery; a stop leaves it killed after the notice: owc's resume).
                 self._decide_unterminated(run, rows.get(run.session_key), info)
@@ -440,9 +459,8 @@ class RunTable:
                 self.apply(run, _row_terminal(reason, run, row))
         for row in resync.rows:
             if info.boot_changed:
-                self.bridge.cuts.boot_row(
-                    row, info.hello.boot_id, info.hello.booted_at_ms
-                )  # a cut made before the hello: its recovery
+                # A cut made before the hello: its recovery.
+                self.bridge.cuts.boot_row(row, info.hello.boot_id, info.hello.booted_at_ms)
             self.bridge.cuts.row(self, row)
         self.bridge.cuts.hello(self)
         self._resync(resync, carried=True)
