@@ -45,9 +45,10 @@ class Boot:
     boot_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
     boots: int = 1
     starting: bool = False
-    #: When this boot began (Trio's clock): hello-ok's ``snapshot.uptimeMs`` counts from it, as the real Gateway's
-    #: does from its process start.
-    started_at: float = attrs.field(factory=trio.current_time)
+    #: When this boot began, on the Gateway's clock (``now_ms``): hello-ok's ``snapshot.uptimeMs`` counts from it,
+    #: as the real Gateway's does from its process start. In whole milliseconds of the one clock, so the challenge's
+    #: ``ts`` less the uptime is never later than the boot (a difference of two truncated float times could be).
+    started_ms: int = 0
 
 
 class Restarts:
@@ -176,7 +177,7 @@ class Restarts:
             await self._notify()
             await trio.sleep(down_seconds)
             boot.starting = False
-        boot.started_at = trio.current_time()
+        boot.started_ms = self._driver.now_ms()
         due = self._due()
         if recovery_delay > 0 and due:
             self.pending += 1

@@ -125,6 +125,7 @@ class Simulator:
         self.remote_address: str | None = None
         self._changed = trio.Condition()
         self._epoch_ms = int(time.time() * 1000) - int(trio.current_time() * 1000)
+        self.boot.started_ms = self.now_ms()
         self.fanout = Fanout(self.conns, self.now_ms)
         self.driver = RunDriver(
             nursery, self.fanout, self.sessions, self.runs, now_ms=self.now_ms, poke=self._poke, cli_runtime=cli_runtime
@@ -232,6 +233,7 @@ class Simulator:
     def skew(self, ms: int) -> None:
         """Move the Gateway's clock by ``ms`` (negative: behind this host's): two hosts never agree exactly."""
         self._epoch_ms += ms
+        self.boot.started_ms += ms  # the same clock: the boot's uptime does not move
 
     async def _ticker(self) -> None:
         while True:
@@ -443,7 +445,7 @@ class Simulator:
                 "capabilities": [],
             },
             "snapshot": {
-                "uptimeMs": int((trio.current_time() - self.boot.started_at) * 1000),
+                "uptimeMs": self.now_ms() - self.boot.started_ms,
                 "sessionDefaults": {
                     "defaultAgentId": m.AGENT_ID,
                     "mainKey": "main",
