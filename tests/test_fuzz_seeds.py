@@ -35,6 +35,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: (item 12). 61010: a run an earlier boot showed, carried behind a pass, and the new boot's recovery in its
 #: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
 #: deploy gave a message of its own (``Cuts.boot_row``). 141646: a correction that kept an empty finish's note.
+#: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
+#: oracle's ``indistinct_link``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -60,6 +62,7 @@ CI_SEEDS = [
     141646,
     100552,
     102690,
+    150995,
 ]
 
 
