@@ -34,7 +34,9 @@ Invariants (shared/design.md, issue 11), each problem tagged with its kind in br
   wise (see ``check_streamed`` for the exact rule, and where the run's own transcript replaces it);
 * ``[recovery]`` a Gateway restart recovery of a cut run lands in its source's message (link rule E), never in a
   message of its own, also when a newer run started on the key during the restart: once owc holds a message of
-  the cut run (or the transcript names it), that message is the recovery's.
+  the cut run (or the transcript names it), that message is the recovery's. One exception, where nothing owc
+  reads tells which run the boot recovered (``indistinct_link``: a hidden sub-agent completion right after the cut
+  run it holds, steered into it or a run of its own): owc's link to the run it holds stands.
 
 A play that does not settle is ``[hang]`` (``tests/fuzzing.py``, on Trio's virtual clock), one that raises
 ``[crash]``.
@@ -53,6 +55,7 @@ in the chain is fixed when the user sends, not when the run starts.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import uuid
@@ -115,19 +118,70 @@ def _named(sim: Any, recovery: Any) -> bool:
     return False
 
 
-def message_of(sim: Any, run: Any, linked: frozenset[str] = frozenset()) -> str | None:
+def message_of(
+    sim: Any, run: Any, linked: frozenset[str] = frozenset(), chosen: dict[str, str] | None = None
+) -> str | None:
     """The message a run writes into: its own, or (a continuation) the message of the run it continues. A boot's
     restart recovery continues the run it recovers (the simulator's ground truth, ``recovers``: link rule E) when
     the transcript names that run, or when owc recorded the link itself (``linked``: the runs the database's
     messages name in ``meta.openclaw_chain``; owc may know the cut run from having streamed it); an owc resume
-    (``msg-<chat>-<M>-resume-<t>``) names M itself. Followed back to the first run of the chain."""
+    (``msg-<chat>-<M>-resume-<t>``) names M itself. Followed back to the first run of the chain. ``chosen``: a
+    recovery owc linked to another run than the one it recovers where nothing owc could read tells the two apart
+    (``indistinct_link``): that run stands for its source."""
     seen: set[str] = set()
-    while getattr(run, "recovers", None) and run.recovers in sim.runs and run.run_id not in seen:
-        if not _named(sim, run) and run.run_id not in linked:
+    while run.run_id not in seen:
+        source = (chosen or {}).get(run.run_id)
+        if source is None:
+            source = getattr(run, "recovers", None)
+            if not source or source not in sim.runs or (not _named(sim, run) and run.run_id not in linked):
+                break
+        if source not in sim.runs:
             break
         seen.add(run.run_id)
-        run = sim.runs[run.recovers]
+        run = sim.runs[source]
     return expected_message_id(run.key, run.run_id)
+
+
+def _hidden_inter_session(message: dict[str, Any]) -> bool:
+    """A sub-agent's completion as a user turn: ``chat.history`` hides it (the Gateway's display projection,
+    ``shouldHideProjectedHistoryMessage``), whether it began a run of its own (an announce) or was steered into the
+    running one (seed 000 case 10, the simulator's ``steer``)."""
+    prov = message.get("provenance")
+    return (
+        message.get("role") == "user"
+        and isinstance(prov, dict)
+        and prov.get("kind") == "inter_session"
+        and prov.get("sourceTool") in ("subagent_announce", "subagent_settle")
+    )
+
+
+def indistinct_link(sim: Any, recovery: Any, source: str) -> bool:
+    """owc linked restart recovery ``recovery`` to run ``source``, which is not the run it recovers, and nothing
+    owc can read tells that link from the right one (fuzz seed 150995). The transcript holds ``source``'s messages,
+    the last one not ending it (a tool call or result: an abort right after a tool call stores nothing, measured),
+    then only hidden sub-agent completions (at least one), then the recovery's user turn; the run the recovery
+    really continues stored nothing but its own hidden turn. ``chat.history`` shows the same page whether the
+    completion began a run of its own after ``source`` had ended (that run was cut and recovered) or was steered
+    into ``source`` still running (``source`` cut and recovered: the Gateway's default queue mode is ``steer``,
+    measured: ``effectiveQueueMode``), and the row cannot tell either: a running row has no ``lastRunId`` on
+    2026.9.6 (measured: the lifecycle start clears it; after a restart cut "no lastRunId"). So owc's link to the
+    cut it holds is right in one case and wrong in the other, and the oracle takes it in both."""
+    truth = getattr(recovery, "recovers", None)
+    session = sim.sessions.get(recovery.key)
+    if truth is None or truth == source or session is None:
+        return False
+    transcript = session.transcript
+    turn = next((i for i, m in enumerate(transcript) if m.get("idempotencyKey") == f"{recovery.run_id}:user"), None)
+    if turn is None:
+        return False
+    own = [i for i, m in enumerate(transcript[:turn]) if (m.get("__openclaw") or {}).get("runId") == source]
+    if not own or _run_messages(transcript, truth):
+        return False
+    last = transcript[own[-1]]
+    if last.get("openclawAbort") or last.get("stopReason") in ("stop", "error"):
+        return False  # its transcript says it ended: owc can tell
+    between = transcript[own[-1] + 1 : turn]
+    return bool(between) and all(_hidden_inter_session(m) for m in between)
 
 
 def chat_of(key: str) -> str | None:
@@ -298,10 +352,17 @@ def check(
         for message in messages.values()
         for run_id in ((message.get("meta") or {}).get("openclaw_chain") or [])[1:]
     )
-    named = {message_of(sim, run, linked) for run in sim.runs.values()}
+    chosen = {
+        run_id: str(before)
+        for _, messages in chats.values()
+        for message in messages.values()
+        for before, run_id in itertools.pairwise((message.get("meta") or {}).get("openclaw_chain") or [])
+        if run_id in sim.runs and indistinct_link(sim, sim.runs[run_id], str(before))
+    }
+    named = {message_of(sim, run, linked, chosen) for run in sim.runs.values()}
     groups: dict[str | None, list[Any]] = {}
     for run in sim.runs.values():
-        groups.setdefault(message_of(sim, run, linked), []).append(run)
+        groups.setdefault(message_of(sim, run, linked, chosen), []).append(run)
     for run in sim.runs.values():
         chat_id = chat_of(run.key)
         if chat_id is None or chat_id not in chats:
@@ -309,7 +370,7 @@ def check(
                 if run_id == run.run_id:
                     problems.append(f"{chats[cid][0]}: [silent] run {run_id} of key {run.key} has a message here")
             continue
-        group = groups.get(message_of(sim, run, linked), [run])
+        group = groups.get(message_of(sim, run, linked, chosen), [run])
         if len(group) > 1:
             if run is group[0]:
                 problems += _check_chain(sim, group, *chats[chat_id], may_stay_open)

@@ -37,6 +37,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: deploy gave a message of its own (``Cuts.boot_row``). 141646: a correction that kept an empty finish's note.
 #: 141731: a hold for an announce that settled before the boot, taken for its recovery (``settled_before_boot``).
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
+#: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
+#: oracle's ``indistinct_link``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -64,6 +66,7 @@ CI_SEEDS = [
     100552,
     102690,
     151800,
+    150995,
 ]
 
 

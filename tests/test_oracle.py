@@ -433,3 +433,116 @@ async def test_a_play_that_never_settles_is_a_hang(monkeypatch, tmp_path: Path, 
         problems = await judge(schedule, tmp_path / "webui.db")
     assert [kind_of(p) for p in problems] == ["hang"], problems
     assert "hung" in problems[0] and "virtual clock" in problems[0] and "line" in problems[0]
+
+
+# ---------------------------------------------------------------------- a link nothing owc reads can tell (seed 150995)
+
+#: Fuzz seed 150995 shrunk: the cron run r2 calls a tool while owc is away and ends ``aborted`` right after it (an
+#: abort right after a tool call stores nothing), an announce r13 begins (its turn hidden from chat.history), a crash
+#: under it: the boot recovers r13. STEERED: the same, but the completion is steered into r2 still running: the boot
+#: recovers r2. owc reads the same page and the same row in both (``indistinct_link``) and links the recovery into
+#: r2's message, which it holds cut: right in STEERED, wrong in NEW_RUN.
+_HIDDEN_TURN_START = """
+{"op": "chat", "chat": "b", "user": "u1"}
+{"op": "connect", "deploy": "owc"}
+{"op": "run", "run": "r2", "chat": "b", "origin": "cron"}
+{"op": "disconnect"}
+{"op": "tool", "run": "r2", "name": "exec", "args": {"i": 3}, "result": "ok"}
+"""
+_HIDDEN_TURN_END = """
+{"op": "restart", "mode": "crash"}
+{"op": "await_clients", "count": 1}
+{"op": "wait"}
+{"op": "expect", "run": "r2", "contains": "Recovered after the Gateway restart.", "done": true, "cards": 1}
+{"op": "expect", "chat": "b", "count": 1}
+"""
+NEW_RUN = (
+    _HIDDEN_TURN_START
+    + """{"op": "end", "run": "r2", "state": "aborted"}
+{"op": "run", "run": "r13", "chat": "b", "origin": "subagent_announce"}"""
+    + _HIDDEN_TURN_END
+)
+STEERED = (
+    _HIDDEN_TURN_START + """{"op": "steer", "run": "r2", "text": "[Subagent completed] done."}""" + _HIDDEN_TURN_END
+)
+
+
+def _page_shape(played: Played) -> list[tuple[Any, ...]]:
+    """What ``chat.history`` shows owc of chat b's session, with run ids named by the run's role (the cut one, the
+    recovery) so that two plays compare."""
+    from owc.sim.rpc import project_history
+
+    sim = played.player.sim
+    (session,) = (s for s in sim.sessions.values() if s.transcript)
+    r2 = played.player.run_ids["r2"]
+    recovery = next(r.run_id for r in sim.runs.values() if getattr(r, "origin", None) == "recovery")
+    names = {r2: "S", recovery: "R'"}
+
+    def name(value: Any) -> Any:
+        return names.get(str(value).removesuffix(":user"), "other") if value else None
+
+    return [
+        (
+            m.get("role"),
+            (m.get("__openclaw") or {}).get("seq"),
+            (m.get("__openclaw") or {}).get("turnBoundary"),
+            name((m.get("__openclaw") or {}).get("runId")),
+            name(m.get("idempotencyKey")) if str(m.get("idempotencyKey") or "").endswith(":user") else None,
+            (m.get("provenance") or {}).get("sourceTool"),
+            m.get("stopReason"),
+        )
+        for _, m in project_history(session.transcript)
+    ]
+
+
+@pytest.mark.parametrize("text", [NEW_RUN, STEERED], ids=["new-run", "steered"])
+def test_a_recovery_linked_where_nothing_owc_reads_tells_which_run_it_recovers_passes(text: str, tmp_path) -> None:
+    played = trio.run(play_scenario, text, f"sqlite:///{tmp_path / 'owc.db'}")
+    sim = played.player.sim
+    assert played.failures == [] and played.missing == []  # the recovery is in r2's message, in both
+    chat = played.player.chats["b"]
+    assert check_database(sim, f"sqlite:///{tmp_path / 'owc.db'}", {chat.chat_id: "b"}) == []
+    recovery = next(r for r in sim.runs.values() if getattr(r, "origin", None) == "recovery")
+    truth = sim.runs[recovery.recovers]
+    assert (truth.run_id == played.player.run_ids["r2"]) is (text == STEERED)  # the ground truth differs
+
+
+def test_both_plays_show_owc_the_same_page(tmp_path) -> None:
+    new_run = trio.run(play_scenario, NEW_RUN, f"sqlite:///{tmp_path / 'a.db'}")
+    steered = trio.run(play_scenario, STEERED, f"sqlite:///{tmp_path / 'b.db'}")
+    assert _page_shape(new_run) == _page_shape(steered)
+    assert [s[:2] for s in _page_shape(new_run)] == [("user", 1), ("assistant", 2), ("toolResult", 3), ("user", 5),
+                                                     ("assistant", 6)]  # fmt: skip
+
+
+def _indistinct_cell(between: list[dict[str, Any]], *, last: dict[str, Any] | None = None, truth_says: bool = False):
+    from types import SimpleNamespace
+
+    from oracle import indistinct_link
+
+    s_msgs = [
+        {"role": "user", "idempotencyKey": "cron-turn", "content": "[cron] scheduled turn"},
+        last or {"role": "toolResult", "__openclaw": {"runId": "S"}, "content": [{"type": "text", "text": "ok"}]},
+    ]
+    truth = [{"role": "assistant", "__openclaw": {"runId": "X"}, "stopReason": "stop", "content": "Hi."}]
+    turn = {"role": "user", "idempotencyKey": "R:user", "provenance": {"sourceTool": "main_session_restart_recovery"}}
+    transcript = [*s_msgs, *between, *(truth if truth_says else []), turn]
+    recovery = SimpleNamespace(run_id="R", key="k", recovers="X")
+    sim = SimpleNamespace(sessions={"k": SimpleNamespace(transcript=transcript)})
+    return indistinct_link(sim, recovery, "S")
+
+
+ANNOUNCE = {"role": "user", "provenance": {"kind": "inter_session", "sourceTool": "subagent_announce"}, "content": "."}
+
+
+def test_a_link_is_indistinct_only_where_the_page_cannot_tell() -> None:
+    assert _indistinct_cell([ANNOUNCE])  # seed 150995's page
+    assert _indistinct_cell([ANNOUNCE, ANNOUNCE])
+    assert not _indistinct_cell([])  # nothing hidden between: rule E names the source
+    assert not _indistinct_cell([ANNOUNCE], truth_says=True)  # the recovered run showed something: owc can see it
+    final = {"role": "assistant", "__openclaw": {"runId": "S"}, "stopReason": "stop", "content": "Done."}
+    assert not _indistinct_cell([ANNOUNCE], last=final)  # S's transcript says it ended
+    send = {"role": "user", "provenance": {"kind": "inter_session", "sourceTool": "sessions_send"}, "content": "."}
+    assert not _indistinct_cell([send])  # a sessions_send's turn shows
+    prompt = {"role": "user", "content": "[OpenClaw heartbeat poll]"}
+    assert not _indistinct_cell([prompt])  # a heartbeat's prompt marks the next message (turnBoundary)

@@ -281,7 +281,7 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
         chat = by_key.get(run.key)
         # A recovery writes into the message of the run it recovers when owc can tell which that is (link rule E:
         # the transcript names it, or owc saw it cut); otherwise (a run begun by another client and cut while owc
-        # was away) it has a message of its own. Either counts.
+        # was away) it has a message of its own. Either counts, as does a message whose chain holds it.
         candidates, source, seen = [], run, set()
         while source is not None and source.run_id not in seen:
             seen.add(source.run_id)
@@ -290,6 +290,13 @@ def _missing(chats: dict[str, dict[str, Any]], player: ScenarioPlayer) -> list[t
         if chat is None or candidates[0] is None or run.state != "ended":
             continue
         if any(m is not None and m in chats[chat] for m in candidates):
+            continue
+        if run.recovers is not None and any(
+            run.run_id in ((m.get("meta") or {}).get("openclaw_chain") or []) for m in chats[chat].values()
+        ):
+            # owc linked the recovery to another run's message: the run it held cut, where the transcript shows
+            # nothing that tells that run from the one the Gateway recovered (a hidden sub-agent completion after
+            # it, steered into it or a run of its own: fuzz seed 150995). Linked, not missing.
             continue
         session = player.sim.sessions.get(run.key)
         history = parse_chat_history({"sessionKey": run.key, "messages": session.transcript if session else []})
