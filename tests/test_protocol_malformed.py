@@ -133,6 +133,13 @@ def test_hello_ok_shapes() -> None:
     for snapshot in ("x", {"uptimeMs": "46029"}, {"uptimeMs": True}, {"uptimeMs": -1}, {"uptimeMs": 1.5}):
         assert parse_hello_ok({"server": {}, "snapshot": snapshot}).uptime_ms is None
     assert parse_hello_ok({"server": {}, "snapshot": {"uptimeMs": 46029}}).uptime_ms == 46029
+    # The snapshot's own time: the one presence entry of the Gateway itself (``reason: "self"``), a whole number.
+    for presence in (None, "x", [1], [{"reason": "self", "ts": "5"}], [{"reason": "self", "ts": True}], [{"ts": 5}]):
+        assert parse_hello_ok({"server": {}, "snapshot": {"presence": presence}}).snapshot_ts is None
+    two = [{"reason": "self", "ts": 5}, {"reason": "self", "ts": 6}]
+    assert parse_hello_ok({"server": {}, "snapshot": {"presence": two}}).snapshot_ts is None
+    others = [{"reason": "connect", "ts": 9}, {"reason": "self", "ts": 7}]
+    assert parse_hello_ok({"server": {}, "snapshot": {"presence": others}}).snapshot_ts == 7
     assert boot_started_at(1_000_000, 46_029) == 953_971
     assert boot_started_at(None, 46_029) is None and boot_started_at(1_000_000, None) is None
 

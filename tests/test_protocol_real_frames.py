@@ -162,19 +162,23 @@ def test_hello_ok_full() -> None:
 
 
 def test_the_boot_time_from_two_real_connections() -> None:
-    """``boot_started_at``: the challenge's ``ts`` less the hello's ``uptimeMs``, from the one Gateway's clock. Two
-    clients of one boot (frames.jsonl, A and B, 75 ms apart) get the same boot within their handshakes' length,
-    each estimate early (the uptime is read after the challenge), never after the other client's challenge."""
+    """``boot_started_at``: the Gateway's clock less the hello's ``uptimeMs``. With the snapshot's own time (its
+    ``reason: "self"`` presence entry, dated as the uptime is read) two clients of one boot (frames.jsonl, A and B,
+    75 ms apart) get the same boot within a millisecond's rounding; with the challenge's ``ts`` (read before the
+    uptime) each estimate is early by its handshake, never late."""
     challenges: dict[str, int] = {}
-    booted: dict[str, int] = {}
+    exact: dict[str, int] = {}
+    early: dict[str, int] = {}
     for client, _d, raw in wire_frames("frames.jsonl"):
         if raw.get("event") == "connect.challenge":
             challenges[client] = parse_challenge(raw["payload"]).ts
         elif raw.get("type") == "res" and raw.get("ok") and raw.get("payload", {}).get("type") == "hello-ok":
             hello = parse_hello_ok(decode_frame(orjson.dumps(raw)).payload)
-            booted.setdefault(client, boot_started_at(challenges[client], hello.uptime_ms))
-    assert booted["A"] == 1_795_975_355_812 - 46_029 and booted["B"] == 1_795_975_355_887 - 46_050
-    assert abs(booted["A"] - booted["B"]) < 100 and max(booted.values()) < min(challenges.values())
+            exact.setdefault(client, boot_started_at(hello.snapshot_ts, hello.uptime_ms))
+            early.setdefault(client, boot_started_at(challenges[client], hello.uptime_ms))
+    assert exact == {"A": 1_795_975_355_869 - 46_029, "B": 1_795_975_355_891 - 46_050}
+    assert abs(exact["A"] - exact["B"]) <= 1
+    assert all(early[c] <= exact[c] for c in exact) and early["A"] == 1_795_975_355_812 - 46_029
 
 
 def test_global_sessions_changed_has_no_key() -> None:

@@ -526,11 +526,13 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
                     if not answer.ok and (answer.error or {}).get("retryable"):
                         raise OSError(str(answer.error))
                     facts["send"] = (answer.ok, answer.payload, answer.error, tries)
-                    # When the new boot began, on its own clock (the challenge's ts less the hello's uptimeMs,
-                    # ``process.uptime()`` in ``health-state-*.mjs``): ``settled_before_boot`` relies on it lying
-                    # after every write of the process before it and before anything the boot runs.
+                    # When the new boot began, on its own clock (the snapshot's own presence ``ts`` less the
+                    # hello's uptimeMs, ``process.uptime()`` in ``health-state-*.mjs``): ``settled_before_boot``
+                    # relies on it lying after every write of the process before it and before anything the boot
+                    # runs. The challenge's ts gives an earlier one (read before the uptime).
                     assert c.challenge is not None and c.hello is not None
-                    facts["booted_at"] = boot_started_at(c.challenge.payload.get("ts"), c.hello.uptime_ms)
+                    facts["booted_at"] = boot_started_at(c.hello.snapshot_ts, c.hello.uptime_ms)
+                    facts["booted_at_by_challenge"] = boot_started_at(c.challenge.payload.get("ts"), c.hello.uptime_ms)
                     listed = await c.request("sessions.list", {"limit": 1000})
                     row = _row(listed.payload, key) or {}
                     facts["row_after_send"] = {
@@ -590,6 +592,7 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
     booted, recovered = facts["booted_at"], facts["row_after"].get("startedAt")
     assert booted is not None and isinstance(old_boot_last, int) and old_boot_last < booted, facts
     assert recovered is None or booted <= recovered, facts
+    assert facts["booted_at_by_challenge"] <= booted, facts
 
 
 #: The stop drain without a service manager (315 s, measured) and the slack past it for the drain to end and the

@@ -508,7 +508,8 @@ class GatewayClient:
             raise await self._device_refused(_refusal(frame, code), identity)
         hello = parse_hello_ok(frame.payload)
         # When this boot began, on the Gateway's clock (the owner rule's "since the boot", fuzz seed 141731).
-        hello = attrs.evolve(hello, booted_at_ms=boot_started_at(_challenge_ts(challenge.payload), hello.uptime_ms))
+        now_ts = hello.snapshot_ts if hello.snapshot_ts is not None else _challenge_ts(challenge.payload)
+        hello = attrs.evolve(hello, booted_at_ms=boot_started_at(now_ts, hello.uptime_ms))
         self.pairing = None
         if identity is not None:
             await self._device_paired(identity, frame.payload)

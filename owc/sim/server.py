@@ -445,6 +445,9 @@ class Simulator:
                 "capabilities": [],
             },
             "snapshot": {
+                # Its own presence entry, dated as the snapshot is built, and the uptime read with it (2026.9.6's
+                # ``buildGatewaySnapshot``): together they say when the boot began.
+                "presence": [{"mode": "gateway", "reason": "self", "version": SERVER_VERSION, "ts": self.now_ms()}],
                 "uptimeMs": self.now_ms() - self.boot.started_ms,
                 "sessionDefaults": {
                     "defaultAgentId": m.AGENT_ID,
