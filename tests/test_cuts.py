@@ -608,19 +608,20 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     assert chat["history"]["messages"]["M"]["error"] == own
 
 
-@pytest.mark.parametrize("error", ["nothing saved", "newer run", "its own"])
+@pytest.mark.parametrize("error", ["nothing saved", "not read", "newer run", "its own"])
 def test_a_correction_that_fills_a_message_finished_empty_drops_the_empty_note_only(error: str) -> None:
     """Fuzz seed 141646 (two deploys; a run calls a tool before the second connects, ends final while its transcript
     cannot be read): one deploy finished the message from its stream, which held nothing, with "cut off before any
     of it was saved"; the correction pass later filled it from the transcript and kept the note under the card
     (``[cutoff]`` on a run that ended on its own). The correction's write (``fills``) drops that note once the message
     has output; a cut-off note of another kind and the run's own error stay; an empty fill keeps it."""
-    from owc.rules.owner import NEWER_RUN_NOTE
+    from owc.rules.owner import NEWER_RUN_NOTE, NOT_READ_NOTE
     from owc.runs.writer import NOTHING_SAVED
     from owc.store import tree
 
     content = {
         "nothing saved": NOTHING_SAVED.format(reason="chat final"),
+        "not read": NOT_READ_NOTE,
         "newer run": NEWER_RUN_NOTE,
         "its own": "boom",
     }[error]
@@ -632,7 +633,7 @@ def test_a_correction_that_fills_a_message_finished_empty_drops_the_empty_note_o
 
     filled = chat()
     tree.update_message(filled, "M", content="", output=card, done=True, fills=True)
-    assert ("error" in filled["history"]["messages"]["M"]) is (error != "nothing saved")
+    assert ("error" in filled["history"]["messages"]["M"]) is (error not in ("nothing saved", "not read"))
     empty = chat()
     tree.update_message(empty, "M", content="", output=[], done=True, fills=True)
     assert empty["history"]["messages"]["M"]["error"] == {"content": content}

@@ -12,6 +12,7 @@ from owc.rules.owner import (
     Row,
     Seen,
     continues,
+    empty_finish_note,
     ended_before,
     may_resume,
     outside_kill,
@@ -161,3 +162,18 @@ def test_a_run_heard_before_another_run_of_its_session_had_ended(run, other, end
     """Fuzz seed 151800: a heartbeat's final (after a tool call, ``NO_REPLY``) fell in a drop, a queued
     ``sessions_send`` then ran and a crash cut it; only the later run was the boot's to cut (``ended_before``)."""
     assert ended_before(run, other) is ended
+
+
+def test_the_note_of_an_empty_finish_says_cut_off_only_for_a_cut() -> None:
+    """A run that ended ``final`` whose transcript could not be read was not cut: no cut-off wording (issue 24
+    item 3's rule, the recorded gap of seed 141646); any other empty finish says nothing was saved, and why. Both
+    are notes a later fill drops (``EMPTY_FINISH_NOTES``)."""
+    from owc.rules.owner import CUT_OFF, EMPTY_FINISH_NOTES, NOT_READ_NOTE
+
+    assert empty_finish_note("final", "chat final", True) == NOT_READ_NOTE and CUT_OFF not in NOT_READ_NOTE
+    crashed = empty_finish_note(None, "the Gateway restarted (a new boot)", True)
+    assert crashed.startswith(CUT_OFF) and crashed.endswith("(the Gateway restarted (a new boot)).")
+    assert empty_finish_note("final", "chat final", False).startswith(CUT_OFF)  # read, and empty: nothing saved
+    assert empty_finish_note("aborted", None, True).endswith("(it was stopped).")
+    notes = [empty_finish_note(s, "r", f) for s in ("final", "error", None) for f in (True, False)]
+    assert all(note.startswith(EMPTY_FINISH_NOTES) for note in notes)

@@ -182,6 +182,27 @@ CUT_OFF = "This reply was cut off"
 #: How the note of a message finished empty begins (nothing of its run reached its transcript or the process that
 #: finished it): a later write that fills the message from the transcript drops it (``tree.update_message``).
 NOTHING_SAVED_PREFIX = f"{CUT_OFF} before any of it was saved"
+#: The note of a message finished empty for a run that ended on its own (``final``) whose transcript could not be
+#: read (and whose stream this process did not hear): nothing cut it, so no cut-off wording; the correction that
+#: reads the transcript later fills the message and drops the note.
+NOT_READ_NOTE = (
+    "This reply could not be read yet: the run ended, but the Gateway did not give owc its transcript."
+    " It is filled in once the transcript can be read."
+)
+#: How the notes of an empty finish begin: a later write that fills the message drops them (``tree.update_message``).
+EMPTY_FINISH_NOTES = (NOTHING_SAVED_PREFIX, NOT_READ_NOTE)
+
+
+def empty_finish_note(state: str | None, reason: str | None, transcript_failed: bool) -> str:
+    """The note of a message finished with nothing of its run in it. A run that ended on its own (``final``) whose
+    transcript could not be read was not cut: it says so, without cut-off wording (the campaign's oracle keeps that
+    for a cut, issue 24 item 3; before, "cut off before any of it was saved (chat final)"). Otherwise nothing of the
+    run was saved anywhere owc could read (a crash cut it, the writer that streamed it died), with why."""
+    if state == "final" and transcript_failed:
+        return NOT_READ_NOTE
+    return f"{NOTHING_SAVED_PREFIX} ({reason or 'it was stopped'})."
+
+
 NEWER_RUN_NOTE = f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."
 BUDGET_NOTE = CUT_OFF + ": the Gateway stopped under it {n} times, and owc does not resume it again."
 RECOVERY_FAILED_NOTE = CUT_OFF + ": the Gateway stopped under it and could not recover it ({error})."

@@ -50,7 +50,7 @@ from owc.rules.lifecycle import (
     WriterFailed,
 )
 from owc.rules.link import ended_in, taken_over_first
-from owc.rules.owner import NOTHING_SAVED_PREFIX, Owner
+from owc.rules.owner import EMPTY_FINISH_NOTES, NOTHING_SAVED_PREFIX, Owner, empty_finish_note
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
@@ -735,8 +735,9 @@ class _Writer:
         if not finished.output and error is None:
             # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that
             # streamed it died): the message is finished with a word on why it is empty, not left open.
-            reason = r.life.terminal.reason if r.life.terminal else "it was stopped"
-            error = {"content": NOTHING_SAVED.format(reason=reason)}
+            # The correction fills it once the transcript can be read, and drops the note.
+            state, reason = (terminal.state, terminal.reason) if terminal is not None else (None, None)
+            error = {"content": empty_finish_note(state, reason, self.history_failed)}
         if not finished.complete:
             log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", r.run_id, r.renderer.gaps)
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
@@ -795,7 +796,7 @@ class _Writer:
             # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
             # the message and drops it (fuzz seed 141646: a run that ended final, its stream joined after its tool
             # call and its transcript unreadable, kept "cut off before any of it was saved" under its card).
-            kept = error["content"] if error and not error["content"].startswith(NOTHING_SAVED_PREFIX) else None
+            kept = error["content"] if error and not error["content"].startswith(EMPTY_FINISH_NOTES) else None
             ctx.correct_later(r, kept)
         # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
         # write keeps this over what its load fetched, one that shows the message merges the same content, and

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from owc.rules.finished import OPEN_MARK
-from owc.rules.owner import CUT_OFF, NOTHING_SAVED_PREFIX
+from owc.rules.owner import CUT_OFF, EMPTY_FINISH_NOTES
 
 
 class TreeError(ValueError):
@@ -257,7 +257,7 @@ def update_message(
     of a continuation of the message's cut run (a recovery linked by rule E, a resume): a cut-off note an earlier
     finish of the message left (``CUT_OFF``: the cut run's own finish, by a process that did not see it continued)
     goes, since the run was continued after all (fuzz seed 40434: the note stayed under the recovery's text).
-    ``fills``: a correction from the transcript; the note of an empty finish (``NOTHING_SAVED_PREFIX``) goes, since
+    ``fills``: a correction from the transcript; the note of an empty finish (``EMPTY_FINISH_NOTES``) goes, since
     the message is no longer empty."""
     messages = messages_of(chat)
     message = messages.get(message_id)
@@ -289,7 +289,7 @@ def _is_cut_off(error: Any) -> bool:
 
 
 def _is_nothing_saved(error: Any) -> bool:
-    return isinstance(error, dict) and str(error.get("content") or "").startswith(NOTHING_SAVED_PREFIX)
+    return isinstance(error, dict) and str(error.get("content") or "").startswith(EMPTY_FINISH_NOTES)
 
 
 def strip_nul(value: Any) -> Any:
