@@ -40,6 +40,14 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "order-finalized-unread": (
+        "two deploys, no restart: chat.history failed while one deploy, connected after a run had ended, could not"
+        " learn of it and let its live claim of the session's next run go on; the other, which heard the earlier run,"
+        " claimed it below the later one, and neither finalize could read the transcript that puts the line in start"
+        " order: chained [later, earlier] for good ([order], fuzz seed 150032, every play). A message finished"
+        " without its transcript right under another run's message is kept for a correction that puts the line in"
+        " order once the transcript answers (owc/runs/correct.py, ChatStore.put_in_order)"
+    ),
     "queued-after-lost-final": (
         "issue 24 item 3: a heartbeat called a tool and ended final with NO_REPLY, its terminal lost in a drop; a"
         " sessions_send queued behind it ran, and a crash cut it. At the hello both runs were carried without a"

@@ -546,6 +546,81 @@ async def test_a_run_found_after_chat_history_failed_takes_its_place_above_a_lat
         assert chat["history"]["currentId"] == second
 
 
+class _HeldBack:
+    """One process's view of the shared database whose claims of one message, and whose reconcile pass's first
+    read, wait until the test lets them go: the order two processes act in is the test's to choose."""
+
+    def __init__(self, store: Any, message_id: str | None = None) -> None:
+        self._store = store
+        self._message_id = message_id
+        self.claims = trio.Event()
+        self.facts = trio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def claim(self, chat_id: str, message_id: str, **kwargs: Any) -> Any:
+        if message_id == self._message_id:
+            await self.claims.wait()
+        return await self._store.claim(chat_id, message_id, **kwargs)
+
+    async def chat_facts(self, chat_ids: list[str], present: Any = None) -> Any:
+        await self.facts.wait()
+        return await self._store.chat_facts(chat_ids, present)
+
+
+async def test_a_run_claimed_below_a_later_one_while_chat_history_failed_is_put_in_order_once_it_answers(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Fuzz seed 150032, no restart at all: process A hears run E start and end, its claim slow (held here). B, a
+    process that connects after E ended, cannot read the chat's transcript (``chat.history`` fails), so its pass
+    cannot learn of E and lets B's live claim of the next run L go on (a failing read holds no live reply): L's
+    message comes first. A then claims E, below L, and finalizes it from its stream: its transcript, the one
+    thing that says E began first, does not answer. Once it answers (a Gateway tick), the line is put in start
+    order (``owc/runs/correct.py``, ``ChatStore.put_in_order``); before, it stayed [L, E] for good ([order])."""
+    from fuzzing import PLAY_BOUND_S, virtual_time
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        first, second = ids.message_id(key, "E"), ids.message_id(key, "L")
+        slow_a = _HeldBack(env.store, first)
+        slow_a.facts.set()
+        a = await env.connect("A", store=slow_a)
+        await a.until(lambda: a.table is not None and a.table.reconciled)
+        env.sim.start_run(key, "E", origin="cron").text("First.").end()
+        await a.until(lambda: (run := a.ledger.get(key, "E")) is not None and run.life.ended)
+        gated_b = _HeldBack(env.store)
+        b = await env.connect("B", registry=WriterRegistry(), store=gated_b)
+        env.sim.fail_requests("chat.history")  # the Gateway's transcript store fails, for both processes
+        gated_b.facts.set()
+        await b.until(lambda: b.table is not None and b.table.hello is not None and not b.table.reconciling)
+        assert not b.table.reconciled
+        env.sim.start_run(key, "L", origin="cron").text("Second.").end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.until(lambda: b.ledger.is_settled(key, "L"))
+        assert (await env.messages(chat_id))[second]["parentId"] == "u1"
+        slow_a.claims.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.until(lambda: a.ledger.is_settled(key, "E") and a.ledger.is_settled(key, "L"))
+        messages = await env.messages(chat_id)
+        assert messages[first]["done"] is True and messages[first]["parentId"] == second  # the fault's shape
+        env.sim.fail_requests()  # healed
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()  # the next Gateway tick reads the transcript again
+        messages = await env.messages(chat_id)
+        assert messages["u1"]["childrenIds"] == [first] and messages[first]["parentId"] == "u1"
+        assert messages[first]["childrenIds"] == [second] and messages[second]["parentId"] == first
+        assert messages[first]["content"] == "First." and messages[second]["content"] == "Second."
+        assert (await env.store.read_chat(chat_id))["history"]["currentId"] == second
+        told = [
+            e.event["data"]
+            for e in env.emitter.events
+            if e.message_id == first and e.type == "chat:messages" and second in e.event["data"]["messages"]
+        ]
+        assert told and told[-1]["messages"][first]["parentId"] == "u1", "the tabs are told the new links"
+        assert told[-1]["messages"][second]["parentId"] == first and told[-1]["currentId"] == second
+
+
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
 async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
     """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A

@@ -287,6 +287,42 @@ def test_a_finalize_moves_a_live_claimed_run_above_later_runs_of_its_session(sto
     assert again.moved == () and store.read_chat("c")["history"]["messages"]["md"]["parentId"] == "mc"
 
 
+def test_a_message_finished_without_its_transcript_is_put_in_order_later_and_nothing_else_changes(
+    store: ChatStore, sqlite_url: str
+) -> None:
+    """Fuzz seed 150032: while ``chat.history`` failed, one process claimed the later run rb, another the earlier ra
+    below it, and both finalized from their streams, without the order only the transcript knows. The finalize's
+    ``Written.parent_run`` says ra's message hangs under another run's (so it may be out of order); once the
+    transcript answers, ``put_in_order`` puts the line right, changing no content, and moves the view with it."""
+    store.create_chat("c", USER, chat=user_turn_chat("c"))
+    store.claim("c", "mb", run_id="rb", writer="w", alive=DEAD, user_id=USER)
+    first = store.write("c", "mb", content="B", output=[], done=True)
+    assert isinstance(first, Written) and first.parent_run is None  # under the user turn: nothing to put right
+    store.claim("c", "ma", run_id="ra", writer="w", alive=DEAD, user_id=USER)
+    second = store.write("c", "ma", content="A", output=[], done=True)
+    assert isinstance(second, Written) and second.parent_run == "rb" and second.moved == ()
+    before = store.read_chat("c")["history"]["messages"]
+    moved = store.put_in_order("c", "ma", run_order=("ra", "rb"), user_id=USER)
+    assert isinstance(moved, Written) and {m["id"] for m in moved.moved} == {"u1", "ma", "mb"}
+    assert moved.current_id == "mb"  # the view was on ma, the tail: it stays on the tail
+    chat = store.read_chat("c")
+    messages = chat["history"]["messages"]
+    assert messages["u1"]["childrenIds"] == ["ma"] and messages["ma"]["parentId"] == "u1"
+    assert messages["ma"]["childrenIds"] == ["mb"] and messages["mb"]["parentId"] == "ma"
+    assert messages["mb"]["childrenIds"] == [] and chat["history"]["currentId"] == "mb"
+    for mid in ("ma", "mb"):  # only the links moved
+        assert {k: v for k, v in messages[mid].items() if k not in ("parentId", "childrenIds")} == {
+            k: v for k, v in before[mid].items() if k not in ("parentId", "childrenIds")
+        }
+    db = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"))
+    parents = dict(db.execute("select id, parent_id from chat_message where chat_id = 'c'").fetchall())
+    assert parents == {"c-u1": None, "c-ma": "u1", "c-mb": "ma"}
+    assert db.execute("select current_message_id from chat").fetchone() == ("mb",)
+    # In order already, or a message that is gone: nothing is written.
+    assert store.put_in_order("c", "mb", run_order=("ra", "rb")) is None
+    assert store.put_in_order("c", "gone", run_order=("ra", "rb")) is None
+
+
 def test_a_finalize_of_the_tail_run_keeps_the_view_on_the_tail(store: ChatStore) -> None:
     store.create_chat("c", USER, chat=user_turn_chat("c"))
     for message, run in (("mb", "rb"), ("ma", "ra")):

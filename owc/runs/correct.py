@@ -1,5 +1,5 @@
-"""Corrections: a message finished from a stream with gaps because the transcript could not be read is made
-whole once it can.
+"""Corrections: a message finished from a stream because the transcript could not be read is made whole, and put in
+its place, once it can.
 
 A writer finishes a run from its transcript. While ``chat.history`` fails (the Gateway's store does not answer),
 it finishes from what it streamed instead, rather than leave the message open; if that stream had gaps (events
@@ -9,6 +9,14 @@ transcript is read again: once it answers and holds the run, the message is writ
 told; if the transcript does not hold the run, the stream's copy stands. A correction this process has not made
 when it exits is dropped (the message is finished; nothing is lost that the stream had). Never on a clock: the
 tick is the Gateway's own heartbeat, the same that retries a message the database refused.
+
+The same read puts the message in its place. A finalize puts the line of its session's messages around M in the
+transcript's (start) order (``tree.reorder_run_line``): a claim lands at the chat's tail, and another process that
+never saw an earlier run begin may have given a later run its message first. Without the transcript it cannot;
+so a message finished so right under another run's message (the only way such a line can be out of order from
+M's side) is kept too, for its order alone when its stream had no gap (fuzz seed 150032: two deploys while
+``chat.history`` failed; one, back after the earlier run had ended, was let claim the later run at once, the other
+claimed the earlier run below it, and neither finalize could read the transcript that says which began first).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.protocol import ProtocolError
 from owc.render import output_from_transcript, output_text
 from owc.render.transcript import oversized_reply_in_run
+from owc.rules.reconcile import run_order
 from owc.runs.run import Run, RunKey
 from owc.runs.writer import read_run_window
 from owc.store import MessageMissing, NotWritten, StoreError, TrioChatStore, Written
@@ -40,10 +49,12 @@ class Correction:
     user_id: str | None
     #: The finished message's error note (a run that ended in an error keeps it when corrected).
     error: str | None = None
+    #: The stream had gaps: the message is written again from the transcript. Else only its place is put right.
+    content: bool = True
 
     @classmethod
-    def of(cls, run: Run, error: str | None = None) -> Correction:
-        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error)
+    def of(cls, run: Run, error: str | None = None, *, content: bool = True) -> Correction:
+        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error, content)
 
 
 @attrs.define
@@ -53,9 +64,14 @@ class Corrections:
     pending: dict[RunKey, Correction] = attrs.field(factory=dict)
     running: bool = False
 
-    def add(self, run: Run, error: str | None = None) -> None:
-        log.info("runs.correct_later run=%s message=%s (finished from a stream with gaps)", run.run_id, run.message_id)
-        self.pending[run.key] = Correction.of(run, error)
+    def add(self, run: Run, error: str | None = None, *, content: bool = True) -> None:
+        log.info(
+            "runs.correct_later run=%s message=%s (finished from a stream%s, without its transcript)",
+            run.run_id,
+            run.message_id,
+            " with gaps" if content else "",
+        )
+        self.pending[run.key] = Correction.of(run, error, content=content)
 
     async def run_pass(self, request: Callable[..., Awaitable[Any]], store: TrioChatStore, emitter: Emitter) -> None:
         """One pass over the pending corrections, one at a time (a tick starts it; only one runs at once)."""
@@ -81,19 +97,28 @@ async def _correct(
     except (GatewayError, ProtocolError) as exc:
         log.info("runs.correct_waits run=%s error=%s", item.run_id, exc)
         return False
-    if history is None or oversized_reply_in_run(history, item.run_id):
+    if history is None:
         return True  # the transcript cannot do better than the stream's copy
-    try:
-        output = output_from_transcript(history, item.run_id)
-    except Exception:
-        log.exception("runs.transcript_unreadable run=%s", item.run_id)
-        return True
+    order = run_order(history)
+    output: list[Any] = []
+    if item.content and not oversized_reply_in_run(history, item.run_id):
+        try:
+            output = output_from_transcript(history, item.run_id)
+        except Exception:
+            log.exception("runs.transcript_unreadable run=%s", item.run_id)
     if not output:
-        return True
+        return await _put_in_order(item, order, store, emitter)
     content = output_text(output)
     try:
         result = await store.write(
-            item.chat_id, item.message_id, content=content, output=output, done=True, error=item.error, fills=True
+            item.chat_id,
+            item.message_id,
+            content=content,
+            output=output,
+            done=True,
+            error=item.error,
+            fills=True,
+            run_order=order,
         )
     except MessageMissing:
         return True  # deleted meanwhile
@@ -104,6 +129,7 @@ async def _correct(
         return False  # the database refuses writes: the next tick tries again
     assert isinstance(result, Written)
     log.info("runs.corrected run=%s message=%s (from its transcript)", item.run_id, item.message_id)
+    await _emit_moved(item, result, emitter)
     try:
         await emitter.emit(
             item.chat_id,
@@ -122,3 +148,36 @@ async def _correct(
     except Exception:
         log.exception("runs.emit_failed run=%s event=chat:completion", item.run_id)
     return True
+
+
+async def _put_in_order(item: Correction, order: tuple[str, ...], store: TrioChatStore, emitter: Emitter) -> bool:
+    """Only M's place: the line of its session's messages around it in the transcript's order."""
+    try:
+        result = await store.put_in_order(item.chat_id, item.message_id, run_order=order, user_id=item.user_id)
+    except StoreError as exc:
+        log.error("runs.correct_failed run=%s error=%s", item.run_id, exc)
+        return True
+    if isinstance(result, NotWritten):
+        return False
+    if isinstance(result, Written):
+        log.info("runs.put_in_order run=%s message=%s moved=%d", item.run_id, item.message_id, len(result.moved))
+        await _emit_moved(item, result, emitter)
+    return True
+
+
+async def _emit_moved(item: Correction, result: Written, emitter: Emitter) -> None:
+    """The links the write changed (and the chat's view, if it moved with them), to the chat's tabs."""
+    if not result.moved:
+        return
+    data: dict[str, Any] = {
+        "messages": {
+            m["id"]: {"id": m["id"], "parentId": m.get("parentId"), "childrenIds": m.get("childrenIds", [])}
+            for m in (result.message, *result.moved)
+        }
+    }
+    if result.current_id is not None:
+        data["currentId"] = result.current_id
+    try:
+        await emitter.emit(item.chat_id, item.message_id, item.user_id, {"type": "chat:messages", "data": data})
+    except Exception:
+        log.exception("runs.emit_failed run=%s event=chat:messages", item.run_id)

@@ -125,9 +125,9 @@ class WriterContext:
     #: Returns when the run may claim: every earlier run of its chat has claimed (or will not), so the chain
     #: follows run-start order. Returns early if the run leaves ``CLAIMING`` meanwhile.
     claim_turn: Callable[[Run], Awaitable[None]]
-    #: Keep a message finished from a stream with gaps, because the transcript could not be read, for a
-    #: correction once it can (``owc/runs/correct.py``).
-    correct_later: Callable[[Run, str | None], None]
+    #: Keep a message finished from a stream, because the transcript could not be read, for a correction once it
+    #: can (``owc/runs/correct.py``): its content (``content=True``: the stream had gaps) and its place.
+    correct_later: Callable[..., None]
     #: Returns at the Gateway's next tick (on any connection): when a transcript that did not answer is read again.
     next_tick: Callable[[], Awaitable[None]]
     #: A tab's Stop for the run (its writer's Open WebUI task was cancelled), on whatever connection is current.
@@ -791,13 +791,19 @@ class _Writer:
             finished.source,
             finished.cards,
         )
-        if finished.source == "stream" and not finished.complete and self.history_failed:
+        if (
+            finished.source == "stream"
+            and self.history_failed
+            and (not finished.complete or result.parent_run is not None)
+        ):
             # The transcript could not be read: what the stream missed comes later (the error note stays).
             # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
             # the message and drops it (fuzz seed 141646: a run that ended final, its stream joined after its tool
             # call and its transcript unreadable, kept "cut off before any of it was saved" under its card).
+            # M right under another run's message may be out of start order, which only the transcript can tell
+            # (``run_order`` above): the correction puts the line right too (fuzz seed 150032).
             kept = error["content"] if error and not error["content"].startswith(EMPTY_FINISH_NOTES) else None
-            ctx.correct_later(r, kept)
+            ctx.correct_later(r, kept, content=not finished.complete)
         # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
         # write keeps this over what its load fetched, one that shows the message merges the same content, and
         # tabs of a process that never streamed the message get all of it.

@@ -173,6 +173,9 @@ class Written:
     #: M's parent as written (its id and ``childrenIds``), and the chat's ``currentId``: where M sits, for the tabs.
     parent: dict[str, Any] | None = None
     current_id: str | None = None
+    #: The run whose message M hangs right under (None: a user turn, the chat's root, a message of no run): M is
+    #: then in a line of runs' messages that a transcript may have to put in start order (``put_in_order``).
+    parent_run: str | None = None
 
 
 @attrs.frozen
@@ -258,6 +261,15 @@ class _Read:
 
     row: Any  # id, user_id, chat (text on SQLite; psycopg may hand it over parsed)
     version: Any  # SQLite: the connection's ``PRAGMA data_version``; PostgreSQL: the row version's ``xmin``
+
+
+def _run_of(message: Any) -> str | None:
+    """The run an assistant message is the message of (``meta.openclaw_run``), if it is one."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return None
+    meta = message.get("meta")
+    run = meta.get("openclaw_run") if isinstance(meta, dict) else None
+    return run if isinstance(run, str) else None
 
 
 def _gained_since_claim(
@@ -761,6 +773,7 @@ class ChatStore:
                 current_id=chat["history"].get("currentId")
                 if isinstance(chat["history"].get("currentId"), str)
                 else None,
+                parent_run=_run_of(parent),
             )
             if finished_before is not None and not moved and orjson.dumps(message) == orjson.dumps(finished_before):
                 # A finalize of a message already finished with exactly this (another process finished the same run
@@ -795,6 +808,52 @@ class ChatStore:
                     attempt,
                     self.finalize_attempts,
                 )
+        return NotWritten(detail=last, attempts=attempt)
+
+    def put_in_order(
+        self, chat_id: str, message_id: str, *, run_order: Sequence[str], user_id: str | None = None
+    ) -> WriteResult | None:
+        """Put the line of M's session's messages around M in ``run_order`` (its runs in transcript order:
+        ``tree.reorder_run_line``), changing nothing else: what a finalize does with its transcript in hand, for a
+        finished M whose finalize could not read it (``chat.history`` failed; ``owc/runs/correct.py``). None: M is
+        gone, or the line is in order already (nothing written); ``Written.moved``: every message whose links
+        changed, M's own included when it moved; ``NotWritten``: the database would not take it."""
+
+        def decide(row: Any) -> _Plan[WriteResult | None]:
+            chat = self._load(chat_id, row, user_id)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+                return _Plan(None)
+            current_before = chat["history"].get("currentId")
+            moved = tree.reorder_run_line(chat, message_id, run_order)
+            if not moved:
+                return _Plan(None)
+            current = chat["history"].get("currentId")
+            written = Written(
+                message=message,
+                moved=tuple(moved),
+                current_id=current if isinstance(current, str) and current != current_before else None,
+            )
+            return _Plan(
+                written,
+                _serialized(chat),
+                int(time.time()),
+                current_id=current if isinstance(current, str) else None,
+                reparent=tuple(moved),
+            )
+
+        last, attempt = "", 0
+        for attempt in range(1, self.finalize_attempts + 1):
+            try:
+                result = self._transact(chat_id, decide)
+                if isinstance(result, Written):
+                    log.info("store.reordered chat=%s message=%s moved=%d", chat_id, message_id, len(result.moved))
+                return result
+            except REFUSALS as exc:
+                if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
+                    log.error("store.order_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
+                    return NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False)
+                last = str(exc.orig)
         return NotWritten(detail=last, attempts=attempt)
 
     def add_shown(
@@ -1155,6 +1214,9 @@ class TrioChatStore:
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
         return await self._write(self.sync.write, chat_id, message_id, **kwargs)
+
+    async def put_in_order(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult | None:
+        return await self._write(self.sync.put_in_order, chat_id, message_id, **kwargs)
 
     async def add_shown(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult | None:
         return await self._write(self.sync.add_shown, chat_id, message_id, **kwargs)
