@@ -670,6 +670,27 @@ def test_the_settled_keys_the_ledger_remembers_are_bounded() -> None:
     assert ledger.open(key, "r3") is not None  # forgotten: it opens (its claim then finds the message done)
 
 
+def test_the_ledger_knows_which_run_it_heard_begin_first_after_either_settles() -> None:
+    """``heard_before``: the first event of one run heard before the other's (a session runs one at a time, so it
+    began first), remembered when the runs settle; unknown (False) for a run never heard. The finalize owes an order
+    correction only when it cannot tell (fuzz seed 150032; ``scenarios/history-stall.jsonl`` hung without this)."""
+    from owc.runs.ledger import Ledger
+
+    ledger = Ledger()
+    key = ids.session_key("main", "u1", "6f1c1c1e-6a55-4d0e-9d0c-3f2b7a1d0b11")
+    a, b, quiet = ledger.open(key, "a"), ledger.open(key, "b"), ledger.open(key, "quiet")
+    assert a is not None and b is not None and quiet is not None
+    ledger.heard(a, "boot-1")
+    ledger.heard(b, "boot-1")
+    ledger.heard(a, "boot-1")  # a straggler of a's does not move its beginning
+    assert ledger.heard_before(key, "a", "b") and not ledger.heard_before(key, "b", "a")
+    assert not ledger.heard_before(key, "a", "quiet") and not ledger.heard_before(key, "quiet", "b")
+    ledger.retire(a)
+    assert ledger.heard_before(key, "a", "b")
+    ledger.retire(b)
+    assert ledger.heard_before(key, "a", "b") and not ledger.heard_before(key, "a", "never")
+
+
 # ------------------------------------------------------------------------------------------ issue 24: what it says
 
 

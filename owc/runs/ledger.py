@@ -41,7 +41,8 @@ class Ledger:
         #: claim up, so ``claim_blocker`` looks at these, not at every run (it is asked by every waiting claim at
         #: every wake: scanning all runs made 1,000 runs starting together on one chat take minutes to claim).
         self._claiming: dict[str, dict[RunKey, Run]] = {}
-        self._settled: OrderedDict[RunKey, None] = OrderedDict()
+        #: Settled runs, each with the number of its first event heard here (``heard``), or None.
+        self._settled: OrderedDict[RunKey, int | None] = OrderedDict()
         #: Raise an illegal lifecycle input instead of logging it (tests).
         self.strict = strict
         #: Illegal lifecycle inputs seen (bugs): logged, and kept here so a test can fail on them.
@@ -64,6 +65,21 @@ class Ledger:
 
     def is_settled(self, session_key: str, run_id: str) -> bool:
         return (session_key, run_id) in self._settled
+
+    def heard_before(self, session_key: str, earlier: str, later: str) -> bool:
+        """This process heard run ``earlier``'s first event before run ``later``'s, both of one session: it began
+        first (a session runs one run at a time). False when either was never heard here (opened by a hand-over,
+        a list, a transcript), open or settled."""
+
+        def first(run_id: str) -> int | None:
+            key = (session_key, run_id)
+            run = self.runs.get(key)
+            if run is not None:
+                return run.heard_at.first if run.heard_at is not None else None
+            return self._settled.get(key)
+
+        a, b = first(earlier), first(later)
+        return a is not None and b is not None and a < b
 
     def saw_time(self, ms: int | None) -> None:
         """A Gateway time seen on any connection (an event's ``ts``, a tick, a listed row's ``updatedAt``): a run
@@ -118,7 +134,7 @@ class Ledger:
         if self.runs.get(run.key) is run:
             del self.runs[run.key]
         self._drop_claiming(run)
-        self._settled[run.key] = None
+        self._settled[run.key] = run.heard_at.first if run.heard_at is not None else None
         while len(self._settled) > SETTLED_MEMORY:
             self._settled.popitem(last=False)
 

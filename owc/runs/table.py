@@ -107,6 +107,7 @@ class RunTable:
             stop=bridge.stop_run,
             uncut=bridge.cuts.uncut,
             one_reply=lambda run: bridge.cuts.finished_recovery(self, run),
+            heard_before=self.ledger.heard_before,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()

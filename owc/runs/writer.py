@@ -137,6 +137,8 @@ class WriterContext:
     #: A restart recovery's message is finished: another process's message of the same recovery goes
     #: (``Cuts.one_reply``, in a task of its own: one message per run, issue 24 item 4's shape D).
     one_reply: Callable[[Run], None] = lambda run: None
+    #: ``Ledger.heard_before(session_key, earlier, later)``: this process heard ``earlier`` begin first.
+    heard_before: Callable[[str, str, str], bool] = lambda key, earlier, later: False
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -632,6 +634,15 @@ class _Writer:
                 return never_less(r.prefix or [], [item for part in parts for item in part or []])
         return list(r.prefix or [])
 
+    def _maybe_out_of_order(self, parent_run: str | None) -> bool:
+        """M hangs right under another run's message, and this process cannot tell that run began first: only the
+        transcript can put the line in order (fuzz seed 150032). One this process heard begin before this run is
+        in order already (a session runs one run at a time): no correction is owed, so a transcript that never
+        answers again leaves nothing waiting (``scenarios/history-stall.jsonl``: ``settled()`` hung on a
+        correction for a line that was right)."""
+        r = self.run_
+        return parent_run is not None and not self.ctx.heard_before(r.session_key, parent_run, r.run_id)
+
     async def _keep_open(self, output: list[dict[str, Any]], own_at: int) -> None:
         """The owner rule keeps M open for a continuation (``owc/runs/cuts.py``): M is written ``done: false`` with
         what the run left (its error is not shown: the run goes on), and the continuation shows it first."""
@@ -794,7 +805,7 @@ class _Writer:
         if (
             finished.source == "stream"
             and self.history_failed
-            and (not finished.complete or result.parent_run is not None)
+            and (not finished.complete or self._maybe_out_of_order(result.parent_run))
         ):
             # The transcript could not be read: what the stream missed comes later (the error note stays).
             # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
