@@ -148,6 +148,14 @@ FIXED_BUGS = {
         " fresh seeds under load). It now puts what it showed in front of the recovery's part, in one conditional"
         " write (ChatStore.add_shown, render.never_less.shown_in_front; issue 24, item 5)"
     ),
+    "joined-stream-finished-elsewhere": (
+        "two deploys: one joined a cron run after its tool call (the other had a gap there) and streamed its text; a"
+        " crash cut it (the transcript ends at the call). The deploy that missed the text finished the message with"
+        " the boot's recovery first; the joiner, back second, found it finished, and shown_in_front judged its"
+        " stream ([text]) as a whole run's against the transcript's [call, result]: they parted at once and the"
+        " transcript won ([streamed], fuzz seeds 211298, 150408; about half the plays). A stream with a gap or"
+        " joined mid-run is now lined up at the transcript's end there too (shown_in_front's missed)"
+    ),
     "recovered-apart-hang": (
         "two deploys, one missing the cut run's events: the other held its message open for the Gateway's recovery,"
         " which the first had given a message of its own (it knew of no cut); nothing continued the cut and that"

@@ -697,6 +697,47 @@ async def test_a_crash_cut_runs_stream_is_put_in_front_of_a_recovery_another_pro
         assert resume_runs(env) == [] and len(recoveries(env)) == 1
 
 
+async def test_a_joiners_stream_of_a_crash_cut_run_is_put_in_front_of_a_recovery_another_process_finished_first(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Fuzz seeds 211298 and 150408 (class A, a joiner): S calls a tool before A connects, so A joins S mid-run and
+    streams its text after the call; a crash cuts S (the transcript ends at the call). B, which never saw that text,
+    finishes M with the boot's recovery first (S's part from the transcript: the call and its result); A's writer of
+    S then finds M finished. A's stream lacks S's beginning, so what it showed is lined up at the transcript's end
+    (``shown_in_front``'s ``missed``), as A's own finalize would line it up. Before, [text] against [call, result]
+    parted at once and the transcript won: M showed the call and the recovery's text only."""
+    from owc.registry import WriterRegistry
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        m = ids.message_id(key, "S")
+        env.sim.recovery = lambda k, source: [Text("Picked up after the crash."), End()]
+        run = env.sim.start_run(key, "S", user_text="Do the long job")
+        run.tool("exec", {"cmd": "ls"}, "a b")
+        held = _LaterClaimsHeldBack(env.store, m)
+        await env.connect("A", store=held)  # type: ignore[arg-type]
+        run.text("Done.")
+        await env.emitter.until(lambda: "Done." in str(env.emitter.streams.get((chat_id, m))))
+        b = await env.connect("B", registry=WriterRegistry())  # another process, which never saw S's text
+        await env.sim.restart("crash")
+        await env.until(lambda: held.claims > 1)  # A's writer of S claims M again on its next connection: held
+        with trio.fail_after(PLAY_BOUND_S):
+            while (await env.messages(chat_id))[m].get("done") is not True:
+                await env.until(lambda: not b.ledger.unsettled())
+                await trio.sleep(0.1)
+        assert (await env.messages(chat_id))[m]["content"] == "Picked up after the crash."  # B's finish: the order
+        held.go.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        final = (await env.messages(chat_id))[m]
+        assert final["done"] is True
+        assert final["content"] == "Done.\nPicked up after the crash."
+        assert [i["type"] for i in final["output"]] == ["function_call", "function_call_output", "message", "message"]
+        assert final["meta"]["openclaw_chain"] == ["S", recoveries(env)[0]]
+        assert final["meta"]["openclaw_own_at"] == 3, "the recovery's part now begins after S's"
+        assert resume_runs(env) == [] and len(recoveries(env)) == 1
+
+
 async def test_a_crash_cut_runs_stream_is_added_to_its_message_another_process_finished_as_the_runs_own(
     tmp_path, mock_clock, db_url
 ) -> None:

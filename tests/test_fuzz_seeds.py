@@ -38,7 +38,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 141731: a hold for an announce that settled before the boot, taken for its recovery (``settled_before_boot``).
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 #: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
-#: oracle's ``indistinct_link``).
+#: oracle's ``indistinct_link``). 211298, 150408: a joiner's stream of a crash-cut run, added to the message another
+#: deploy finished first (``shown_in_front``'s ``missed``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -68,6 +69,8 @@ CI_SEEDS = [
     151800,
     150995,
     150032,
+    211298,
+    150408,
 ]
 
 

@@ -255,3 +255,41 @@ def test_a_continuations_finish_keeps_what_the_earlier_part_gained_since_its_cla
     assert gained_since_claim(held[:3], output, 3) is None, "nothing gained"
     # The finish's reading of the earlier runs wins where the two part (the transcript replaced a text).
     assert gained_since_claim([msg("A draft")], [msg("The answer."), msg("Recovered.", "r")], 1) is None
+
+
+# ``shown_in_front`` for a stream that joined the cut run mid-way (fuzz seeds 211298, 150408): the deploy that joined
+# after the tool call streamed the tail; the other, which missed it, finished M from the transcript first.
+
+
+def test_a_joiners_stream_goes_in_front_of_the_continuation_lined_up_at_the_transcripts_end() -> None:
+    held = [call("c1"), result("c1")]  # S's part from its transcript: the crash stored nothing after the call
+    output = [*held, msg("Recovered.", "r")]
+    shown = [msg("Done.")]  # this deploy joined S after its call: its stream has the tail alone
+    # Judged as a whole-run stream, [text] against [call, result] parts at once and the transcript wins.
+    assert shown_in_front(["S", "R"], 2, output, {"S": shown}) is None
+    out = shown_in_front(["S", "R"], 2, output, {"S": shown}, {"S": "Done."})
+    assert out is not None
+    assert out[0][:2] == held and output_text(out[0]) == "Done.\nRecovered." and out[1] == 3
+    assert out[0][3] is output[2], "the continuation's part unchanged"
+    assert shown_in_front(["S", "R"], out[1], out[0], {"S": shown}, {"S": "Done."}) is None, "a second pass"
+
+
+def test_a_joiners_stream_goes_into_its_runs_own_message_another_process_finished() -> None:
+    stored = [call("c1"), result("c1")]
+    out = shown_in_front(["S"], 0, stored, {"S": [msg("Done.")]}, {"S": "Done."})
+    assert out is not None and out[0][:2] == stored and output_text(out[0]) == "Done." and out[1] == 0
+
+
+def test_a_joiners_text_the_transcript_replaced_is_not_added() -> None:
+    output = [msg("The final answer."), call("c1"), result("c1"), msg("Recovered.", "r")]
+    assert shown_in_front(["S", "R"], 3, output, {"S": [msg("A draft")]}, {"S": "A draft"}) is None
+    # The joiner's text begins with the transcript's (the run-wide buffer, sent whole): only its rest is added.
+    out = shown_in_front(
+        ["S", "R"], 3, output, {"S": [msg("The final answer.\n\nMore.")]}, {"S": "The final answer.\n\nMore."}
+    )
+    assert out is not None and output_text(out[0]) == "The final answer.\nMore.\nRecovered." and out[1] == 4
+
+
+def test_a_run_not_named_missed_is_judged_as_a_whole_run_stream() -> None:
+    output = [call("c1"), result("c1"), msg("Recovered.", "r")]
+    assert shown_in_front(["S", "R"], 2, output, {"S": [msg("Done.")]}, {"R": "Done."}) is None

@@ -183,6 +183,7 @@ def shown_in_front(
     own_at: int,
     output: Sequence[Mapping[str, Any]],
     shown_through: Mapping[str, Sequence[Mapping[str, Any]]],
+    missed: Mapping[str, str] | None = None,
 ) -> tuple[list[Any], int] | None:
     """What a finished message M must become so that it shows what one process's tabs were shown of it, or None
     when M already does (issue 24, items 5 and 14: a run a crash cut stored nothing of what it streamed; another
@@ -200,19 +201,33 @@ def shown_in_front(
       or another copy of the continuation): the whole of M becomes ``never_less`` of what was shown through it and
       M (fuzz seed 40164: the deploy that never saw the stream finished the cut run's message as the run's own).
 
+    ``missed`` maps a run of ``shown_through`` whose stream here had a gap or joined it mid-run to the run-wide text
+    that stream received: what was shown of it is lined up at the transcript's end, as a finalize lines it up
+    (``never_less(missed=True, run_text=...)``). Without it, a joiner's [text] against the transcript's [call,
+    result] parted at once and the transcript won: fuzz seeds 211298 and 150408, the deploy that joined the cut run
+    after its tool call streamed its tail, the other deploy, which had missed that tail, finished M with the
+    recovery first, and the tail was never added.
+
     The returned index is where the last run's part now begins. ``never_less`` adds only what M lacks, and never a
     text the transcript replaced; a second pass with the same ``shown_through`` finds nothing lacking."""
     if not chain or not 0 <= own_at <= len(output):
         return None
+    missed = missed or {}
+
+    def merged(run_id: str, shown: Sequence[Mapping[str, Any]], held: Sequence[Mapping[str, Any]]) -> list[Any]:
+        if run_id in missed:
+            return never_less(shown, held, missed=True, run_text=missed[run_id])
+        return never_less(shown, held)
+
     new, at = list(output), own_at
     before = shown_through.get(chain[-2]) if len(chain) >= 2 else None
     if before:
-        part = never_less(before, new[:at])
+        part = merged(chain[-2], before, new[:at])
         new, at = [*part, *new[at:]], len(part)
     through = shown_through.get(chain[-1])
     if through:
         # ``never_less`` keeps every item but the last in place, and adds only past the end: ``at`` stands.
-        new = never_less(through, new)
+        new = merged(chain[-1], through, new)
     if len(new) == len(output) and all(a == b for a, b in zip(new, output)):
         return None
     return new, at

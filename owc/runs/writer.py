@@ -426,7 +426,8 @@ class _Writer:
             if result.done:
                 # Finished by another process: by a continuation that never saw what this run showed here, that goes
                 # in front of its part. Before the outcome is reported: the run stays unsettled until it is written.
-                await self._add_shown([*(r.prefix or []), *r.renderer.output(done=True)])
+                # The stream as it came: one that had a gap or joined mid-run is lined up at the transcript's end.
+                await self._add_shown([*(r.prefix or []), *r.renderer.output(done=True)], stream=True)
                 outcome = ClaimOutcome.FINISHED
             elif result.writer is not None and not ctx.registry.is_local(result.writer):
                 outcome = ClaimOutcome.HELD_ELSEWHERE  # this process cannot see whether that one lives
@@ -503,17 +504,24 @@ class _Writer:
         r.chain = tuple(str(x) for x in chain)
         r.prefix = list(output) if isinstance(output, list) else []
 
-    async def _add_shown(self, through_own: list[dict[str, Any]]) -> None:
+    async def _add_shown(self, through_own: list[dict[str, Any]], *, stream: bool = False) -> None:
         """M was finished by another process's continuation (a claim or a conditional write found it so) that never
         saw what this process showed of M: a run a crash cut streamed here and stored nothing of (issue 24, items 5
         and 14: the tabs here showed it, and a message never ends with less than it showed). What M lacks goes in
         front of the continuation's part, in one conditional write (``ChatStore.add_shown``); ``through_own`` is what
         this process showed of M up to and including this run's part, and its chain's earlier part (``prefix``) is
-        what it showed up to the chain's last run."""
+        what it showed up to the chain's last run. ``stream``: ``through_own`` ends with this run's stream as it came
+        (not a finalize's reading, which lined it up with the transcript already): a stream with a gap or joined
+        mid-run lacks some of the run's items and is lined up at the transcript's end (fuzz seeds 211298, 150408:
+        this deploy joined the cut run after its tool call, streamed its tail, and found M finished by the deploy
+        that missed the tail)."""
         r, ctx = self.run_, self.ctx
         shown_through: dict[str, list[dict[str, Any]]] = {}
+        missed: dict[str, str] = {}
         if through_own:
             shown_through[r.run_id] = through_own
+            if stream and (r.life.missed or r.renderer.gaps):
+                missed[r.run_id] = r.renderer.text
         if r.chain and r.prefix:
             shown_through[r.chain[-1]] = list(r.prefix)
         if not shown_through:
@@ -521,7 +529,7 @@ class _Writer:
         with trio.CancelScope(shield=True):
             try:
                 result = await ctx.store.add_shown(
-                    r.ref.chat_id, r.message_id, shown_through=shown_through, user_id=r.ref.user_id
+                    r.ref.chat_id, r.message_id, shown_through=shown_through, missed=missed, user_id=r.ref.user_id
                 )
             except StoreError as exc:
                 log.info("runs.shown_not_added run=%s message=%s (%s)", r.run_id, r.message_id, exc)

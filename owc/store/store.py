@@ -862,6 +862,7 @@ class ChatStore:
         message_id: str,
         *,
         shown_through: Mapping[str, Sequence[Any]],
+        missed: Mapping[str, str] | None = None,
         user_id: str | None = None,
     ) -> WriteResult | None:
         """A finished M that lacks what this process showed of it: put that in front of the continuation's part, in
@@ -869,7 +870,9 @@ class ChatStore:
         what it streamed, and another process's continuation (which never saw that stream) finished M with its own
         part only; R's process, back later, finds M finished (``render.never_less.shown_in_front`` decides what is
         added, from M's chain and ``meta.openclaw_own_at``, as M is under the lock). None: M is not finished, or
-        holds it all already (a second pass adds nothing); ``NotWritten``: the database would not take it."""
+        holds it all already (a second pass adds nothing); ``NotWritten``: the database would not take it.
+        ``missed``: the runs of ``shown_through`` whose stream here had a gap or joined mid-run, each with the run-wide
+        text it received (``shown_in_front``)."""
 
         def decide(row: Any) -> _Plan[WriteResult | None]:
             chat = self._load(chat_id, row, user_id)
@@ -889,7 +892,7 @@ class ChatStore:
                 own_at = 0  # a chain of one run: its part is the whole of M
             if not isinstance(chain, list) or not isinstance(own_at, int) or not isinstance(output, list):
                 return _Plan(None)
-            added = shown_in_front([str(x) for x in chain], own_at, output, shown_through)
+            added = shown_in_front([str(x) for x in chain], own_at, output, shown_through, missed)
             if added is None:
                 return _Plan(None)
             new_output, new_own_at = added
