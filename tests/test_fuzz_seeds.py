@@ -38,7 +38,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 141731: a hold for an announce that settled before the boot, taken for its recovery (``settled_before_boot``).
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 #: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
-#: oracle's ``indistinct_link``).
+#: oracle's ``indistinct_link``). 212956: a short finish whose process was killed before its correction ran.
 CI_SEEDS = [
     *range(300),
     432,
@@ -68,6 +68,7 @@ CI_SEEDS = [
     151800,
     150995,
     150032,
+    212956,
 ]
 
 
