@@ -6,8 +6,10 @@ it finishes from what it streamed instead, rather than leave the message open; i
 dropped, a writer that joined mid-run or took a dead one's message over), the message lacks what the gaps held
 (fuzzer, ``history-fallback-gaps``). Such a message is kept here, process-wide, and at each Gateway tick the
 transcript is read again: once it answers and holds the run, the message is written from it and the tabs are
-told; if the transcript does not hold the run, the stream's copy stands. A correction this process has not made
-when it exits is dropped (the message is finished; nothing is lost that the stream had). Never on a clock: the
+told; if the transcript does not hold the run, the stream's copy stands. Such a message also carries a mark in its
+``meta`` (``CORRECT_MARK``) until then: a process that exits before its correction ran leaves the mark, and a later
+process's reconcile pass finds the message by it and corrects it (``Corrections.add_marked``; fuzz seed 212956: a
+deploy killed two seconds after such a finish left the run's tool card out for good). Never on a clock: the
 tick is the Gateway's own heartbeat, the same that retries a message the database refused.
 
 The same read puts the message in its place. A finalize puts the line of its session's messages around M in the
