@@ -61,13 +61,15 @@ class Correction:
         return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error, content)
 
     @classmethod
-    def of_marked(cls, ref: SessionRef, run_id: str, message_id: str, message: Mapping[str, Any]) -> Correction:
+    def of_marked(
+        cls, session_key: str, ref: SessionRef, run_id: str, message_id: str, message: Mapping[str, Any]
+    ) -> Correction:
         """The correction a message marked ``CORRECT_MARK`` still owes, as its writer would have kept it: its error
         note stays unless it is an empty finish's (the correction's fill drops that)."""
         error = message.get("error")
         note = error.get("content") if isinstance(error, Mapping) else None
         kept = note if isinstance(note, str) and not note.startswith(EMPTY_FINISH_NOTES) else None
-        return cls(ref.key, run_id, ref.chat_id, message_id, ref.user_id, kept)
+        return cls(session_key, run_id, ref.chat_id, message_id, ref.user_id, kept)
 
 
 @attrs.define

@@ -138,7 +138,7 @@ async def _session(
             and ids.message_id(row.key, run_id) == message_id
             and table.ledger.get(row.key, run_id) is None
         ):
-            table.bridge.corrections.add_marked(Correction.of_marked(ref, run_id, message_id, message))
+            table.bridge.corrections.add_marked(Correction.of_marked(row.key, ref, run_id, message_id, message))
     places = transcript_places(history)
     for known in table.ledger.unsettled():
         if known.session_key == row.key and known.run_id in places:
