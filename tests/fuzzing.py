@@ -48,6 +48,13 @@ FIXED_BUGS = {
         " without its transcript right under another run's message is kept for a correction that puts the line in"
         " order once the transcript answers (owc/runs/correct.py, ChatStore.put_in_order)"
     ),
+    "correct-after-exit": (
+        "a cron run called a tool while owc was down, the next deploy joined mid-run, and chat.history failed at"
+        " the run's end: its message was finished from the stream (text, no card) and kept for a correction, but"
+        " the deploy was killed before any tick and the correction, process-wide, went with it; nothing told the"
+        " next deploy the finished message was short ([content] 0 tool cards, transcript 1; fuzz seed 212956, every"
+        " play). The short finish marks M (CORRECT_MARK) and a later reconcile pass corrects a marked message"
+    ),
     "queued-after-lost-final": (
         "issue 24 item 3: a heartbeat called a tool and ended final with NO_REPLY, its terminal lost in a drop; a"
         " sessions_send queued behind it ran, and a crash cut it. At the hello both runs were carried without a"

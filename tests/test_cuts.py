@@ -642,6 +642,39 @@ def test_a_correction_that_fills_a_message_finished_empty_drops_the_empty_note_o
     assert plain["history"]["messages"]["M"]["error"] == {"content": content}
 
 
+@pytest.mark.parametrize(
+    ("done", "meta", "awaits"),
+    [
+        (True, {"openclaw_correct": True}, True),
+        (True, {}, False),
+        (True, None, False),
+        (True, {"openclaw_correct": True, "openclaw_open": True}, False),  # still owed its finish: not finished
+        (False, {"openclaw_correct": True}, False),
+    ],
+)
+def test_a_message_awaits_its_correction_while_finished_and_marked(done: bool, meta: dict | None, awaits: bool) -> None:
+    """Fuzz seed 212956: the mark a short finish leaves (``CORRECT_MARK``) is what a later process corrects; an open
+    message is the reconcile pass's to finish, not a correction's."""
+    from owc.rules.finished import awaits_correction
+
+    assert awaits_correction({"done": done, **({"meta": meta} if meta is not None else {})}) is awaits
+
+
+@pytest.mark.parametrize(("done", "sets", "kept"), [(True, True, True), (True, False, False), (False, False, True)])
+def test_only_the_finishing_write_that_sets_the_correct_mark_keeps_it(done: bool, sets: bool, kept: bool) -> None:
+    """A finish from the transcript (or any finish that does not say it is short) makes the message whole: the mark
+    goes with it. A write that leaves M open decides nothing of it."""
+    from owc.rules.finished import CORRECT_MARK
+    from owc.store import tree
+
+    chat = {
+        "history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "meta": {CORRECT_MARK: True}}}}
+    }
+    meta = {CORRECT_MARK: True} if sets else None
+    tree.update_message(chat, "M", content="", output=[], done=done, meta=meta)
+    assert (CORRECT_MARK in chat["history"]["messages"]["M"]["meta"]) is kept
+
+
 class _LaterClaimsHeldBack(_ClaimsHeldBack):
     """Lets the first claim of the message go (the run's claim as it begins) and holds every later one (its writer's
     claim on the next connection, after a restart) until the test lets them go."""

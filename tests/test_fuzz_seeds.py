@@ -39,7 +39,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 #: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
 #: oracle's ``indistinct_link``). 211298, 150408: a joiner's stream of a crash-cut run, added to the message another
-#: deploy finished first (``shown_in_front``'s ``missed``).
+#: deploy finished first (``shown_in_front``'s ``missed``). 212956: a short finish whose process was killed before
+#: its correction ran.
 CI_SEEDS = [
     *range(300),
     432,
@@ -71,6 +72,7 @@ CI_SEEDS = [
     150032,
     211298,
     150408,
+    212956,
 ]
 
 

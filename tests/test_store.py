@@ -323,6 +323,39 @@ def test_a_message_finished_without_its_transcript_is_put_in_order_later_and_not
     assert store.put_in_order("c", "gone", run_order=("ra", "rb")) is None
 
 
+def _a_short_finish_is_marked_until_corrected(store: ChatStore, chat_id: str) -> None:
+    """Fuzz seed 212956: a process finished M from a stream with gaps (``chat.history`` failed) and was killed before
+    its correction ran; the next process must learn that M is short. The finishing write's ``CORRECT_MARK`` stays in
+    M (chat JSON and ``chat_message``), ``chat_facts`` names M, and any later finishing write without the mark (the
+    correction from the transcript, another process's finalize) removes it; ``drop_correct_mark`` removes it too."""
+    from owc.rules.finished import CORRECT_MARK
+
+    store.create_chat(chat_id, USER, chat=user_turn_chat(chat_id))
+    for mid, run in (("ma", "ra"), ("mb", "rb")):
+        store.claim(chat_id, mid, run_id=run, writer="w", alive=DEAD, user_id=USER)
+        store.write(chat_id, mid, content="short", output=[], done=True, meta={CORRECT_MARK: True})
+    assert store.chat_facts([chat_id])[chat_id].uncorrected == {"ma", "mb"}
+    store.write(chat_id, "ma", content="whole", output=[], done=True, fills=True)
+    assert CORRECT_MARK not in store.read_chat(chat_id)["history"]["messages"]["ma"]["meta"]
+    assert store.chat_facts([chat_id])[chat_id].uncorrected == {"mb"}
+    assert store.drop_correct_mark(chat_id, "mb") and not store.drop_correct_mark(chat_id, "mb")
+    mb = store.read_chat(chat_id)["history"]["messages"]["mb"]
+    assert mb["content"] == "short" and mb["meta"] == {"openclaw_run": "rb", "openclaw_writer": "w"}
+    assert store.chat_facts([chat_id])[chat_id].uncorrected == frozenset()
+
+
+def test_a_short_finish_is_marked_until_corrected(store: ChatStore) -> None:
+    _a_short_finish_is_marked_until_corrected(store, "c")
+
+
+@pytest.mark.postgres
+def test_a_short_finish_is_marked_until_corrected_postgres(postgres_url: str) -> None:
+    store = ChatStore(make_engine(postgres_url))
+    store.create_tables()
+    _a_short_finish_is_marked_until_corrected(store, f"pg-mark-{uuid.uuid4()}")
+    store.engine.dispose()
+
+
 def test_a_finalize_of_the_tail_run_keeps_the_view_on_the_tail(store: ChatStore) -> None:
     store.create_chat("c", USER, chat=user_turn_chat("c"))
     for message, run in (("mb", "rb"), ("ma", "ra")):

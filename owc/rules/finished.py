@@ -24,3 +24,18 @@ def message_finished(message: Mapping[str, Any]) -> bool:
     (Open WebUI's own, or one finished before the mark existed) is finished when it says ``done``."""
     meta = message.get("meta")
     return message.get("done") is True and not (isinstance(meta, Mapping) and meta.get(OPEN_MARK) is True)
+
+
+#: ``meta`` key of a message finished from a stream with gaps because its transcript could not be read
+#: (``owc/runs/correct.py``): it lacks what the gaps held until a correction writes it from the transcript. The
+#: mark outlives the process that set it: a process killed before its correction ran left the message short for
+#: good (fuzz seed 212956: the tool call made while owc was down never reached the message), so a later process's
+#: reconcile pass finds the marked message and corrects it. Only the write that finishes a message decides it: any
+#: finishing write that does not set it again removes it (a finish from the transcript is whole).
+CORRECT_MARK = "openclaw_correct"
+
+
+def awaits_correction(message: Mapping[str, Any]) -> bool:
+    """The message is finished, and short of its transcript until a correction reads it (``CORRECT_MARK``)."""
+    meta = message.get("meta")
+    return message_finished(message) and isinstance(meta, Mapping) and meta.get(CORRECT_MARK) is True

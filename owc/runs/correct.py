@@ -6,8 +6,10 @@ it finishes from what it streamed instead, rather than leave the message open; i
 dropped, a writer that joined mid-run or took a dead one's message over), the message lacks what the gaps held
 (fuzzer, ``history-fallback-gaps``). Such a message is kept here, process-wide, and at each Gateway tick the
 transcript is read again: once it answers and holds the run, the message is written from it and the tabs are
-told; if the transcript does not hold the run, the stream's copy stands. A correction this process has not made
-when it exits is dropped (the message is finished; nothing is lost that the stream had). Never on a clock: the
+told; if the transcript does not hold the run, the stream's copy stands. Such a message also carries a mark in its
+``meta`` (``CORRECT_MARK``) until then: a process that exits before its correction ran leaves the mark, and a later
+process's reconcile pass finds the message by it and corrects it (``Corrections.add_marked``; fuzz seed 212956: a
+deploy killed two seconds after such a finish left the run's tool card out for good). Never on a clock: the
 tick is the Gateway's own heartbeat, the same that retries a message the database refused.
 
 The same read puts the message in its place. A finalize puts the line of its session's messages around M in the
@@ -22,16 +24,18 @@ claimed the earlier run below it, and neither finalize could read the transcript
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
 
 from owc.emit import Emitter
 from owc.gateway import GatewayError, NotConnected, SessionClosed
+from owc.ids import SessionRef
 from owc.protocol import ProtocolError
 from owc.render import output_from_transcript, output_text
 from owc.render.transcript import oversized_reply_in_run
+from owc.rules.owner import EMPTY_FINISH_NOTES
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, RunKey
 from owc.runs.writer import read_run_window
@@ -56,6 +60,17 @@ class Correction:
     def of(cls, run: Run, error: str | None = None, *, content: bool = True) -> Correction:
         return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error, content)
 
+    @classmethod
+    def of_marked(
+        cls, session_key: str, ref: SessionRef, run_id: str, message_id: str, message: Mapping[str, Any]
+    ) -> Correction:
+        """The correction a message marked ``CORRECT_MARK`` still owes, as its writer would have kept it: its error
+        note stays unless it is an empty finish's (the correction's fill drops that)."""
+        error = message.get("error")
+        note = error.get("content") if isinstance(error, Mapping) else None
+        kept = note if isinstance(note, str) and not note.startswith(EMPTY_FINISH_NOTES) else None
+        return cls(session_key, run_id, ref.chat_id, message_id, ref.user_id, kept)
+
 
 @attrs.define
 class Corrections:
@@ -72,6 +87,16 @@ class Corrections:
             " with gaps" if content else "",
         )
         self.pending[run.key] = Correction.of(run, error, content=content)
+
+    def add_marked(self, item: Correction) -> None:
+        """A message a process finished short and exited before correcting (``CORRECT_MARK``), found by a
+        reconcile pass: corrected like one of this process's own (fuzz seed 212956)."""
+        key = (item.session_key, item.run_id)
+        if key not in self.pending:
+            log.info(
+                "runs.correct_marked run=%s message=%s (finished short by a process gone)", item.run_id, item.message_id
+            )
+            self.pending[key] = item
 
     async def run_pass(self, request: Callable[..., Awaitable[Any]], store: TrioChatStore, emitter: Emitter) -> None:
         """One pass over the pending corrections, one at a time (a tick starts it; only one runs at once)."""
@@ -98,7 +123,7 @@ async def _correct(
         log.info("runs.correct_waits run=%s error=%s", item.run_id, exc)
         return False
     if history is None:
-        return True  # the transcript cannot do better than the stream's copy
+        return await _unmark(item, store)  # the transcript cannot do better than the stream's copy
     order = run_order(history)
     output: list[Any] = []
     if item.content and not oversized_reply_in_run(history, item.run_id):
@@ -107,7 +132,7 @@ async def _correct(
         except Exception:
             log.exception("runs.transcript_unreadable run=%s", item.run_id)
     if not output:
-        return await _put_in_order(item, order, store, emitter)
+        return await _put_in_order(item, order, store, emitter) and await _unmark(item, store)
     content = output_text(output)
     try:
         result = await store.write(
@@ -147,6 +172,17 @@ async def _correct(
         )
     except Exception:
         log.exception("runs.emit_failed run=%s event=chat:completion", item.run_id)
+    return True
+
+
+async def _unmark(item: Correction, store: TrioChatStore) -> bool:
+    """Nothing better than the stream's copy exists: the message's mark goes, so no later process looks again."""
+    if not item.content:
+        return True
+    try:
+        await store.drop_correct_mark(item.chat_id, item.message_id)
+    except Exception:  # a mark left costs a later pass one more transcript read, nothing else
+        log.exception("runs.unmark_failed run=%s message=%s", item.run_id, item.message_id)
     return True
 
 

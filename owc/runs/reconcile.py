@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 from owc import ids
 from owc.gateway import GatewayError, NotConnected, Resync, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, SessionRow
+from owc.rules.finished import awaits_correction
 from owc.rules.lifecycle import State, Terminal
 from owc.rules.reconcile import host_watermark, runs_owed, transcript_places
+from owc.runs.correct import Correction
 from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
 
@@ -70,7 +72,7 @@ async def reconcile(
             watermark = host_watermark((table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000))
         changed = row.updated_at is not None and row.updated_at >= watermark
         missing_last = ref.chat_id in last_runs and last_runs[ref.chat_id] not in chat.present
-        if changed or chat.unfinished or missing_last:
+        if changed or chat.unfinished or missing_last or chat.uncorrected:
             candidates.append((row, ref, watermark))
     candidates.sort(key=lambda c: c[0].updated_at or 0, reverse=True)
     looked_at = {ref.chat_id for _, ref, _ in candidates[:limit]}
@@ -125,6 +127,18 @@ async def _session(
         after_last_message=host_time,
         last_run=row.last_run_id,
     )
+    for message_id, message in messages.items():
+        # A message finished short by a process that exited before its correction ran (``CORRECT_MARK``).
+        meta = message.get("meta") if isinstance(message, dict) else None
+        run_id = meta.get("openclaw_run") if isinstance(meta, dict) else None
+        if (
+            isinstance(run_id, str)
+            and awaits_correction(message)
+            and run_id not in (row.active_run_ids or ())
+            and ids.message_id(row.key, run_id) == message_id
+            and table.ledger.get(row.key, run_id) is None
+        ):
+            table.bridge.corrections.add_marked(Correction.of_marked(row.key, ref, run_id, message_id, message))
     places = transcript_places(history)
     for known in table.ledger.unsettled():
         if known.session_key == row.key and known.run_id in places:

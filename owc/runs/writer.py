@@ -38,6 +38,7 @@ from owc.render import (
 )
 from owc.render.items import count_cards
 from owc.render.never_less import never_less
+from owc.rules.finished import CORRECT_MARK
 from owc.rules.lifecycle import (
     ClaimOutcome,
     ClaimResult,
@@ -759,6 +760,12 @@ class _Writer:
             error = {"content": empty_finish_note(state, reason, self.history_failed)}
         if not finished.complete:
             log.warning("runs.incomplete run=%s gaps=%s (no transcript for the run)", r.run_id, r.renderer.gaps)
+        # Short of what the gaps held until a correction reads the transcript: marked in M, so that a later process
+        # corrects it if this one exits first (``CORRECT_MARK``; fuzz seed 212956).
+        short = finished.source == "stream" and self.history_failed and not finished.complete
+        meta: dict[str, Any] = {"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else {}
+        if short:
+            meta[CORRECT_MARK] = True
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
         # transaction, bounded by the busy wait), and its result is reported before anything can cancel.
         with trio.CancelScope(shield=True):
@@ -774,7 +781,7 @@ class _Writer:
                 user_id=r.ref.user_id,
                 # ``openclaw_own_at``: a process that streamed an earlier run of the chain, which this one never saw,
                 # puts what it showed in front of this run's part (``_add_shown``).
-                meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else None,
+                meta=meta or None,
                 continues=bool(r.chain),  # a continuation: a cut-off note an earlier finish left goes
                 # Another process's copy of this continuation finished M after this one's claim: its finish stands
                 # (this write is from M as it was at the claim; fuzz seed 40164 under load).
@@ -810,10 +817,8 @@ class _Writer:
             finished.source,
             finished.cards,
         )
-        if (
-            finished.source == "stream"
-            and self.history_failed
-            and (not finished.complete or self._maybe_out_of_order(result.parent_run))
+        if short or (
+            finished.source == "stream" and self.history_failed and self._maybe_out_of_order(result.parent_run)
         ):
             # The transcript could not be read: what the stream missed comes later (the error note stays).
             # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
@@ -822,7 +827,7 @@ class _Writer:
             # M right under another run's message may be out of start order, which only the transcript can tell
             # (``run_order`` above): the correction puts the line right too (fuzz seed 150032).
             kept = error["content"] if error and not error["content"].startswith(EMPTY_FINISH_NOTES) else None
-            ctx.correct_later(r, kept, content=not finished.complete)
+            ctx.correct_later(r, kept, content=short)
         # The finished message to the chat's room, alone (seed 003, ELI-340): a tab whose load began before the
         # write keeps this over what its load fetched, one that shows the message merges the same content, and
         # tabs of a process that never streamed the message get all of it.

@@ -33,7 +33,19 @@ from typing import Any, Generic, TypeVar
 import attrs
 import orjson
 import trio
-from sqlalchemy import Connection, Engine, Text, delete, false, insert, literal_column, select, type_coerce, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Text,
+    delete,
+    false,
+    insert,
+    literal_column,
+    select,
+    true,
+    type_coerce,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -41,7 +53,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from owc.render.items import output_text
 from owc.render.never_less import gained_since_claim, shown_in_front
-from owc.rules.finished import OPEN_MARK, message_finished
+from owc.rules.finished import CORRECT_MARK, OPEN_MARK, awaits_correction, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
 from owc.store.schema import chat as chat_t
@@ -230,6 +242,8 @@ class ChatFacts:
     unfinished: frozenset[str]  # ids of its assistant messages with ``done: false`` (from ``chat_message``)
     #: Of the message ids asked about (``chat_facts(present=...)``), those the chat holds.
     present: frozenset[str] = frozenset()
+    #: Ids of its finished messages a correction still owes their transcript (``CORRECT_MARK``).
+    uncorrected: frozenset[str] = frozenset()
 
 
 T = TypeVar("T")
@@ -952,9 +966,23 @@ class ChatStore:
                 prefix = f"{chat_id}-"
                 if row_id.startswith(prefix):
                     unfinished.setdefault(chat_id, set()).add(row_id[len(prefix) :])
+            uncorrected: dict[str, set[str]] = {}
+            query = select(msg_t.c.chat_id, msg_t.c.id).where(
+                msg_t.c.chat_id.in_(chat_ids),
+                msg_t.c.role == "assistant",
+                msg_t.c.done == true(),
+                msg_t.c.meta[CORRECT_MARK].as_boolean() == true(),
+            )
+            for chat_id, row_id in conn.execute(query):
+                prefix = f"{chat_id}-"
+                if row_id.startswith(prefix):
+                    uncorrected.setdefault(chat_id, set()).add(row_id[len(prefix) :])
         for chat_id, updated_at in updated.items():
             out[chat_id] = ChatFacts(
-                int(updated_at or 0), frozenset(unfinished.get(chat_id, ())), frozenset(held.get(chat_id, ()))
+                int(updated_at or 0),
+                frozenset(unfinished.get(chat_id, ())),
+                frozenset(held.get(chat_id, ())),
+                frozenset(uncorrected.get(chat_id, ())),
             )
         return out
 
@@ -1137,6 +1165,23 @@ class ChatStore:
             self._save(conn, chat_id, chat, now)
             return True
 
+    def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
+        """Remove ``CORRECT_MARK`` from a finished message whose correction found nothing better in the transcript
+        (the stream's copy stands), so that no later pass looks at it again. One key out of ``meta`` under the row
+        lock; False, writing nothing, when the message is gone, open or unmarked."""
+        with self._locked(chat_id) as (conn, row):
+            if row is None:
+                return False
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or not awaits_correction(message):
+                return False
+            message["meta"] = {k: v for k, v in message["meta"].items() if k != CORRECT_MARK}
+            now = int(time.time())
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now)
+            return True
+
     def set_current(self, chat_id: str, message_id: str) -> None:
         """The message the chat shows (``history.currentId`` and ``current_message_id``), as Open WebUI sets it
         when the user picks a branch."""
@@ -1250,6 +1295,9 @@ class TrioChatStore:
 
     async def save_message(self, chat_id: str, message_id: str, fields: dict[str, Any]) -> None:
         await self._write(self.sync.save_message, chat_id, message_id, fields)
+
+    async def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
+        return await self._write(self.sync.drop_correct_mark, chat_id, message_id)
 
     async def set_task_id(
         self, chat_id: str, message_id: str, task_id: str, *, holds: Callable[[str | None], bool]

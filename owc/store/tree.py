@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from owc.rules.finished import OPEN_MARK
+from owc.rules.finished import CORRECT_MARK, OPEN_MARK
 from owc.rules.owner import CUT_OFF, EMPTY_FINISH_NOTES
 
 
@@ -277,6 +277,8 @@ def update_message(
     # Owed until written finished (``OPEN_MARK``): a later save of Open WebUI's that says ``done`` keeps the mark.
     if done:
         merged.pop(OPEN_MARK, None)
+        if not (meta or {}).get(CORRECT_MARK):
+            merged.pop(CORRECT_MARK, None)  # only the finishing write that sets it again keeps it
     else:
         merged[OPEN_MARK] = True
     if merged or "meta" in message:
