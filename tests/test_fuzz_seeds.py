@@ -39,6 +39,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 #: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the
 #: oracle's ``indistinct_link``).
+#: 150240: a heartbeat a crash cut before it stored anything but its hidden prompt, its recovery linked into the
+#: earlier run's message owc held as the cut (``recovery-of-unstored-heartbeat``, ``link.heartbeat_recovered``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -68,6 +70,7 @@ CI_SEEDS = [
     151800,
     150995,
     150032,
+    150240,
 ]
 
 
