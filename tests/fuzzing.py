@@ -40,6 +40,16 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "recovery-of-unstored-heartbeat": (
+        "a heartbeat began after a run that ended on its own right after a tool call (no ending message stored) and a"
+        " Gateway crash cut it before it stored anything but its hidden prompt; the boot recovered the heartbeat, but"
+        " owc held the earlier run as the Gateway's cut, rule E left the recovery unnamed (the prompt's turnBoundary"
+        " mark on the recovery's own turn) and owc linked it into the earlier run's message, which showed the"
+        " heartbeat's recovered reply ([content], [missing]: fuzz seed 150240, about one play in three). The"
+        " recovery's turn right after exactly one hidden heartbeat prompt says the heartbeat was the run recovered"
+        " (owc/rules/link.py heartbeat_recovered): the held cut ends without a note, the recovery has a message of its"
+        " own"
+    ),
     "order-finalized-unread": (
         "two deploys, no restart: chat.history failed while one deploy, connected after a run had ended, could not"
         " learn of it and let its live claim of the session's next run go on; the other, which heard the earlier run,"

@@ -41,6 +41,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: oracle's ``indistinct_link``). 211298, 150408: a joiner's stream of a crash-cut run, added to the message another
 #: deploy finished first (``shown_in_front``'s ``missed``). 212956: a short finish whose process was killed before
 #: its correction ran.
+#: 150240: a heartbeat a crash cut before it stored anything but its hidden prompt, its recovery linked into the
+#: earlier run's message owc held as the cut (``recovery-of-unstored-heartbeat``, ``link.heartbeat_recovered``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -73,6 +75,7 @@ CI_SEEDS = [
     211298,
     150408,
     212956,
+    150240,
 ]
 
 

@@ -14,6 +14,7 @@ from owc.rules.link import (
     before,
     ended_in,
     followed,
+    heartbeat_recovered,
     next_run_began,
     recovery_before,
     recovery_owed,
@@ -383,3 +384,24 @@ def test_the_recovery_right_before_a_run_is_named_only_with_nothing_else_between
         page = page[:3]
     expected = "R" if case in ("agent turn", "keyed turn", "tool result between") else None
     assert recovery_before(history(*page), "T") == expected
+
+
+def test_a_heartbeat_that_stored_nothing_but_its_prompt_right_before_the_recovery_is_the_one_recovered() -> None:
+    """Fuzz seed 150240: a run ended on its own after a tool call (no ending message stored), a heartbeat began, a
+    crash cut it before it stored anything but its hidden prompt, and the boot recovered the heartbeat. The
+    recovery's turn carries the prompt's ``turnBoundary`` mark and ``seq`` skips exactly one number: the held run
+    ``s`` is not the one recovered (one run at a time: the heartbeat began after ``s`` ended; a heartbeat that
+    ends on its own stores its reply or its error)."""
+    marked = {**user("r", "continue", PROV), "__openclaw": {"turnBoundary": True}}
+    result = {"role": "toolResult", "content": "ok", "toolCallId": "c1"}
+    page = history(_at(user("s"), 1), _at(tool_call("s"), 2), _at(result, 3), _at(marked, 5))
+    assert recovery_source(page, "r").verdict is Verdict.RECOVERY  # unnamed, as before: the heartbeat's id is hidden
+    assert heartbeat_recovered(page, "s", "r")
+    # Two hidden messages (the heartbeat's bare acknowledgement too: it ended on its own), no mark (an announce's
+    # turn, no heartbeat's), no numbers, or a held run the page does not show (it may be the heartbeat): not so.
+    assert not heartbeat_recovered(history(_at(user("s"), 1), _at(tool_call("s"), 2), _at(marked, 5)), "s", "r")
+    plain = _at(user("r", "continue", PROV), 4)
+    assert not heartbeat_recovered(history(_at(user("s"), 1), _at(tool_call("s"), 2), plain), "s", "r")
+    assert not heartbeat_recovered(history(user("s"), tool_call("s"), marked), "s", "r")
+    assert not heartbeat_recovered(page, "h", "r")
+    assert not heartbeat_recovered(history(_at(marked, 5)), "s", "r")

@@ -184,6 +184,31 @@ def recovery_owed(history: ChatHistory) -> str | None:
     return link.source if link.verdict is Verdict.LINKED else None
 
 
+def heartbeat_recovered(history: ChatHistory, run_id: str, recovery: str) -> bool:
+    """Restart recovery ``recovery`` continues a heartbeat that began after run ``run_id`` and stored nothing but its
+    hidden prompt, not ``run_id``: ``run_id`` stored something on the page before the recovery's user turn, and that
+    turn comes right after exactly one hidden message, a heartbeat's prompt (the turn carries chat.history's
+    ``turnBoundary`` mark, and ``__openclaw.seq`` skips exactly one number).
+
+    Why: a session runs one run at a time, so the heartbeat began after ``run_id`` had ended (an abort after a tool
+    call stores no ending message, so ``ended_in`` cannot tell). A heartbeat that ends on its own stores its reply (a
+    text, or a bare acknowledgement chat.history hides, which would leave a second hidden number) or its error
+    record; a Gateway restart, stop or crash stores nothing of the turn it cuts (measured on 2026.9.6). Nothing
+    after the prompt: the heartbeat was the run still running at the boot, and its recovery is this one. Fuzz seed
+    150240: the heartbeat's turn hid it, rule E left the recovery unnamed, and owc linked it into the held cut run's
+    message, which showed the heartbeat's recovered reply. The one page this misreads: a heartbeat admitted after the
+    boot ahead of the delayed recovery (its admission skips the recovery's dispatch) and aborted before it stored
+    anything; a heartbeat is seldom aborted, and never in that window on purpose."""
+    messages = history.messages
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].user_run_id == recovery), None)
+    if at is None or at == 0:
+        return False
+    turn, last = messages[at], messages[at - 1]
+    if not (turn.is_restart_recovery_turn and turn.turn_boundary) or turn.seq is None or last.seq is None:
+        return False
+    return turn.seq - last.seq == 2 and any(_of(m, run_id) for m in messages[:at])
+
+
 def ended_in(history: ChatHistory, run_id: str) -> bool:
     """Run ``run_id``'s last stored message ended it (a final answer, an error): it was not running when it was
     last written, so a boot's recovery is not of it."""

@@ -37,6 +37,7 @@ from owc.rules.link import (
     Verdict,
     before,
     followed,
+    heartbeat_recovered,
     next_run_began,
     recovery_before,
     recovery_owed,
@@ -625,9 +626,11 @@ class Cuts:
             chain = meta.get("openclaw_chain")
             source = meta.get("openclaw_run")
             if m.get("done") is False and chain:
-                if next_run_began(history, str(chain[-1])):
-                    # Its run was followed by another before any recovery: it ended on its own, and this recovery
-                    # is of a later run (a cut this process ends: ``_not_recovered``, its write may not be in yet).
+                if next_run_began(history, str(chain[-1])) or heartbeat_recovered(history, str(chain[-1]), run.run_id):
+                    # Its run was followed by another before any recovery (or by a heartbeat cut before it stored
+                    # anything but its hidden prompt, the run this recovery continues): it ended on its own, and this
+                    # recovery is of a later run (a cut this process ends: ``_not_recovered``, its write may not be in
+                    # yet).
                     continue
                 kept.append((m.get("timestamp") or 0, mid, tuple(str(x) for x in chain)))
             elif (
@@ -1013,13 +1016,22 @@ class Cuts:
             # the held run had ended on its own (an abort after a tool call stores no ending message), nothing cut it.
             self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             cut = None
-        if cut is not None and cut.owner is Owner.GATEWAY and link.source is None and followed(history, cut.source):
+        beat = cut is not None and heartbeat_recovered(history, cut.source, run.run_id)
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and link.source is None
+            and (beat or followed(history, cut.source))
+        ):
             # Unnamed, and another run began after the held cut's run (fuzzer, seed 1081: it had ended while owc was
-            # away, and a later agent turn was the one the boot recovered): not this cut's recovery.
+            # away, and a later agent turn was the one the boot recovered): not this cut's recovery. So too a
+            # heartbeat whose hidden prompt alone lies before the recovery's turn (``heartbeat_recovered``, seed
+            # 150240: the recovery showed its reply in the held run's message).
             log.info("runs.link_followed run=%s held=%s (a later run was the one recovered)", run.run_id, cut.source)
-            # No note when that later run began before any recovery (``next_run_began``): the held run had ended on
-            # its own before it, nothing cut it (fuzz seed 77089: the note on a run that ended ``aborted``).
-            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
+            # No note when that later run began before any recovery (``next_run_began``, or the heartbeat): the held
+            # run had ended on its own before it, nothing cut it (fuzz seed 77089: the note on a run that ended
+            # ``aborted``).
+            self._end(table, cut, None if beat or next_run_began(history, cut.source) else NEWER_RUN_NOTE)
             self.bridge.wake()
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:
