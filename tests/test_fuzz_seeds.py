@@ -43,6 +43,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: its correction ran.
 #: 150240: a heartbeat a crash cut before it stored anything but its hidden prompt, its recovery linked into the
 #: earlier run's message owc held as the cut (``recovery-of-unstored-heartbeat``, ``link.heartbeat_recovered``).
+#: 302660: a heartbeat that started after a gap showed and ended in its list's answer (``heartbeat-end-in-gap``).
 CI_SEEDS = [
     *range(300),
     432,
@@ -76,6 +77,7 @@ CI_SEEDS = [
     150408,
     212956,
     150240,
+    302660,
 ]
 
 

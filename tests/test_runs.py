@@ -805,6 +805,36 @@ async def test_a_speaking_heartbeat_lost_whole_in_a_seq_gap_gets_its_message_onc
         assert bridge.ledger.is_settled(key, "beat")
 
 
+async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_from_its_transcript(
+    tmp_path, clock
+) -> None:
+    """Fuzz seed 302660: a gap shows (its list is asked for), a heartbeat's start reaches owc before the list's
+    answer, and every later event of that heartbeat is dropped (its ``session.message``, its end). The list then
+    no longer shows the run, so it ends "absent from the list"; owc saw nothing of it but its start, and it was
+    not running when the gap showed, so nothing marked its stream as incomplete: it was abandoned, and the
+    speaking heartbeat got no message. A run whose end owc did not see itself lost that end at least: its
+    transcript decides."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.drop(1)  # the heartbeat's first droppable event: the next one, its start, shows the gap
+        beat = env.sim.start_run(key, "beat", heartbeat=True, origin="heartbeat")
+        env.sim.drop(3)  # everything after its start: the list the gap asked for answers after its end
+        beat.text("All checks passed.").end()
+        # The list's answer, not a later gap, ends the run here (the next seq'd frame would show that gap).
+        await env.until(
+            lambda: bridge.ledger.is_settled(key, "beat")
+            or ((run := bridge.ledger.get(key, "beat")) is not None and run.life.ended)
+        )
+        env.sim.tick_now()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        m = ids.message_id(key, "beat")
+        assert set(messages) == {"u1", m}
+        assert messages[m]["done"] is True and messages[m]["content"] == "All checks passed."
+        assert bridge.ledger.is_settled(key, "beat")
+
+
 async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) -> None:
     """Issue 24, item 11 (seed 003, ELI-230): the final ``chat:messages`` of a message the writer made carries its
     parent's link and the chat's ``currentId``, so a tab whose load began before the claim shows it in its place;

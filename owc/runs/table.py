@@ -594,6 +594,11 @@ class RunTable:
         for key, run_id in resync.ended:
             run = self.ledger.get(key, run_id)
             if run is not None and not (carried and run.key in self.carried):
+                if not run.life.ended:
+                    # Its own end never reached this connection, so at least that event was lost: whatever came
+                    # between may have been too (a run that started after the gap showed, before its list's answer,
+                    # is not marked by ``on_gap``: fuzz seed 302660, a heartbeat whose reply was in its lost end).
+                    run.mark_missed(f"its end not seen ({resync.reason})")
                 row = next((r for r in resync.rows if r.key == key), None)
                 self.apply(run, _row_terminal(f"absent from the list ({resync.reason})", run, row))
 
