@@ -823,8 +823,10 @@ async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_f
         beat.text("All checks passed.").end()
         # The list's answer, not a later gap, ends the run here (the next seq'd frame would show that gap).
         await env.until(
-            lambda: bridge.ledger.is_settled(key, "beat")
-            or ((run := bridge.ledger.get(key, "beat")) is not None and run.life.ended)
+            lambda: (
+                bridge.ledger.is_settled(key, "beat")
+                or ((run := bridge.ledger.get(key, "beat")) is not None and run.life.ended)
+            )
         )
         env.sim.tick_now()
         await env.settled()
