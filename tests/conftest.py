@@ -223,6 +223,14 @@ def real_gateway(real_gateway_install):
         gateway.stop()
 
 
+#: The tiers run by one pytest-xdist worker each (the README's ``-n``, ``--dist loadgroup`` in pyproject): each holds
+#: a session-wide process of its own (the real Gateway, whose cut tests also record what the simulator's must
+#: equal; the Open WebUI server and Chromium), so it is started once, and the tiers run beside each other and
+#: beside the fast tests on the other workers.
+XDIST_GROUPS = {"realgateway": "realgw", "owuiserver": "owuiserver"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "postgres_url" in getattr(item, "fixturenames", ()):
@@ -231,6 +239,15 @@ def pytest_collection_modifyitems(config, items):
             # The per-test limit (pyproject: a hung resync or Stop fails instead of hanging CI) counts fixture
             # set-up, and these tiers install Node, openclaw or Open WebUI on first use.
             item.add_marker(pytest.mark.timeout(1800))
+        for tier, group in XDIST_GROUPS.items():
+            if item.get_closest_marker(tier):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+    # A module holding a ``background`` test (tests/background.py) runs last, so the rest of its tier runs while the
+    # test's child waits out its drain; the module's own order stays (a test after it reads what it recorded).
+    late = {item.module for item in items if item.get_closest_marker("background") is not None}
+    if late:
+        items.sort(key=lambda item: item.module in late)
 
 
 @pytest.fixture

@@ -75,3 +75,45 @@ def test_alone_it_runs_in_process(suite) -> None:
     result = suite("pass").runpytest_subprocess("-p", "no:cacheprovider", "test_mod.py::test_long")
     result.assert_outcomes(failed=1)  # in-process: not the child, so its own check that it is one fails
     result.stdout.fnmatch_lines(["*OWC_BACKGROUND_CHILD*"])
+
+
+GROUPED = """
+import os
+from pathlib import Path
+
+import pytest
+
+SEEN = {}
+pytestmark = pytest.mark.xdist_group("tier")
+
+
+def background_finished(nodeid, out):
+    SEEN["form"] = (Path(out) / "form.txt").read_text()
+
+
+@pytest.mark.background
+def test_long():
+    out = os.environ.get("OWC_BACKGROUND_OUT")
+    assert os.environ.get("OWC_BACKGROUND_CHILD") == "1"
+    (Path(out) / "form.txt").write_text(f"pid {os.getpid()}")
+    marks = Path(os.environ["MARKS"])
+    with open(marks / "children", "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+
+
+def test_after():
+    assert SEEN["form"].startswith("pid ") and SEEN["form"] != f"pid {os.getpid()}"
+"""
+
+
+def test_under_xdist_the_worker_running_the_group_starts_the_child_once(suite, pytester, tmp_path, monkeypatch) -> None:
+    """With ``-n`` every worker collects every test; only the worker that runs the background test's group starts
+    its child (once), and the group's later test reads what the child handed back in that worker."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("MARKS", str(marks))
+    pytester.makepyfile(test_grouped=GROUPED)
+    pytester.makepyfile(test_other="def test_a():\n    pass\n\n\ndef test_b():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup")
+    result.assert_outcomes(passed=4)
+    assert len((marks / "children").read_text().split()) == 1
