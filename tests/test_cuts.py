@@ -595,10 +595,10 @@ def test_a_continuations_finish_drops_the_cut_off_note_an_earlier_finish_left(co
     message and finished it with its own text, and the note stayed under it ("[cutoff] ... although run R continued
     its cut run"). A continuation's finish (a recovery or a resume: ``continues``) drops a cut-off note; any other
     write, and any other error, keeps what is there."""
-    from owc.runs.writer import NOTHING_SAVED
+    from owc.rules.owner import empty_finish_note
     from owc.store import tree
 
-    note = {"content": NOTHING_SAVED.format(reason="the Gateway restarted")}
+    note = {"content": empty_finish_note(None, "the Gateway restarted (a new boot)", False)}
     chat = {"history": {"messages": {"M": {"id": "M", "role": "assistant", "done": True, "error": dict(note)}}}}
     tree.update_message(chat, "M", content="Recovered.", output=[], done=True, continues=continues)
     assert ("error" in chat["history"]["messages"]["M"]) is not continues
@@ -615,12 +615,11 @@ def test_a_correction_that_fills_a_message_finished_empty_drops_the_empty_note_o
     of it was saved"; the correction pass later filled it from the transcript and kept the note under the card
     (``[cutoff]`` on a run that ended on its own). The correction's write (``fills``) drops that note once the message
     has output; a cut-off note of another kind and the run's own error stay; an empty fill keeps it."""
-    from owc.rules.owner import NEWER_RUN_NOTE, NOT_READ_NOTE
-    from owc.runs.writer import NOTHING_SAVED
+    from owc.rules.owner import NEWER_RUN_NOTE, NOT_READ_NOTE, empty_finish_note
     from owc.store import tree
 
     content = {
-        "nothing saved": NOTHING_SAVED.format(reason="chat final"),
+        "nothing saved": empty_finish_note("final", "chat final", False),
         "not read": NOT_READ_NOTE,
         "newer run": NEWER_RUN_NOTE,
         "its own": "boom",

@@ -171,9 +171,40 @@ def test_the_note_of_an_empty_finish_says_cut_off_only_for_a_cut() -> None:
     from owc.rules.owner import CUT_OFF, EMPTY_FINISH_NOTES, NOT_READ_NOTE
 
     assert empty_finish_note("final", "chat final", True) == NOT_READ_NOTE and CUT_OFF not in NOT_READ_NOTE
-    crashed = empty_finish_note(None, "the Gateway restarted (a new boot)", True)
-    assert crashed.startswith(CUT_OFF) and crashed.endswith("(the Gateway restarted (a new boot)).")
+    crashed = empty_finish_note(None, "the Gateway restarted (a new boot): no run outlives its boot", True)
+    assert crashed.startswith(CUT_OFF) and crashed.endswith("(the Gateway restarted).")
     assert empty_finish_note("final", "chat final", False).startswith(CUT_OFF)  # read, and empty: nothing saved
     assert empty_finish_note("aborted", None, True).endswith("(it was stopped).")
     notes = [empty_finish_note(s, "r", f) for s in ("final", "error", None) for f in (True, False)]
     assert all(note.startswith(EMPTY_FINISH_NOTES) for note in notes)
+
+
+#: Every ``Terminal.reason`` owc makes (owc/runs: table.py, inline.py, reconcile.py), as it makes them.
+TERMINAL_REASONS = [
+    "chat final",
+    "chat error",
+    "chat aborted",
+    "chat.send ok",
+    "sessions.changed end",
+    "sessions.changed error",
+    "it ended before a later run of its session ran",
+    "the Gateway restarted (a new boot): no run outlives its boot",
+    "absent from the list at hello (it ended while the connection was down)",
+    "absent from the list (gap)",
+    "absent from the list (hello)",
+    "ended while owc was away",
+]
+
+
+@pytest.mark.parametrize("reason", TERMINAL_REASONS)
+def test_an_empty_finish_says_why_in_a_readers_words_never_the_protocols(reason: str) -> None:
+    """Issue 24's known gap: the note of an empty finish put owc's log reason in the chat ("... saved (absent from
+    the list (gap)).", "(chat final)", "(sessions.changed end)"). The note names a cause a reader understands, or
+    none; never a protocol term."""
+    from owc.rules.owner import NOTHING_SAVED_PREFIX
+
+    for state in (None, "final", "error"):
+        note = empty_finish_note(state, reason, False)
+        assert note.startswith(NOTHING_SAVED_PREFIX)
+        for term in ("chat ", "chat.send", "sessions.", "list", "hello", "gap", "boot", "final", "(chat"):
+            assert term not in note, (reason, note)

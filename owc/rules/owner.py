@@ -193,14 +193,35 @@ NOT_READ_NOTE = (
 EMPTY_FINISH_NOTES = (NOTHING_SAVED_PREFIX, NOT_READ_NOTE)
 
 
+#: Why a run ended with nothing saved, in a reader's words, by how owc's ``Terminal.reason`` begins (the reasons are
+#: log lines, in protocol terms: "absent from the list (gap)" is no sentence for a chat). First match wins.
+EMPTY_CAUSES: tuple[tuple[str, str], ...] = (
+    ("the Gateway restarted", "the Gateway restarted"),
+    ("absent from the list at hello", "it ended while owc was not connected to the Gateway"),
+    ("ended while owc was away", "it ended while owc was not connected to the Gateway"),
+    ("absent from the list", "its end was lost on the way from the Gateway"),
+    ("it ended before a later run", "a later run of the conversation went on without it"),
+    ("chat.send", "the Gateway had already run it"),
+)
+
+
+def empty_cause(state: str | None, reason: str | None) -> str | None:
+    """The reader's words for why nothing of a run was saved (``None``: no words better than none)."""
+    if reason is None or state == "aborted":
+        return "it was stopped"
+    return next((words for prefix, words in EMPTY_CAUSES if reason.startswith(prefix)), None)
+
+
 def empty_finish_note(state: str | None, reason: str | None, transcript_failed: bool) -> str:
     """The note of a message finished with nothing of its run in it. A run that ended on its own (``final``) whose
     transcript could not be read was not cut: it says so, without cut-off wording (the campaign's oracle keeps that
     for a cut, issue 24 item 3; before, "cut off before any of it was saved (chat final)"). Otherwise nothing of the
-    run was saved anywhere owc could read (a crash cut it, the writer that streamed it died), with why."""
+    run was saved anywhere owc could read (a crash cut it, the writer that streamed it died), with why in a reader's
+    words (``empty_cause``), never the protocol's."""
     if state == "final" and transcript_failed:
         return NOT_READ_NOTE
-    return f"{NOTHING_SAVED_PREFIX} ({reason or 'it was stopped'})."
+    cause = empty_cause(state, reason)
+    return f"{NOTHING_SAVED_PREFIX} ({cause})." if cause else f"{NOTHING_SAVED_PREFIX}."
 
 
 NEWER_RUN_NOTE = f"{CUT_OFF}: the Gateway stopped under it, and a newer run took over the session."

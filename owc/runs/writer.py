@@ -51,7 +51,7 @@ from owc.rules.lifecycle import (
     WriterFailed,
 )
 from owc.rules.link import ended_in, taken_over_first
-from owc.rules.owner import EMPTY_FINISH_NOTES, NOTHING_SAVED_PREFIX, Owner, empty_finish_note
+from owc.rules.owner import EMPTY_FINISH_NOTES, Owner, empty_finish_note
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, WriterHandle
 from owc.store import (
@@ -101,7 +101,6 @@ NOT_SAVED = (
 
 
 #: The error a finished message gets when nothing of its run could be saved.
-NOTHING_SAVED = NOTHING_SAVED_PREFIX + " ({reason})."
 
 
 @attrs.define
