@@ -40,6 +40,16 @@ KNOWN_BUGS: dict[str, str] = {
 }
 #: Bugs the fuzzer found that are fixed: their shrunk reproductions are regression tests (they must pass).
 FIXED_BUGS = {
+    "order-read-before-claim": (
+        "two deploys, chat.history failing on one: a run that ended while no deploy heard it (an announce; in the full"
+        " seed a speaking heartbeat) was read by the other deploy's check (or pass) before a later run of its session"
+        " had stored anything; the first deploy, which could not read the transcript (a failing read holds no later"
+        " run up), gave the later runs their messages first. The early run's claim put its message under them, and its"
+        " finalize ordered the line by the read from before the claim, which did not name the latest run: the line"
+        " stops at a run the order does not name, and [later, earlier] stayed ([order], fuzz seed 305323, 5 plays in"
+        " 20; shrunk, 27 in 100). A finalize whose transcript was read before its claim reads it again"
+        " (Run.history_before_claim); if that read fails, a correction puts the line in order"
+    ),
     "recovery-of-unstored-heartbeat": (
         "a heartbeat began after a run that ended on its own right after a tool call (no ending message stored) and a"
         " Gateway crash cut it before it stored anything but its hidden prompt; the boot recovered the heartbeat, but"

@@ -621,6 +621,67 @@ async def test_a_run_claimed_below_a_later_one_while_chat_history_failed_is_put_
         assert told[-1]["messages"][second]["parentId"] == first and told[-1]["currentId"] == second
 
 
+@pytest.mark.parametrize("read_again", ["answered", "failed"])
+async def test_a_run_whose_transcript_was_read_before_its_claim_is_put_in_order_with_a_read_after_it(
+    tmp_path, mock_clock, db_url, read_again
+) -> None:
+    """Fuzz seed 305323: A and B both hear a heartbeat E begin and end, showing nothing live, so its transcript
+    decides. A reads it (E spoke) and claims, slowly (held here); B's read fails, which holds no later run up, so B
+    gives the next run L its message. A's claim then puts E's message at the tail, under L's, and its finalize
+    reused the transcript read before the claim: that read does not name L (L began after it), and the line stops
+    at a run the order does not name, so [L, E] stayed for good ([order]). The finalize reads the transcript again
+    when the one it holds was read before the claim; if that read fails, the earlier one gives E's content and a
+    correction puts the line in order once the transcript answers."""
+    from fuzzing import PLAY_BOUND_S, virtual_time
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        first, second = ids.message_id(key, "E"), ids.message_id(key, "L")
+        slow_a = _HeldBack(env.store, first)
+        slow_a.facts.set()
+        a = await env.connect("A", store=slow_a)
+        b = await env.connect("B", registry=WriterRegistry())
+        await env.until(lambda: all(p.table is not None and p.table.reconciled for p in (a, b)))
+        env.sim.fail_requests("chat.history", conn="B")  # B's transcript reads fail; A's are answered
+        env.sim.start_run(key, "E", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.until(
+                lambda: (
+                    (e := a.ledger.get(key, "E")) is not None
+                    and e.life.state is State.CLAIMING
+                    and (f := b.ledger.get(key, "E")) is not None
+                    and f.check_waits
+                )
+            )
+        assert a.ledger.get(key, "E").history is not None  # A read E's transcript before its claim
+        env.sim.start_run(key, "L", origin="cron").text("Later.").end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.until(lambda: b.ledger.is_settled(key, "L"))
+        assert (await env.messages(chat_id))[second]["parentId"] == "u1"
+        if read_again == "failed":
+            env.sim.fail_requests("chat.history", conn="A")
+        slow_a.claims.set()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.until(lambda: a.ledger.is_settled(key, "E"))
+        messages = await env.messages(chat_id)
+        assert messages[first]["content"] == "The build is red." and messages[first]["done"] is True
+        if read_again == "answered":
+            # Put in start order by A's finalize itself (before: E under L, for good).
+            assert messages["u1"]["childrenIds"] == [first] and messages[first]["parentId"] == "u1"
+            assert messages[first]["childrenIds"] == [second] and messages[second]["parentId"] == first
+        else:
+            assert messages[first]["parentId"] == second  # the content from the earlier read; the order waits
+            env.sim.fail_requests(conn="A")
+        env.sim.fail_requests(conn="B")  # healed: B's check reads E's transcript, and finds E's message finished
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        messages = await env.messages(chat_id)
+        assert messages["u1"]["childrenIds"] == [first] and messages[first]["parentId"] == "u1"
+        assert messages[first]["childrenIds"] == [second] and messages[second]["parentId"] == first
+        assert messages[first]["content"] == "The build is red." and messages[second]["content"] == "Later."
+        assert env.illegal() == []
+
+
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
 async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
     """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A

@@ -49,6 +49,11 @@ class Run:
     life: Lifecycle = attrs.field(factory=Lifecycle)
     #: The transcript once read after the run's end (a check, a reconcile): the finalize reuses it.
     history: ChatHistory | None = None
+    #: ``history`` was read before this process's claim put the run's message at the chat's tail: it holds the run
+    #: whole (read after its end), but not the runs of the session that began after it was read, whose messages the
+    #: claim may have landed under; the finalize reads it again for the order it puts that line in (fuzz seed
+    #: 305323).
+    history_before_claim: bool = False
     writer: WriterHandle | None = None
     #: A writer is being started for it (``nursery.start`` has not returned yet).
     starting: bool = False

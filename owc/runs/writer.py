@@ -242,6 +242,9 @@ class _Writer:
         self.aborted = False
         #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
         self.history_failed = False
+        #: The finalize's transcript was read before the claim, and reading it again failed: the line's order is
+        #: still the transcript's to put right (``_maybe_out_of_order``).
+        self.order_unread = False
         #: The task id this writer's claim wrote into M's ``meta.task_id`` (None: no claim wrote one yet).
         self.claimed_task_id: str | None = None
         #: The newest id the writer's Open WebUI task is registered under (``_task_moved``).
@@ -387,6 +390,9 @@ class _Writer:
                     {"id": result.parent_id, "childrenIds": list(result.parent_children)} if result.parent_id else None
                 )
                 self.inserted = True
+                # M is at the chat's tail now, under whatever claimed before it: a transcript read before (a check's,
+                # a reconcile pass's) does not name the runs that began since, so it cannot order that line.
+                r.history_before_claim = r.history is not None
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
@@ -603,13 +609,27 @@ class _Writer:
 
     async def _history(self) -> ChatHistory | None:
         """The run's transcript, read once after its end (kept on the run for the finalize). None when the
-        Gateway did not answer; ``_Gone`` when the connection closed (the next one reads it)."""
+        Gateway did not answer; ``_Gone`` when the connection closed (the next one reads it).
+
+        One read before the claim that put M at the chat's tail (``Run.history_before_claim``) is read again: it
+        holds the run whole, but the finalize also puts the line of the session's messages around M in the
+        transcript's order, and that read does not name the runs that began after it, whose messages M may have
+        landed under (``tree.reorder_run_line`` stops at a run the order does not name). Fuzz seed 305323: a pass
+        found a heartbeat that had ended while this process was away and read its window; its claim waited for an
+        earlier run's, and meanwhile another process, whose own read of the heartbeat had failed (a failing read
+        holds no later run up), gave a later run its message; the heartbeat's message landed under it and stayed
+        there. If that read fails, the earlier one still gives the content, and the order is left to a correction."""
         r = self.run_
-        if r.history is not None and reaches_run_start(r.history, r.run_id):
+        usable = r.history is not None and reaches_run_start(r.history, r.run_id)
+        if usable and not r.history_before_claim:
             return r.history
         while True:
             try:
-                r.history = await self._read_history()
+                history = await self._read_history()
+                if history is None and usable:
+                    self.order_unread = True  # it outgrew the page bound since: the earlier read holds the run whole
+                    return r.history
+                r.history, r.history_before_claim, self.order_unread = history, False, False
                 break
             except (SessionClosed, NotConnected):
                 raise _Gone from None
@@ -621,6 +641,9 @@ class _Writer:
                 await self.ctx.next_tick()
             except (GatewayError, ProtocolError) as exc:
                 log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
+                if usable:
+                    self.order_unread = True  # the run's content is in hand; only the order waits (a correction)
+                    return r.history
                 self.history_failed = True
                 return None
         self.history_failed = False
@@ -817,7 +840,8 @@ class _Writer:
             finished.cards,
         )
         if short or (
-            finished.source == "stream" and self.history_failed and self._maybe_out_of_order(result.parent_run)
+            ((finished.source == "stream" and self.history_failed) or self.order_unread)
+            and self._maybe_out_of_order(result.parent_run)
         ):
             # The transcript could not be read: what the stream missed comes later (the error note stays).
             # The note of an empty finish is no error of the run's: the correction, which reads the transcript, fills
