@@ -306,6 +306,16 @@ FIXED_BUGS = {
         " the Gateway heals: runs that ended while owc was down get no message (and a dead process's open"
         " messages stay done:false) until some later reconnect (issue 11, found by the fuzzer: seed 5353)"
     ),
+    "gap-pass-cut": (
+        "a slow connection lost every event of a speaking heartbeat; the connection closed while the gap's pass was"
+        " under way, and the close moved the next pass's watermark to its last event, past the heartbeat's end: the"
+        " next hello's pass never looked at it (fuzz seed 320774)"
+    ),
+    "gap-pass-failed": (
+        "a slow connection lost every event of a speaking heartbeat; the gap's pass met a failing chat.history and"
+        " fell short, and nothing ran it again (the hello's pass goes again at each tick, a gap's did not): no"
+        " message, and the runtime called itself settled (fuzz seed 320809)"
+    ),
     "heartbeat-end-in-gap": (
         "a gap showed, a speaking heartbeat's start reached owc before the gap's list answered, and every later event"
         " of the heartbeat was dropped: the list ended it (absent), and nothing had marked its stream as incomplete"

@@ -44,6 +44,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 150240: a heartbeat a crash cut before it stored anything but its hidden prompt, its recovery linked into the
 #: earlier run's message owc held as the cut (``recovery-of-unstored-heartbeat``, ``link.heartbeat_recovered``).
 #: 302660: a heartbeat that started after a gap showed and ended in its list's answer (``heartbeat-end-in-gap``).
+#: 320774, 320809: a gap's pass cut short by a close (``gap-pass-cut``) or by a failing read (``gap-pass-failed``).
 #: 305323: a heartbeat a pass found, claimed under a later run, ordered by a read from before its claim
 #: (``order-read-before-claim``, ``Run.history_before_claim``).
 CI_SEEDS = [
@@ -80,6 +81,8 @@ CI_SEEDS = [
     212956,
     150240,
     302660,
+    320774,
+    320809,
     305323,
 ]
 

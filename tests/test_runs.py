@@ -837,6 +837,71 @@ async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_f
         assert bridge.ledger.is_settled(key, "beat")
 
 
+@pytest.mark.virtual_seconds(2)  # a second between the heartbeat's end and the tick, and the reconnect's backoff
+async def test_a_gap_whose_pass_a_close_cut_short_is_looked_at_again_by_the_next_hellos_pass(tmp_path, clock) -> None:
+    """Fuzz seed 320774: a slow connection lost every event of a speaking heartbeat (a gap), the gap's pass began,
+    and the connection closed before the pass was done. The close moved the next pass's watermark to the closed
+    connection's last event, past the heartbeat's end, so the next hello's pass never looked at it: no message.
+    A gap whose pass is not done keeps the watermark at the last event before the gap."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "first", origin="cron").text("First.").end()
+        await env.settled()
+        env.sim.drop(100)  # every droppable event of the heartbeat
+        env.sim.start_run(key, "beat", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+        for conn in env.sim.conns.values():
+            conn.drop_next = 0
+        env.sim.stall_requests("chat.history")  # the gap's pass reads the transcript: held
+        clock.jump(1)
+        env.sim.tick_now()  # the gap shows; this tick's time is past the heartbeat's end (the connection's last)
+        await env.until(lambda: bool(bridge.table is not None and bridge.table.gaps_owed))
+        env.sim.disconnect()  # the pass is cut short
+        env.sim.fail_requests()  # heals, and lets what the stall holds go
+        await env.settled()
+        messages = await env.messages(chat_id)
+        beat = ids.message_id(key, "beat")
+        assert set(messages) == {"u1", ids.message_id(key, "first"), beat}
+        assert messages[beat]["done"] is True and messages[beat]["content"] == "The build is red."
+
+
+async def test_a_gap_whose_pass_could_not_read_the_transcript_is_looked_at_again_at_the_next_tick(
+    tmp_path, clock
+) -> None:
+    """Fuzz seed 320809: the gap's pass met a failing ``chat.history`` and fell short, and nothing ran it again (the
+    hello's pass goes again at each tick until it is done; a gap's did not): the heartbeat the gap swallowed never
+    got its message, and the runtime called itself settled. A gap's pass that falls short goes again at the next
+    tick, and the runtime is not settled until it is done."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        bridge = await env.connect()
+        env.sim.start_run(key, "first", origin="cron").text("First.").end()
+        await env.settled()
+        env.sim.drop(100)
+        env.sim.start_run(key, "beat", heartbeat=True, origin="heartbeat").tool("exec", {"i": 1}, "ok").text(
+            "Two checks failed."
+        ).end()
+        for conn in env.sim.conns.values():
+            conn.drop_next = 0
+        env.sim.fail_requests("chat.history")
+        env.sim.tick_now()  # the gap shows; its pass fails to read
+        await env.until(
+            lambda: (
+                bool(bridge.table is not None and bridge.table.gaps_owed)
+                and not any(owed.running for owed in bridge.table.gaps_owed)
+            )
+        )
+        assert not bridge.quiet()
+        env.sim.fail_requests()  # the transcript answers again
+        env.sim.tick_now()
+        await env.settled()
+        messages = await env.messages(chat_id)
+        beat = ids.message_id(key, "beat")
+        assert set(messages) == {"u1", ids.message_id(key, "first"), beat}
+        assert messages[beat]["done"] is True and messages[beat]["content"] == "Two checks failed."
+        assert count_cards(messages[beat]["output"]) == 1
+
+
 async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) -> None:
     """Issue 24, item 11 (seed 003, ELI-230): the final ``chat:messages`` of a message the writer made carries its
     parent's link and the chat's ``currentId``, so a tab whose load began before the claim shows it in its place;

@@ -23,6 +23,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from owc import ids
@@ -140,6 +141,10 @@ class RunTable:
         #: hello's pass (they share its chat holds, ``reconcile_pending``); how many are scheduled.
         self._gap_lock = trio.Lock()
         self._gap_passes = 0
+        #: Gap passes owed and not yet done whole (scheduled, cut short by a ``chat.history`` that failed: again at
+        #: the next tick): until each is done, this connection's last event is no watermark for the next one's pass
+        #: (``closed``), and the runtime is not quiet.
+        self.gaps_owed: list[_GapPass] = []
 
     # ------------------------------------------------------------------ the lifecycle's actions
 
@@ -317,6 +322,7 @@ class RunTable:
             self.bridge.cuts.tick(self)
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
+            self._retry_gap_passes()
             self._correct()
             return
         if isinstance(event, SessionsChanged):
@@ -550,13 +556,27 @@ class RunTable:
         )
         if not rows:
             return
+        owed = _GapPass(Resync(resync.reason, (), (), (), rows), mark)
+        self.gaps_owed.append(owed)
+        self._start_gap_pass(owed)
+        self.bridge.wake()  # ``quiet`` reads what is owed
+
+    def _start_gap_pass(self, owed: _GapPass) -> None:
+        owed.running = True
         self.reconciling += 1
         self._gap_passes += 1
-        self._start_soon(
-            partial(self._gap_pass, Resync(resync.reason, (), (), (), rows), mark), name="owc.gap_reconcile"
-        )
+        self._start_soon(partial(self._gap_pass, owed), name="owc.gap_reconcile")
 
-    async def _gap_pass(self, resync: Resync, watermark: int | None) -> None:
+    def _retry_gap_passes(self) -> None:
+        """A gap pass that fell short (a ``chat.history`` failed) goes again at the Gateway's tick, as the hello's
+        pass does (fuzz seed 320809: the gap's heartbeat was never given its message)."""
+        for owed in self.gaps_owed:
+            if not owed.running:
+                log.info("runs.gap_reconcile_again (a gap's pass did not cover everything)")
+                self._start_gap_pass(owed)
+
+    async def _gap_pass(self, owed: _GapPass) -> None:
+        resync, watermark = owed.resync, owed.mark
         try:
             async with self._gap_lock:
                 # The hello's pass first (or its pass again): it holds its own chats and lets each go when done
@@ -567,7 +587,10 @@ class RunTable:
                 added -= self.reconcile_pending
                 self.reconcile_pending |= added
                 try:
-                    await reconcile(self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=True)
+                    if await reconcile(
+                        self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=True
+                    ):
+                        self.gaps_owed.remove(owed)
                 except (SessionClosed, NotConnected):
                     log.info("runs.gap_reconcile_cut (the connection closed; the next hello's pass looks)")
                 finally:
@@ -575,6 +598,7 @@ class RunTable:
                         self.next_owed.pop(chat, None)
                     self.reconcile_pending -= added
         finally:
+            owed.running = False
             self._gap_passes -= 1
             self.reconciling -= 1
             self.bridge.wake()
@@ -680,8 +704,13 @@ class RunTable:
             self.apply(run, ConnectionClosed())
         if self.reconciled and self.conn.last_ts:
             # Everything up to this connection's last event was seen live or reconciled: the next connection's
-            # pass looks past it. A pass that did not finish leaves the watermark where it was.
-            self.bridge.watermark_ms = self.conn.last_ts
+            # pass looks past it. A pass that did not finish leaves the watermark where it was; so does a gap whose
+            # pass did not (or whose list never came): the next pass looks from the last event before it (fuzz seed
+            # 320774: a slow consumer's close cut a gap's pass short, and the next hello's pass, looking only past
+            # the closed connection's last event, never found the heartbeat the gap had swallowed).
+            marks = [owed.mark for owed in self.gaps_owed] + ([self._gap_next] if self._gap_open else [])
+            if None not in marks:  # None: a gap before this connection's first event, so its own watermark stands
+                self.bridge.watermark_ms = min([self.conn.last_ts, *(m for m in marks if m is not None)])
 
 
 class Bridge:
@@ -804,7 +833,13 @@ class Bridge:
     def quiet(self) -> bool:
         """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no
         run that has ended without being settled (such a run waits for a connection to finish it)."""
-        if self.table is None or self.table.hello is None or self.table.reconciling or not self.table.reconciled:
+        if (
+            self.table is None
+            or self.table.hello is None
+            or self.table.reconciling
+            or not self.table.reconciled
+            or self.table.gaps_owed
+        ):
             # No connection (or its hello not handled yet): what it will say is still to come. A reconcile pass
             # that fell short runs again at the Gateway's next tick.
             return False
@@ -817,6 +852,15 @@ class Bridge:
     def totals(self) -> tuple[int, int]:
         """(messages claimed or taken over, messages finalized) over every connection so far."""
         return self.stats.claims, self.stats.finalized
+
+
+@attrs.define(eq=False)
+class _GapPass:
+    """A gap's pass over the sessions whose rows moved since ``mark`` (the last event before the gap)."""
+
+    resync: Resync
+    mark: int | None
+    running: bool = False
 
 
 def _row_terminal(reason: str, run: Run, row: SessionRow | None) -> Terminal:
