@@ -306,6 +306,11 @@ FIXED_BUGS = {
         " the Gateway heals: runs that ended while owc was down get no message (and a dead process's open"
         " messages stay done:false) until some later reconnect (issue 11, found by the fuzzer: seed 5353)"
     ),
+    "sentinel-in-joined-text": (
+        "owc joined an announce at its end (NO_REPLY, a tool call, NO); its run-wide text 'NO_REPLY\\n\\nNO' read"
+        " against the transcript's 'NO' took the sentinel for that text gone on, and the message showed"
+        " ['NO', '_REPLY', 'NO'] (fuzz seed 322656)"
+    ),
     "gap-pass-cut": (
         "a slow connection lost every event of a speaking heartbeat; the connection closed while the gap's pass was"
         " under way, and the close moved the next pass's watermark to its last event, past the heartbeat's end: the"

@@ -45,6 +45,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: earlier run's message owc held as the cut (``recovery-of-unstored-heartbeat``, ``link.heartbeat_recovered``).
 #: 302660: a heartbeat that started after a gap showed and ended in its list's answer (``heartbeat-end-in-gap``).
 #: 320774, 320809: a gap's pass cut short by a close (``gap-pass-cut``) or by a failing read (``gap-pass-failed``).
+#: 322656: a silent sentinel in a joiner's run-wide text taken for the transcript's text gone on.
 #: 305323: a heartbeat a pass found, claimed under a later run, ordered by a read from before its claim
 #: (``order-read-before-claim``, ``Run.history_before_claim``).
 CI_SEEDS = [
@@ -83,6 +84,7 @@ CI_SEEDS = [
     302660,
     320774,
     320809,
+    322656,
     305323,
 ]
 

@@ -117,6 +117,19 @@ def test_a_missed_stream_that_shows_nothing_new_is_the_transcript() -> None:
     assert never_less(shown, transcript, missed=True) == transcript
 
 
+def test_a_silent_sentinel_in_a_joiners_run_wide_text_is_no_item() -> None:
+    """Fuzz seed 322656: a run said NO_REPLY, called a tool and said "NO"; owc joined at its end, and the run-wide
+    text it got was "NO_REPLY\n\nNO". Read against the transcript's "NO" (the transcript hides the sentinel), the
+    sentinel was taken for that text gone on, and "_REPLY" and a second "NO" were added after it. A sentinel is no
+    item of either side."""
+    transcript = [call("c1"), result("c1"), msg("NO")]
+    shown = [msg("NO_REPLY\n\nNO", "b")]
+    assert never_less(shown, transcript, missed=True, run_text="NO_REPLY\n\nNO") == transcript
+    # What a joiner got past the transcript's text is still added, the sentinel left out.
+    out = never_less([msg("NO_REPLY\n\nNO\n\nMore.", "b")], transcript, missed=True, run_text="NO_REPLY\n\nNO\n\nMore.")
+    assert out[:3] == transcript and output_text(out) == "NO\nMore."
+
+
 def test_a_joiners_run_wide_text_past_the_transcripts_texts_is_added_at_the_end() -> None:
     """Fuzz seed 107665: the joiner saw only text, one item holding the transcript's text and the lost one."""
     shown = [msg("A.\n\nWorking on it.")]

@@ -136,7 +136,10 @@ def _past_the_end(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mappi
         if text is None:
             return None
         new: list[str] = []
-        for piece in _pieces(text):
+        # A silent sentinel (NO_REPLY) in the run-wide text is no item: the transcript hides it, and taken for the
+        # start of the transcript's text it read as that text gone on (fuzz seed 322656: "NO_REPLY" against "NO"
+        # kept "_REPLY").
+        for piece in (piece for piece in _pieces(text) if not is_silent(piece)):
             if at < len(kept_texts):
                 kept = kept_texts[at]
                 if piece != kept and not (at == len(kept_texts) - 1 and piece.startswith(kept)):
@@ -147,7 +150,7 @@ def _past_the_end(shown: Sequence[Mapping[str, Any]], transcript: Sequence[Mappi
             else:
                 new.append(piece)
         new = [piece for piece in new if piece]
-        if new == _pieces(text):
+        if new and new == [piece for piece in _pieces(text) if not is_silent(piece)]:
             tail.append(item)  # all of it past the transcript's text
         elif new:
             # Its start is the transcript's (a stream that joined mid-run got the run-wide text whole): the rest.
