@@ -317,6 +317,27 @@ async def probe(url: str, token: str, out: dict[str, Any], only: list[str]) -> N
             await history("expiry", key)
             res["expiry_events_A"] = [{"event": f.event, "payload": f.payload} for f in a.since(mark)]
 
+        # -- request: an operator's own question.request (no run), 2 s expiry ---------------------------------------
+        async def case_request() -> None:
+            key = f"agent:main:openwebui-ask-request-{uuid.uuid4()}"
+            mark = len(a.events)
+            question = {"questionId": "pick", "header": "Pick", "question": "Which one?", "isOther": True,
+                        "options": [{"label": "One"}, {"label": "Two"}]}  # fmt: skip
+            made = await a.request("question.request", {"questions": [question], "sessionKey": key, "timeoutMs": 2000})
+            res["request_request"] = _res(made)
+            if not made.ok:  # the session key names no session yet: try again without one
+                made = await a.request("question.request", {"questions": [question], "timeoutMs": 2000})
+                res["request_request_no_key"] = _res(made)
+            qid = made.payload["id"]
+            _, asked = await a.wait_event(lambda f: f.event == "question.requested" and f.payload["id"] == qid, mark)
+            res["request_requested"] = asked.payload
+            t = time.monotonic()
+            res["request_wait"] = _res(await a.request("question.waitAnswer", {"id": qid, "timeoutMs": 10000}))
+            _, resolved = await a.wait_event(_resolved(qid), mark)
+            res["request_resolved_event"] = resolved.payload
+            res["request_expired_after_s"] = round(time.monotonic() - t, 2)
+            res["request_get_after"] = _res(await a.request("question.get", {"id": qid}))
+
         # -- grace: the first question, long after its answer ---------------------------------------------------------
         async def case_grace() -> None:
             res["grace_get"] = _res(await a.request("question.get", {"id": state["grace_qid"]}))
@@ -324,7 +345,8 @@ async def probe(url: str, token: str, out: dict[str, Any], only: list[str]) -> N
 
         cases = {
             "answer": case_answer, "cancel": case_cancel, "resolvedby": case_resolvedby, "abort": case_abort,
-            "plain": case_plain, "three": case_three, "bad": case_bad, "expiry": case_expiry, "grace": case_grace,
+            "plain": case_plain, "three": case_three, "bad": case_bad, "expiry": case_expiry, "request": case_request,
+            "grace": case_grace,
         }  # fmt: skip
         for name in only or list(cases):
             try:
@@ -341,12 +363,70 @@ async def probe(url: str, token: str, out: dict[str, Any], only: list[str]) -> N
         nursery.cancel_scope.cancel()
 
 
+#: Events left out of the frames appendix: not about the run or the question.
+NOISE = {"health", "tick", "cron", "sessions.changed", "chat.metadata.changed", "update.available", "skills.changed"}
+
+
+#: Keys whose values the frames appendix leaves out: bookkeeping of no use to a reader here.
+#: A frame's line in the appendix is cut here (``chat.history`` answers: the main document shows them whole).
+LINE_LIMIT = 1000
+DROP = {"session", "__openclaw", "sessionInfo", "defaults", "usage", "cost", "transcriptPosition"}
+
+
+def _trim(value: Any, limit: int = 200) -> Any:
+    """A frame for reading: long strings cut (their length said), bookkeeping blobs (``DROP``) left out."""
+    if isinstance(value, str):
+        return value if len(value) <= limit else f"{value[:limit]}…<{len(value)} chars>"
+    if isinstance(value, list):
+        return [_trim(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: ("<trimmed>" if k in DROP else _trim(v, limit)) for k, v in value.items()}
+    return value
+
+
+def frames_md(out: dict[str, Any], conn: str = "A") -> str:
+    """Connection ``conn``'s frames, case by case (a case runs from its ``chat.send`` to the next case's), trimmed."""
+    blocks: list[tuple[str, list[str]]] = [("before the first case", [])]
+    for entry in out["log"]:
+        if entry["conn"] != conn:
+            continue
+        sent = entry.get("sent")
+        if sent and sent["method"] == "chat.send" and "ASK_USER" in sent["params"]["message"]:
+            blocks.append((sent["params"]["sessionKey"].split(":")[-1], []))
+        if sent:
+            blocks[-1][1].append(f"{entry['t']:8.3f} -> {json.dumps(_trim(sent), ensure_ascii=False)}")
+            continue
+        frame = entry["frame"]
+        if frame.get("type") == "event" and frame.get("event") in NOISE:
+            continue
+        if frame.get("type") == "res" and (frame.get("payload") or {}).get("type") == "hello-ok":
+            continue
+        line = json.dumps(_trim(frame), ensure_ascii=False)
+        line = line if len(line) <= LINE_LIMIT else f"{line[:LINE_LIMIT]}…<{len(line)} chars>"
+        blocks[-1][1].append(f"{entry['t']:8.3f} <- {line}")
+    lines = [
+        f"# Appendix: ask_user frames on connection {conn}, case by case",
+        "",
+        "Made by `tests/realgw/probe_ask_user.py OUT.json --frames MD`. Times in seconds since the probe started;",
+        f"strings cut at 200 characters, lines at {LINE_LIMIT}; keys {sorted(DROP)} and events {sorted(NOISE)}",
+        "left out.",
+        "",
+    ]
+    for title, body in blocks:
+        lines += [f"## {title}", "```", *body, "```", ""]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("out", nargs="?", default="/tmp/ask_user_probe.json")
     parser.add_argument("--direct", action="store_true", help="tools.toolSearch: false (ask_user offered directly)")
     parser.add_argument("--cases", default="", help="comma-separated cases (default: all)")
+    parser.add_argument("--frames", metavar="MD", help="only write connection A's frames of an earlier OUT as MD")
     opts = parser.parse_args()
+    if opts.frames:
+        Path(opts.frames).write_text(frames_md(json.loads(Path(opts.out).read_text())) + "\n")
+        return
     only = [c for c in opts.cases.split(",") if c]
     # A SIGTERM (a ``timeout`` around the probe) must still reach the ``finally`` that stops the Gateway by pid.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
