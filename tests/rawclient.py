@@ -103,6 +103,7 @@ async def raw_client(
     protocol: int = 4,
     instance_id: str | None = None,
     first: dict[str, Any] | None = None,
+    scopes: tuple[str, ...] = ("operator.read", "operator.write", "operator.admin"),
 ) -> AsyncIterator[RawClient]:
     async with open_websocket_url(url, max_message_size=32 * 1024 * 1024) as ws:
         client = RawClient(ws)
@@ -121,7 +122,7 @@ async def raw_client(
             max_protocol=protocol,
             instance_id=instance_id,
             # The clients this plays (cron, another UI, a system sender with provenance) may need admin, unlike owc.
-            scopes=("operator.read", "operator.write", "operator.admin"),
+            scopes=scopes,
         ).to_json()
         params["client"]["id"], params["client"]["mode"] = client_id, mode
         if token is None:

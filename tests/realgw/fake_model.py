@@ -12,6 +12,14 @@ same interaction can be driven against both and compared:
 * it contains ``FAIL_MID``: the first words of the canned answer (``FAIL_MID_TEXT``), then an in-stream error
   chunk (``{"error": {...}}``): an error after streamed text;
 * it contains ``SAY_NO``: ``NO`` alone (a short answer that is only a prefix of ``NO_REPLY``);
+* it contains ``ASK_USER`` and no tool result followed it: one call to the Gateway's ``ask_user`` tool (issue 27):
+  directly when the Gateway offers it (``tools.toolSearch: false``), else through Tool Search's ``tool_call`` (the
+  Gateway's default, which defers ``ask_user`` behind it). ``ASK_USER`` alone asks two questions (``QUESTIONS``: a
+  single select, then a multi select); ``ASK_USER_1`` / ``ASK_USER_2`` / ``ASK_USER_3`` ask the first one, two or
+  three; a ``_T<seconds>`` suffix adds ``timeoutSeconds`` (``ASK_USER_1_T30``: one question, 30 s, the shortest the
+  tool allows);
+  ``ASK_USER_BAD`` sends arguments the tool rejects (a question with one option). After the tool result the answer
+  is ``ASK_REPLY_PREFIX`` followed by the tool result's text, verbatim, so a test reads what the run was told;
 * this turn's internal context holds ``SAY_HEARTBEAT_OK``: ``HEARTBEAT_OK`` alone. A heartbeat's turn has no
   user words of its own (the runner's prompt is fixed); the ``text`` of the ``wake`` that started it reaches
   the model only as a system event line in that context block, so that is where a test steers one heartbeat;
@@ -30,6 +38,7 @@ user message (``<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>``); those are skipped when
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,6 +56,39 @@ LONG_ANSWER = " ".join([ANSWER] * 20)  # what LONG answers: 200 words
 LONG_DELAY = 2.0  # LONG: seconds between words (~400 s in all)
 FAIL_TEXT = "fake model failure: the request was refused"  # what FAIL_RUN / FAIL_MID answer as the error
 FAIL_MID_TEXT = "Hello from the"  # what FAIL_MID streams before its error
+#: ``ask_user``'s questions, in the tool's model-facing shape (docs/tools/ask-user.md): a single select, a multi select
+#: and another single select. The Gateway always adds a free-text "Other" itself (``isOther: true``).
+ASK_TOOL = "ask_user"
+#: With Tool Search on (the Gateway's default: ``tools.toolSearch`` unset), ``ask_user`` is not offered directly; the
+#: model calls it through this control tool as ``{"id": "ask_user", "args": {...}}`` (docs/tools/tool-search.md).
+TOOL_CALL = "tool_call"
+QUESTIONS: tuple[dict[str, Any], ...] = (
+    {
+        "id": "deploy_target",
+        "header": "Target",
+        "question": "Where should this deploy?",
+        "options": [
+            {"label": "Staging (Recommended)", "description": "The safe default."},
+            {"label": "Production"},
+        ],
+    },
+    {
+        "id": "features",
+        "header": "Features",
+        "question": "Which features should be enabled?",
+        "options": [{"label": "Logging"}, {"label": "Metrics"}, {"label": "Tracing"}],
+        "multiSelect": True,
+    },
+    {
+        "id": "region",
+        "header": "Region",
+        "question": "Which region should host it?",
+        "options": [{"label": "eu-west"}, {"label": "us-east"}, {"label": "ap-south"}, {"label": "sa-east"}],
+    },
+)
+#: What the model says after ``ask_user``'s result: this, then the result's text verbatim.
+ASK_REPLY_PREFIX = "The ask_user tool said: "
+_ASK = re.compile(r"ASK_USER(?:_(BAD)|_([123]))?(?:_T(\d+))?")
 #: In the Gateway's restart-recovery prompt (``[System] Your previous turn was interrupted by a gateway restart ...``).
 RECOVERY_MARK = "Your previous turn was interrupted by a gateway restart"
 
@@ -60,15 +102,37 @@ def _text(message: dict[str, Any]) -> str:
     return ""
 
 
-def plan(body: dict[str, Any]) -> tuple[str, bool]:
-    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("fail", _)``, ``("fail_mid", _)``, ``("no", _)``,
-    ``("heartbeat_ok", _)``,
-    ``("long", _)`` or ``("text", slow)``."""
-    messages = body.get("messages") or []
+def ask_user_arguments(user_words: str) -> dict[str, Any] | None:
+    """The ``ask_user`` arguments the user's words ask for (``None``: they hold no ``ASK_USER`` trigger)."""
+    match = _ASK.search(user_words)
+    if match is None:
+        return None
+    bad, count, timeout = match.groups()
+    if bad:
+        questions = [{**QUESTIONS[0], "options": QUESTIONS[0]["options"][:1]}]  # one option: the tool wants 2-4
+    else:
+        questions = [dict(q) for q in QUESTIONS[: int(count or 2)]]
+    args: dict[str, Any] = {"questions": questions}
+    if timeout:
+        args["timeoutSeconds"] = int(timeout)
+    return args
+
+
+def last_tool_text(body: dict[str, Any]) -> str:
+    """The text of the last tool result in the request (what the tool told the run)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "tool":
+            return _text(message)
+    return ""
+
+
+def _turn(body: dict[str, Any]) -> tuple[str, str, bool]:
+    """This turn's user words, its internal context (after the last real user message: this turn's, not an older
+    one's) and whether a tool result followed the user's words."""
     user_words = ""
-    context = ""  # the internal context after the last real user message: this turn's, not an older one's
+    context = ""
     tool_after_user = False
-    for message in messages:
+    for message in body.get("messages") or []:
         role = message.get("role")
         if role == "user" and INTERNAL_MARK in _text(message):
             context += _text(message)
@@ -76,6 +140,16 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
             user_words, context, tool_after_user = _text(message), "", False
         elif role == "tool":
             tool_after_user = True
+    return user_words, context, tool_after_user
+
+
+def plan(body: dict[str, Any]) -> tuple[str, bool]:
+    """What to answer: ``("tool", _)``, ``("echo_tool", _)``, ``("ask_user", _)``, ``("ask_user_via_call", _)``,
+    ``("ask_reply", _)``,
+    ``("fail", _)``, ``("fail_mid", _)``, ``("no", _)``, ``("heartbeat_ok", _)``,
+    ``("long", _)`` or ``("text", slow)``."""
+    messages = body.get("messages") or []
+    user_words, context, tool_after_user = _turn(body)
     if "SAY_HEARTBEAT_OK" in context:
         return "heartbeat_ok", False
     offered = {(t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
@@ -83,6 +157,10 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         return "echo_tool", False
     if "USE_TOOL" in user_words and not tool_after_user and TOOL in offered:
         return "tool", False
+    if ask_user_arguments(user_words) is not None and (ASK_TOOL in offered or TOOL_CALL in offered):
+        if tool_after_user:
+            return "ask_reply", False
+        return ("ask_user" if ASK_TOOL in offered else "ask_user_via_call"), False
     if "FAIL_RUN" in user_words:
         return "fail", False
     if "FAIL_MID" in user_words:
@@ -125,6 +203,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": "unsupported"}})
             return
         kind, slow = plan(body)
+        offered = sorted((t.get("function") or t).get("name") for t in body.get("tools") or [] if isinstance(t, dict))
+        # One line a request in the model's log: what was planned and which tools the Gateway offered.
+        print(json.dumps({"plan": kind, "tools": offered}), flush=True)
         if kind == "fail":
             self._json(400, {"error": {"message": FAIL_TEXT, "type": "invalid_request_error", "code": "fake_failure"}})
             return
@@ -166,6 +247,18 @@ class Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [call]})
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]})
                 chunk({}, "tool_calls")
+            elif kind in ("ask_user", "ask_user_via_call"):
+                args = ask_user_arguments(_turn(body)[0]) or {}
+                name = ASK_TOOL
+                if kind == "ask_user_via_call":  # the Gateway's default Tool Search surface: ask_user is deferred
+                    name, args = TOOL_CALL, {"id": ASK_TOOL, "args": args}
+                call = {"index": 0, "id": "call_ask1", "type": "function", "function": {"name": name, "arguments": ""}}
+                chunk({"tool_calls": [call]})
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]})
+                chunk({}, "tool_calls")
+            elif kind == "ask_reply":
+                chunk({"content": ASK_REPLY_PREFIX + last_tool_text(body)})
+                chunk({}, "stop")
             else:
                 words = {"no": [SHORT], "heartbeat_ok": [HEARTBEAT_OK]}.get(kind) or ANSWER.split(" ")
                 if kind == "long":
