@@ -14,7 +14,9 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
   Open WebUI's own (its ``DATABASE_URL``), written through owc's store under the same row lock Open WebUI uses.
   The token is never logged or echoed in an error. owc signs in as a device kept in ``<DATA_DIR>/owc`` (the
   folder that survives a container rebuild; the ``DEVICE_DIR`` valve), which a Gateway on another host pairs;
-  ``wss://`` takes a CA file and a certificate pin (``GATEWAY_CA_FILE``, ``GATEWAY_TLS_PIN``).
+  ``wss://`` takes a CA file and a certificate pin (``GATEWAY_CA_FILE``, ``GATEWAY_TLS_PIN``). A saved valve
+  applies at once (``apply_changes``: the Gateway connection closed and the next opened with it); a refusal
+  retrying cannot fix is held, and said in each reply (issue 25).
 
 Several uvicorn workers are several processes: one runtime each, racing safely through the claim's row lock.
 """
