@@ -532,17 +532,25 @@ def _gateway_url(args: argparse.Namespace) -> tuple[str, str]:
     return _parse_gateway(args.gateway, "--gateway")
 
 
-def _gateway_config(args: argparse.Namespace, *, instance_id: str | None = None) -> GatewayConfig:
+def _gateway_config(
+    args: argparse.Namespace, *, instance_id: str | None = None, token_source: str | None = None
+) -> GatewayConfig:
     """``--device-dir`` / ``--no-device`` / ``--ca-file`` / ``--tls-pin`` as the connection's settings: a device by
-    default (a Gateway on another host pairs it; on the Gateway's loopback it is let in without pairing)."""
+    default (a Gateway on another host pairs it; on the Gateway's loopback it is let in without pairing).
+    ``token_source``: where the token came from, named in a refusal's line (``owc.protocol.refusals``)."""
     from owc import device
     from owc.gateway import GatewayConfig
+    from owc.protocol import refusals
+
+    names = refusals.cli_names(token_source) if token_source is not None else refusals.CLI
 
     folder = None if args.no_device else (args.device_dir or device.default_state_dir(hosted=False, data_dir=None))
     if args.ca_file is not None and not args.ca_file.is_file():
         raise CliError(EXIT_CONFIG, f"--ca-file {args.ca_file}: no such file")
     try:
-        return GatewayConfig(instance_id=instance_id, device_dir=folder, ca_file=args.ca_file, pin_sha256=args.tls_pin)
+        return GatewayConfig(
+            instance_id=instance_id, device_dir=folder, ca_file=args.ca_file, pin_sha256=args.tls_pin, names=names
+        )
     except ValueError as exc:
         raise CliError(EXIT_CONFIG, f"--tls-pin: {exc}") from None
 
@@ -553,11 +561,9 @@ async def _run_doctor(args: argparse.Namespace) -> int:
 
     url, _ = _gateway_url(args)
     token, source = _gateway_token(args)
-    report = await diagnose(url, token, _gateway_config(args, instance_id="owc-doctor"))
+    report = await diagnose(url, token, _gateway_config(args, instance_id="owc-doctor", token_source=source))
     for line in report.lines():
         print(line)
-    if report.problem is not None and "AUTH_TOKEN_MISMATCH" in report.problem:
-        print(f"(the token came from {source})")
     return EXIT_OK if report.ok else EXIT_REFUSED
 
 
@@ -572,9 +578,10 @@ async def _run_bridge(args: argparse.Namespace) -> int:
 
     url, shown = _gateway_url(args)
     token, source = _gateway_token(args)
-    args.token_source = source  # for the refusal's message
     await trio.to_thread.run_sync(_check_database, args.db)
-    config = RuntimeConfig(url=url, token=token, gateway=_gateway_config(args, instance_id=args.instance))
+    config = RuntimeConfig(
+        url=url, token=token, gateway=_gateway_config(args, instance_id=args.instance, token_source=source)
+    )
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, _database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
@@ -639,15 +646,8 @@ def _as_cli_error(exc: BaseException, args: argparse.Namespace) -> CliError | No
         return exc
     if isinstance(exc, InvalidGatewayUrl):
         return CliError(EXIT_CONFIG, str(exc))
-    if isinstance(exc, Refused):
-        if exc.error.detail_code == "AUTH_TOKEN_MISMATCH":
-            source = getattr(args, "token_source", "the token file")
-            return CliError(
-                EXIT_REFUSED, f"the Gateway rejected the token from {source} (AUTH_TOKEN_MISMATCH): {exc.error.message}"
-            )
-        return CliError(EXIT_REFUSED, str(exc))
-    if isinstance(exc, MissingScopes):
-        return CliError(EXIT_REFUSED, str(exc))
+    if isinstance(exc, (Refused, MissingScopes)):
+        return CliError(EXIT_REFUSED, exc.refusal.line)  # the same table as the Pipe's reply (issue 25, item 4)
     if isinstance(exc, ScenarioError):
         return CliError(EXIT_USAGE, str(exc))
     return None

@@ -100,6 +100,7 @@ class Runtime:
         waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
         Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so."""
         await self.bridge.until(lambda: not self.bridge.ledger.running_on(session_key))
+        retried = False
         while True:
             table = self.bridge.table
             if table is not None and table.hello is not None and not table.conn.closed:
@@ -108,8 +109,16 @@ class Runtime:
                 if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
                     await self._pin_model(table, session_key, model)
                 return await start_user_turn(self.bridge, table, session_key, run_id, message, **send)
-            if self.client.backoff_until is not None and self.client.pairing is not None:
-                raise UserTurnError(f"Your message was not sent: {self.client.pairing}")
+            refusal = self.client.refusal
+            if self.client.held:
+                # A refusal retrying cannot fix (a wrong token), held since: this message is a person's new
+                # attempt (the Gateway's side may have been fixed meanwhile); refused again, it gets the line.
+                if not retried:
+                    retried = self.client.retry()
+                    continue
+                raise UserTurnError(refusal.reply if refusal is not None else "Your message was not sent.")
+            if self.client.backoff_until is not None and refusal is not None:
+                raise UserTurnError(refusal.reply)  # pairing, too many sign-ins, a Gateway still starting
             if self.client.backoff_until is not None:
                 raise UserTurnError(
                     f"The OpenClaw Gateway ({self.client.url}) is not reachable right now: your message was not sent."
@@ -122,6 +131,7 @@ class Runtime:
 
                 nursery.start_soon(first, self.bridge.changed)
                 nursery.start_soon(first, self.client.wait_backing_off)
+                nursery.start_soon(first, self.client.wait_held)
 
     async def _pin_model(self, table: Any, session_key: str, model: Any) -> None:
         try:
@@ -129,6 +139,12 @@ class Runtime:
         except GatewayError as exc:
             raise UserTurnError(f"The agent could not switch to the model {model or 'default'}: {exc}") from exc
         self._models[session_key] = model
+
+    def reconfigure(self, url: str, token: str, gateway: GatewayConfig | None = None) -> None:
+        """New connection settings (a valve saved in Open WebUI): the connection closes and the next opens with
+        them at once (``GatewayClient.reconfigure``). Runs in flight are carried by the ledger, as across any
+        reconnect; the store and the emitter stay."""
+        self.client.reconfigure(url, token, gateway)
 
     def stop_chat(self, chat_id: str) -> int:
         """The user's Stop for ``chat_id``: the runs this process streams there are aborted and finalized."""

@@ -148,11 +148,15 @@ async def test_owc_run_with_a_wrong_token_exits_4_and_warns_about_a_readable_tok
     code, _, err = from_file["r"]
     assert code == EXIT_REFUSED, err
     line = _one_clear_line(err)
-    assert f"rejected the token from {token} (AUTH_TOKEN_MISMATCH)" in line
+    # The line of the one table the Pipe's reply uses too (``owc.protocol.refusals``), naming where the token came from.
+    assert "refused owc's token (AUTH_TOKEN_MISMATCH)" in line and f"in the token file {token} (--token-file)" in line
     assert f"owc: warning: token file {token} is accessible by group or others (mode 0644)" in err
     code, _, err = from_env["r"]
     assert code == EXIT_REFUSED, err
-    assert f"rejected the token from ${TOKEN_ENV}" in _one_clear_line(err)
+    assert (
+        f"refused owc's token (AUTH_TOKEN_MISMATCH): put the Gateway's token (gateway.auth.token on the Gateway host)"
+        f" in ${TOKEN_ENV}" in _one_clear_line(err)
+    )
 
 
 async def test_owc_scenario_errors_exit_2(tmp_path: Path) -> None:
@@ -240,7 +244,7 @@ async def test_owc_doctor_names_what_fails(tmp_path: Path) -> None:
         code, out, err = await _owc("doctor", "--gateway", sim.url, *args, cwd=tmp_path)
     assert code == EXIT_REFUSED, out
     assert "reachable:     yes" in out and "authenticated: no" in out and "AUTH_TOKEN_MISMATCH" in out
-    assert f"(the token came from {token})" in out and not leaked(out + err)
+    assert f"in the token file {token} (--token-file)" in out and not leaked(out + err)
     code, out, err = await _owc(
         "doctor", "--gateway", "ws://x", "--no-device", *args[:2], "--tls-pin", "12", cwd=tmp_path
     )

@@ -324,9 +324,9 @@ async def test_backoff_sequence_and_reset(autojump_clock) -> None:
     async with trio.open_nursery() as nursery:
         client = GatewayClient(f"ws://127.0.0.1:{port}/", TOKEN, backoff=backoff)
         nursery.start_soon(client.run)
-        # Nothing listens: every attempt fails at once and the delays double up to the cap.
+        # Nothing listens: every attempt fails at once and the delays double up to the young outage's cap.
         await backoff.reached.wait()
-        assert backoff.delays[:8] == [1, 2, 4, 8, 16, 30, 30, 30]
+        assert backoff.delays[:8] == [1, 2, 4, 4, 4, 4, 4, 4]
         async with open_simulator(token=TOKEN, port=port) as sim:
             first = await client.wait_connection()
             count = len(backoff.delays)
@@ -339,10 +339,44 @@ async def test_backoff_sequence_and_reset(autojump_clock) -> None:
 
 def test_backoff_jitter_bounds() -> None:
     backoff = Backoff(jitter=0.2, rng=random.Random(7))
-    delays = [backoff.next_delay() for _ in range(10)]
-    bases = [1, 2, 4, 8, 16, 30, 30, 30, 30, 30]
-    assert all(0.8 * b <= d <= min(30, 1.2 * b) for d, b in zip(delays, bases))
-    assert len(set(delays)) == 10
+    delays = [backoff.next_delay() for _ in range(40)]
+    bases = [1, 2, 4] + [4] * 29 + [8, 16, 30, 30, 30, 30, 30, 30]
+    caps = [4] * 32 + [30] * 8
+    assert all(0.8 * b <= d <= min(cap, 1.2 * b) for d, b, cap in zip(delays, bases, caps))
+    assert len(set(delays[:3])) == 3
+
+
+def test_the_backoff_schedule_exactly() -> None:
+    """Issue 25, item 7: 1 s doubling to 4 s while the outage is young, so a person watching a reply waits at most
+    4 s after the Gateway answers again; once this outage's waits add up to 120 s, doubling on to 30 s. Each delay
+    is the base times the injected random source's factor in [0.8, 1.2], never above the cap in force."""
+    plain = Backoff(jitter=0)
+    delays = [plain.next_delay() for _ in range(38)]
+    assert delays == [1, 2, 4] + [4] * 29 + [8, 16, 30, 30, 30, 30]
+    assert sum(delays[:31]) == 119 and plain.waited == 119 + 4 + 8 + 16 + 4 * 30
+    plain.reset()
+    assert [plain.next_delay() for _ in range(4)] == [1, 2, 4, 4] and plain.waited == 11
+
+    class Fixed(random.Random):
+        """Hands out the given draws of ``uniform`` in turn: the exact jittered sequence."""
+
+        def __init__(self, draws: list[float]) -> None:
+            super().__init__(0)
+            self.draws = list(draws)
+
+        def uniform(self, a: float, b: float) -> float:
+            assert (a, b) == (-0.2, 0.2)
+            return self.draws.pop(0)
+
+    jittered = Backoff(rng=Fixed([0.2, -0.2, 0.1, 0.2, -0.1] + [0.0] * 27 + [0.2, -0.2, 0.2, 0.1]))
+    got = [jittered.next_delay() for _ in range(36)]
+    assert got[:5] == [1.2, 1.6, 4.0, 4.0, 3.6]  # 4 x 1.1 and 4 x 1.2 are held to the 4 s cap
+    assert got[5:32] == [4.0] * 27
+    assert got[32:] == [9.6, 12.8, 30.0, 30.0]  # past the patience: 8 x 1.2, 16 x 0.8, then the 30 s cap holds
+    # The bounds stay configurable: a larger first delay is never cut by the young cap, a smaller cap wins.
+    assert [Backoff(initial=5.0, jitter=0).next_delay() for _ in range(1)] == [5.0]
+    small = Backoff(initial=0.5, cap=2.0, jitter=0)
+    assert [small.next_delay() for _ in range(5)] == [0.5, 1.0, 2.0, 2.0, 2.0]
 
 
 @pytest.mark.parametrize(
@@ -721,7 +755,7 @@ async def test_a_refusal_without_a_close_is_still_a_refusal(autojump_clock) -> N
 
 
 async def test_backoff_waits_between_attempts(autojump_clock) -> None:
-    """The reconnect waits really are 1, 2, 4, ... 30 seconds on the clock (not only what the policy says)."""
+    """The reconnect waits really are 1, 2, 4, 4 ... seconds on the clock (not only what the policy says)."""
     client = GatewayClient("ws://127.0.0.1:9/", TOKEN, backoff=no_jitter())
     attempts: list[float] = []
     seventh = trio.Event()
@@ -738,7 +772,7 @@ async def test_backoff_waits_between_attempts(autojump_clock) -> None:
         await seventh.wait()
         nursery.cancel_scope.cancel()
     waits = [round(b - a, 6) for a, b in zip(attempts, attempts[1:])]
-    assert waits == [1, 2, 4, 8, 16, 30]
+    assert waits == [1, 2, 4, 4, 4, 4]
 
 
 async def test_a_request_over_max_payload_is_refused_before_sending(autojump_clock) -> None:

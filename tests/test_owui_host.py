@@ -125,7 +125,7 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
             runtime = await host.ensure_started(settings, owui)
             try:
                 assert await host.ensure_started(settings, owui) is runtime  # the Pipe's call after the startup hook
-                changed = attrs.evolve(settings, agent_id="ops")  # a valve saved meanwhile: said once, applied later
+                changed = attrs.evolve(settings, agent_id="ops")  # a valve read on each call: no reconnect
                 assert await host.ensure_started(changed, owui) is runtime
                 assert await host.ensure_started(changed, owui) is runtime
                 await guest.process_host().run_in_trio(runtime.connected)
@@ -142,12 +142,11 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
                 # introduced, then the finished message again for tabs that loaded the chat meanwhile (seed 003)
                 assert kinds.count("chat:messages") == 2 and kinds[-1] == "chat:active"
                 assert len(writers) == 1 and owui.item_tasks.get(chat_id) == []
+                assert runtime.client.connections_opened == 1  # the agent id changed no connection setting
             finally:
                 await host.shutdown()
             assert guest.process_host().ended
-            assert [r.getMessage() for r in caplog.records].count(
-                "owui.settings_changed (they apply when Open WebUI restarts)"
-            ) == 1
+            assert not any("owui.settings_applied" in r.getMessage() for r in caplog.records)
 
         with asyncio.Runner() as runner:
             runner.run(body())

@@ -95,7 +95,8 @@ def test_a_gateway_refusal_that_ended_owc_is_the_line_the_person_sees() -> None:
     ended = RuntimeError("guest ended")
     ended.__cause__ = wrapped
     line = stopped_line(SimpleNamespace(run_outcome=SimpleNamespace(error=ended)))
-    assert "refused owc" in line and "NOT_PAIRED" in line and "pairing required" in line and "\n" not in line
+    assert line == refusal.refusal.reply and "NOT_PAIRED" in line and "message was not sent" in line
+    assert "\n" not in line
     assert "see Open WebUI's log" in stopped_line(SimpleNamespace(run_outcome=None))
 
 

@@ -15,7 +15,8 @@ The only timers here are the transport's own, each in one place:
   they bound a hung server and decide nothing when the server answers;
 * liveness (``_watchdog``, one task per connection): no frame at all for three tick intervals (90 s) means a
   dead socket;
-* the reconnect backoff (``Backoff``): 1 s doubling to 30 s, jittered, reset after a healthy hello.
+* the reconnect backoff (``Backoff``): 1 s doubling to 4 s while an outage is young, on to 30 s once its waits
+  add up to 2 minutes; jittered, reset after a healthy hello.
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ from owc.protocol import (
     Shutdown,
     parse_hello_ok,
     parse_subscribe,
+    refusals,
 )
 from owc.protocol.handshake import boot_started_at, missing_scopes_text, parse_challenge, scopes_missing
 from owc.protocol.machine import Answered, ConnectionMachine, Deliver, Handshake, Lost, RequestTooLarge
+from owc.protocol.refusals import Refusal, SettingNames
 from owc.protocol.results import parse_sessions_list
 
 log = logging.getLogger("owc.gateway")
@@ -88,6 +91,9 @@ class GatewayConfig:
     backoff_initial: float = 1.0
     backoff_cap: float = 30.0
     backoff_jitter: float = 0.2
+    #: The backoff's cap while an outage is young, and how many seconds of waiting it lasts (``Backoff``).
+    backoff_watch_cap: float = 4.0
+    backoff_patience: float = 120.0
     #: ``sessions.subscribe`` list params: owc needs every session an Open WebUI chat may own.
     list_params: dict[str, Any] = attrs.field(factory=lambda: {"limit": 1000})
     instance_id: str | None = None
@@ -104,6 +110,12 @@ class GatewayConfig:
     #: An ``Origin`` header for the WebSocket handshake (a browser-like or remote client; the real Gateway then
     #: requires a paired device even on loopback: the remote path, for tests and proxies that add one).
     origin: str | None = None
+    #: Where a person changes owc's settings, for the line a refusal gets (``owc.protocol.refusals``).
+    names: SettingNames = refusals.CLI
+    #: A refusal retrying cannot fix (a wrong token): False: ``run`` raises it (``owc run`` exits 4); True: the
+    #: client keeps it in ``refusal``, says it once, and waits, without a clock, for ``reconfigure`` (new settings)
+    #: or ``retry`` (a person's new attempt): owc inside Open WebUI, which must go on answering each message.
+    hold_refusals: bool = False
 
 
 @attrs.frozen
@@ -327,7 +339,11 @@ class GatewayClient:
         self.handler: ConnectionHandler = handler or NullHandler()
         self.config = config or GatewayConfig()
         self.backoff = backoff or Backoff(
-            self.config.backoff_initial, self.config.backoff_cap, self.config.backoff_jitter
+            self.config.backoff_initial,
+            self.config.backoff_cap,
+            self.config.backoff_jitter,
+            watch_cap=self.config.backoff_watch_cap,
+            patience=self.config.backoff_patience,
         )
         self.connection: Connection | None = None
         self.connections_opened = 0
@@ -337,6 +353,20 @@ class GatewayClient:
         #: While this device waits for a person to approve it on the Gateway host: what to tell them (the exact
         #: command, with the request id); None once connected.
         self.pairing: str | None = None
+        #: The last attempt's refusal, explained (``owc.protocol.refusals``): what a person is told while owc waits
+        #: (its backoff, or held); None once connected, and while an attempt is under way.
+        self.refusal: Refusal | None = None
+        #: Held on a refusal retrying cannot fix (``GatewayConfig.hold_refusals``): no attempt until ``retry`` or
+        #: ``reconfigure``.
+        self.held = False
+        self._resume = trio.Event()
+        #: ``reconfigure`` asked for an attempt now: the next one starts without a backoff wait.
+        self._at_once = False
+        self._attempt: trio.CancelScope | None = None
+        self._sleep: trio.CancelScope | None = None
+        #: The connection being served (from its hello-ok, before its subscribe is answered): what a
+        #: ``reconfigure`` closes.
+        self._serving: Connection | None = None
         #: While connected with fewer scopes than owc asks (no ``operator.write``): what that disables, for the
         #: person whose turn is refused; None with every scope.
         self.limited: str | None = None
@@ -370,8 +400,57 @@ class GatewayClient:
             await self._changed.wait()
         return self.backoff_until
 
+    async def wait_held(self) -> None:
+        """Until the client is held on a refusal (an event, not a clock)."""
+        while not self.held:
+            await self._changed.wait()
+
     def stop(self) -> None:
         self._cancel.cancel()
+
+    def retry(self) -> bool:
+        """A person's new attempt while held (a message sent meanwhile: the Gateway's token may have been fixed on
+        its side): one attempt now, which holds again if refused again. False when not held (nothing to do)."""
+        if not self.held:
+            return False
+        self.held = False
+        self._at_once = True
+        self._resume.set()
+        self._wake()
+        return True
+
+    def reconfigure(self, url: str, token: str, config: GatewayConfig | None = None) -> None:
+        """New settings (a Pipe valve saved): close the connection (or the attempt, or the wait) and connect with
+        them at once, the backoff started afresh. Runs carried across the close are the ledger's, as after any
+        drop. Raises ``InvalidGatewayUrl`` (before changing anything) for a URL that is not ``ws://`` / ``wss://``."""
+        check_gateway_url(url)
+        self.url, self._url, self._token = redact_url(url), url, token
+        if config is not None:
+            self.config = config
+            jitter_rng = self.backoff.rng
+            self.backoff = Backoff(
+                config.backoff_initial,
+                config.backoff_cap,
+                config.backoff_jitter,
+                jitter_rng,
+                watch_cap=config.backoff_watch_cap,
+                patience=config.backoff_patience,
+            )
+        self.backoff.reset()
+        self.refusal = self.pairing = self.limited = None
+        self._at_once = True
+        log.info("gateway.reconfigured url=%s (connecting with the new settings now)", self.url)
+        serving = self._serving
+        if serving is not None and not serving.closed:
+            serving.close(None, "owc's settings changed")
+        elif self._attempt is not None:
+            self._attempt.cancel()
+        if self._sleep is not None:
+            self._sleep.cancel()
+        if self.held:
+            self.held = False
+            self._resume.set()
+        self._wake()
 
     async def run(self, *, task_status: trio.TaskStatus[GatewayClient] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, serve, back off, reconnect, forever. Raises (from ``nursery.start`` when it cannot even
@@ -381,15 +460,39 @@ class GatewayClient:
         with self._cancel:
             while True:
                 self.attempts += 1
-                floor = await self._connect_once()
+                self._at_once = False
+                floor = 0.0
+                try:
+                    with trio.CancelScope() as self._attempt:  # ``reconfigure`` cancels a handshake under way
+                        floor = await self._connect_once()
+                except (Refused, MissingScopes):
+                    if not self.config.hold_refusals:
+                        raise
+                    await self._hold()
+                    continue
+                finally:
+                    self._attempt = None
+                if self._at_once:
+                    continue  # new settings: the next attempt now, not after a wait meant for the old ones
                 delay = max(self.backoff.next_delay(), floor)
                 log.info("gateway.reconnecting url=%s in=%.2f", self.url, delay)
                 self.backoff_until = trio.current_time() + delay
                 self._wake()
                 try:
-                    await trio.sleep(delay)
+                    with trio.CancelScope() as self._sleep:  # ``reconfigure`` ends the wait
+                        await trio.sleep(delay)
                 finally:
+                    self._sleep = None
                     self.backoff_until = None
+
+    async def _hold(self) -> None:
+        """Held on a refusal retrying cannot fix: said once (``_connect_once`` logged it), then no attempt until
+        ``retry`` or ``reconfigure`` (an event, not a clock)."""
+        self.held = True
+        self._resume = trio.Event()
+        self._wake()
+        log.info("gateway.held url=%s (until new settings or a new message)", self.url)
+        await self._resume.wait()
 
     async def _connect_once(self) -> float:
         """One connection, from TCP to close. Returns the least wait before the next attempt; raises what
@@ -397,19 +500,29 @@ class GatewayClient:
         boundary, leaf by leaf (a cancel passes through untouched)."""
         fatal: BaseException | None = None
         floor = 0.0
+        self.refusal = None
         try:
             await self._connection_once()
         except* MissingScopes as group:
             fatal = group.exceptions[0]
-            log.error("gateway.refused url=%s error=%s", self.url, fatal)
+            assert isinstance(fatal, MissingScopes)
+            self.refusal = fatal.refusal
+            log.error("gateway.refused url=%s code=%s: %s", self.url, fatal.refusal.code, fatal.refusal.line)
         except* Refused as group:
             for exc in _leaves(group):
                 assert isinstance(exc, Refused)
+                self.refusal = exc.refusal
                 if not exc.retryable:
                     fatal = fatal or exc
-                    log.error("gateway.refused url=%s error=%s", self.url, exc)
+                    log.error("gateway.refused url=%s code=%s: %s", self.url, exc.refusal.code, exc.refusal.line)
                 else:
-                    log.warning("gateway.refused_retryable url=%s error=%s", self.url, exc)
+                    if exc.refusal.kind is not refusals.Kind.PAIRING:  # pairing: its own line (``_device_refusal``)
+                        log.warning(
+                            "gateway.refused_retryable url=%s code=%s: %s",
+                            self.url,
+                            exc.refusal.code,
+                            exc.refusal.line,
+                        )
                     floor = max(floor, (exc.error.retry_after_ms or 0) / 1000)
         except* (
             OSError,
@@ -524,19 +637,11 @@ class GatewayClient:
         missing = scopes_missing(hello) if hello.auth_role is not None else ()
         if not missing:
             return None
-        if identity is None:
-            remedy = (
-                "A Gateway on another host (or behind a proxy that adds an Origin header) trusts only a paired"
-                " device: give owc a device folder (owc run --device-dir, the Pipe's DEVICE_DIR valve)"
-            )
-        else:
-            remedy = (
-                f"Approve owc's device {identity.device_id[:16]}... with these scopes on the Gateway host"
-                " (`openclaw devices list`)"
-            )
+        device_id = identity.device_id if identity is not None else None
+        refusal = refusals.explain_missing_scopes(missing, self.config.names, device_id=device_id)
         if "operator.read" in missing:
-            raise MissingScopes(missing, remedy)
-        text = f"{missing_scopes_text(missing)}. {remedy}."
+            raise MissingScopes(missing, refusal)
+        text = f"{missing_scopes_text(missing)}: {refusal.fix}."
         log.log(
             logging.ERROR if "operator.write" in missing else logging.WARNING,
             "gateway.scopes_missing url=%s missing=%s: %s",
@@ -566,9 +671,22 @@ class GatewayClient:
     async def _device_refused(self, refused: Refused, identity: device.DeviceIdentity | None) -> Refused:
         """A refusal about the device: pairing is a person's step on the Gateway host, so owc says exactly which
         and keeps retrying on its backoff (connecting as soon as it is approved); a device token the Gateway no
-        longer knows (revoked, removed) is dropped, and the next connect asks for pairing again."""
+        longer knows (revoked, removed) is dropped, and the next connect asks for pairing again. Every refusal
+        leaves with its line in this client's words (``refused.refusal``)."""
+        await self._device_refusal(refused, identity)
+        refused.refusal = refusals.explain(
+            refused.error,
+            self.config.names,
+            device_id=identity.device_id if identity is not None else None,
+            retryable=refused.retryable,
+        )
+        if refused.refusal.kind is refusals.Kind.PAIRING and identity is not None:
+            self.pairing = refused.refusal.line
+        return refused
+
+    async def _device_refusal(self, refused: Refused, identity: device.DeviceIdentity | None) -> None:
         if identity is None:
-            return refused
+            return
         error = refused.error
         details = error.details if isinstance(error.details, dict) else {}
         if error.detail_code == "PAIRING_REQUIRED" or (error.code == "NOT_PAIRED" and details.get("requestId")):
@@ -579,10 +697,6 @@ class GatewayClient:
                 # dead: drop it (approval issues a new one in hello-ok) rather than keep sending and exporting it.
                 await self._drop_device_token(identity, f"the Gateway asks to pair again: {details.get('reason')}")
             request = details.get("requestId")
-            self.pairing = (
-                f"owc's device {identity.device_id[:16]}... waits to be approved on the OpenClaw Gateway's host: run"
-                f" `openclaw devices approve {request}` there (`openclaw devices list` shows the request)."
-            )
             log.error(
                 "gateway.pairing_required url=%s device=%s request=%s: approve this device on the Gateway host with"
                 " `openclaw devices approve %s` (`openclaw devices list` shows it); owc connects once it is approved",
@@ -591,11 +705,10 @@ class GatewayClient:
                 request,
                 request,
             )
-            refused.retryable = True
+            refused.retryable = True  # a person approves it: owc connects on its backoff, no restart
         elif error.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH" and identity.device_token is not None:
             await self._drop_device_token(identity, "the Gateway no longer knows it: pairing again")
             refused.retryable = True
-        return refused
 
     async def _drop_device_token(self, identity: device.DeviceIdentity, why: str) -> None:
         assert self.config.device_dir is not None
@@ -605,10 +718,11 @@ class GatewayClient:
     async def _serve(self, ws: WebSocket, hello: HelloOk) -> None:
         conn: Connection | None = None
         healthy = False
+        url = self.url  # this connection's: ``reconfigure`` may name the next one's before this one has closed
         try:
             async with trio.open_nursery() as nursery:
-                conn = Connection(ws, hello, self.config, nursery, label=self.url)
-                log.info("gateway.hello url=%s boot=%s conn=%s", self.url, hello.boot_id, conn.id)
+                conn = self._serving = Connection(ws, hello, self.config, nursery, label=url)
+                log.info("gateway.hello url=%s boot=%s conn=%s", url, hello.boot_id, conn.id)
                 # The handler's view of this connection lives exactly as long as it: entered before the first
                 # frame is read (events may precede the subscribe's reply), left when the connection closes.
                 async with self.handler.attach(conn) as runs:
@@ -645,6 +759,8 @@ class GatewayClient:
                     await self._call(runs.on_hello(info, resync), "on_hello")
                     await conn.wait_closed()  # until the reader ends it (a close, silence) or a cancel from outside
         finally:
+            if self._serving is conn:
+                self._serving = None
             if conn is not None:
                 if not conn.closed:
                     conn.close_reason = conn.close_reason or "closed by owc"
@@ -657,7 +773,7 @@ class GatewayClient:
                 notice = conn.notice
                 log.info(
                     "gateway.closed url=%s code=%s reason=%s notice=%s",
-                    self.url, conn.close_code, conn.close_reason[:120], notice.reason if notice else None,
+                    url, conn.close_code, conn.close_reason[:120], notice.reason if notice else None,
                 )  # fmt: skip
 
     async def _call(self, call: Awaitable[None], name: str) -> None:
@@ -856,6 +972,11 @@ def _refusal(frame: Response, close_code: int | None) -> Refused:
     refused = Refused(frame.error, close_code)
     if frame.error.detail_code in PERMANENT_DETAIL_CODES or frame.error.code in PERMANENT_CODES:
         refused.retryable = False
+    elif frame.error.detail_code == "AUTH_RATE_LIMITED":
+        # Too many failed sign-ins from this address (10 in 60 s: locked out 5 min): ``INVALID_REQUEST`` with
+        # ``retryable`` and ``retryAfterMs`` (2026.9.6, ``message-handler-D5c0StBB.mjs:1059-1063``). It passes:
+        # retried no sooner than the Gateway says, never a final refusal (``owc run`` went on exiting 4 for it).
+        refused.retryable = True
     elif frame.error.code == "INVALID_REQUEST":
         refused.retryable = False  # invalid connect params / bad handshake: owc's own bug, not transient
     return refused

@@ -109,10 +109,9 @@ async def diagnose(url: str, token: str, config: GatewayConfig | None = None) ->
                 problem="the device waits to be approved on the Gateway host (see paired)",
                 **base,
             )
-        detail = exc.error.detail_code or exc.error.code
-        problem = f"the Gateway refused owc's connect ({detail}): {exc.error.message}"
+        problem = exc.refusal.line  # the table the Pipe and ``owc run`` say it with (``owc.protocol.refusals``)
         if exc.error.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH":
-            problem += " (the stored device token was dropped: run owc doctor again to ask for pairing)"
+            problem += " (run owc doctor again to ask for pairing)"
         paired = no_device if identity is None else "unknown (refused before pairing was checked)"
         return DoctorReport(reachable=True, authenticated=False, paired=paired, problem=problem, **base)
     except (OSError, HandshakeError, ConnectionClosed, trio.TooSlowError, trio.BrokenResourceError) as exc:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from trio_websocket import ConnectionRejected
 
-from owc.protocol import ErrorShape
-from owc.protocol.handshake import missing_scopes_text
+from owc.protocol import ErrorShape, refusals
+from owc.protocol.refusals import Refusal
 from owc.protocol.websocket import clean_reason
 
 
@@ -19,7 +19,9 @@ class GatewayError(Exception):
 
 class Refused(GatewayError):
     """The Gateway refused the handshake. Retryable only when the Gateway said so (``UNAVAILABLE`` while it
-    starts); a wrong token, a protocol mismatch or a missing device identity cannot succeed by retrying."""
+    starts); a wrong token, a protocol mismatch or a missing device identity cannot succeed by retrying.
+    ``refusal``: the line a person is told (``owc.protocol.refusals``), in the words of the place owc runs once
+    the client has named it (``GatewayConfig.names``)."""
 
     def __init__(self, error: ErrorShape, close_code: int | None = None) -> None:
         detail = f" ({error.detail_code})" if error.detail_code else ""
@@ -27,14 +29,16 @@ class Refused(GatewayError):
         self.error = error
         self.close_code = close_code
         self.retryable = error.retryable
+        self.refusal: Refusal = refusals.explain(error, refusals.CLI)
 
 
 class MissingScopes(GatewayError):
     """Connected, but without ``operator.read``: nothing owc does works (a client the Gateway did not trust with
     its scopes). The message says which are missing, what that disables and what to do; final, never retried."""
 
-    def __init__(self, missing: tuple[str, ...], remedy: str = "") -> None:
-        super().__init__(missing_scopes_text(missing) + (f". {remedy}" if remedy else ""))
+    def __init__(self, missing: tuple[str, ...], refusal: Refusal | None = None) -> None:
+        self.refusal = refusal or refusals.explain_missing_scopes(missing, refusals.CLI)
+        super().__init__(self.refusal.line)
         self.missing = missing
 
 

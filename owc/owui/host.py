@@ -14,7 +14,9 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
   Open WebUI's own (its ``DATABASE_URL``), written through owc's store under the same row lock Open WebUI uses.
   The token is never logged or echoed in an error. owc signs in as a device kept in ``<DATA_DIR>/owc`` (the
   folder that survives a container rebuild; the ``DEVICE_DIR`` valve), which a Gateway on another host pairs;
-  ``wss://`` takes a CA file and a certificate pin (``GATEWAY_CA_FILE``, ``GATEWAY_TLS_PIN``).
+  ``wss://`` takes a CA file and a certificate pin (``GATEWAY_CA_FILE``, ``GATEWAY_TLS_PIN``). A saved valve
+  applies at once (``apply_changes``: the Gateway connection closed and the next opened with it); a refusal
+  retrying cannot fix is held, and said in each reply (issue 25).
 
 Several uvicorn workers are several processes: one runtime each, racing safely through the claim's row lock.
 """
@@ -34,6 +36,7 @@ from owc.gateway import GatewayConfig
 from owc.gateway.url import redact_url
 from owc.owui import guest
 from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
+from owc.protocol import refusals
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.store import open_store
 
@@ -62,11 +65,37 @@ class HostSettings:
     #: ``wss://``: a CA file to trust besides the system's, and the Gateway certificate's SHA-256 pin.
     ca_file: Path | None = None
     pin_sha256: str | None = None
+    #: Where the token came from (a valve's or a variable's name, never the value): a refusal's line names it.
+    token_source: str = "GATEWAY_TOKEN"
 
     def gateway_config(self) -> GatewayConfig:
+        """The connection's settings. A refusal retrying cannot fix (a wrong token) is held, not raised: owc goes on
+        answering each message and the model picker with its line, and connects once a valve changes."""
         return GatewayConfig(
-            instance_id=self.instance_id, device_dir=self.device_dir, ca_file=self.ca_file, pin_sha256=self.pin_sha256
+            instance_id=self.instance_id,
+            device_dir=self.device_dir,
+            ca_file=self.ca_file,
+            pin_sha256=self.pin_sha256,
+            names=refusals.pipe_names(self.token_source),
+            hold_refusals=True,
         )
+
+
+#: The settings a connection is made with, by the valve that sets each (a change closes the connection and opens
+#: the next with the new ones at once: ``apply_changes``).
+CONNECTION_VALVES = {
+    "gateway_url": "GATEWAY_URL",
+    "token": "GATEWAY_TOKEN",
+    "device_dir": "DEVICE_DIR",
+    "ca_file": "GATEWAY_CA_FILE",
+    "pin_sha256": "GATEWAY_TLS_PIN",
+}
+
+
+def connection_changes(old: HostSettings, new: HostSettings) -> tuple[str, ...]:
+    """The valves whose connection setting differs between ``old`` and ``new`` (names only, never a value). The
+    agent id and the model valves are read on each call and need no reconnect; the database is Open WebUI's own."""
+    return tuple(valve for field, valve in CONNECTION_VALVES.items() if getattr(old, field) != getattr(new, field))
 
 
 def _value(valves: Any, name: str) -> str:
@@ -142,9 +171,13 @@ def settings_from(
     else:
         pasted, source = env.get("OWC_GATEWAY_URL", "").strip() or DEFAULT_GATEWAY_URL, "OWC_GATEWAY_URL"
     agent = _value(valves, "AGENT_ID") or env.get("OWC_AGENT_ID", "").strip() or DEFAULT_AGENT_ID
-    token = _value(valves, "GATEWAY_TOKEN") or env.get("OWC_GATEWAY_TOKEN", "").strip()
+    token, token_source = _value(valves, "GATEWAY_TOKEN"), "GATEWAY_TOKEN"
     if not token:
-        path = _value(valves, "GATEWAY_TOKEN_FILE") or env.get("OWC_GATEWAY_TOKEN_FILE", "").strip()
+        token, token_source = env.get("OWC_GATEWAY_TOKEN", "").strip(), "OWC_GATEWAY_TOKEN"
+    if not token:
+        path, token_source = _value(valves, "GATEWAY_TOKEN_FILE"), "GATEWAY_TOKEN_FILE"
+        if not path:
+            path, token_source = env.get("OWC_GATEWAY_TOKEN_FILE", "").strip(), "OWC_GATEWAY_TOKEN_FILE"
         if path:
             from owc.tokenfile import TokenFileError, read_token_file
 
@@ -177,6 +210,7 @@ def settings_from(
         device_dir=_device_dir(valves, env, data_dir),
         ca_file=ca_file,
         pin_sha256=pin,
+        token_source=token_source,
     )
 
 
@@ -184,10 +218,9 @@ def settings_from(
 class _Started:
     """What this process's runtime was started with (kept here, not in a Function file: see the module doc)."""
 
+    #: The settings the runtime works with now: those it started with, then each change applied (a valve saved).
     settings: HostSettings
     surface: Surface
-    #: Settings asked for since the start that differ from it (a valve saved): logged once each.
-    newer: HostSettings | None = None
 
 
 #: The process's one runtime, with the host it runs in (``guest._HOST``): set by ``ensure_started``.
@@ -217,20 +250,38 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
 
 async def ensure_started(settings: HostSettings, surface: Surface | None = None, *, app: Any = None) -> Runtime:
     """The process's runtime, started on first call (from the loop's asyncio side: the Event Function at
-    startup, or a ``pipe()`` call). Later calls return it; settings changed meanwhile (a valve saved) apply at
-    the next process start, and this says so once. Installs the shutdown sink on first start."""
+    startup, or a ``pipe()`` call). Later calls return it, with settings changed meanwhile (a valve saved)
+    applied at once (``apply_changes``). Installs the shutdown sink on first start."""
     global _STARTED
     host = guest.process_host()
+    previous: HostSettings | None = None
     if _STARTED is None or host is None or host.ended:
         _STARTED = _Started(settings=settings, surface=surface or OpenWebUISurface(app))
         install_shutdown_sink()
-    elif _STARTED.settings != settings and _STARTED.newer != settings:
-        _STARTED.newer = settings  # said once per change, not on every pipe() call
-        log.warning("owui.settings_changed (they apply when Open WebUI restarts)")
+    elif _STARTED.settings != settings:
+        previous, _STARTED.settings = _STARTED.settings, settings
     host = await guest.start(_main)
     runtime = host.started_value
     assert isinstance(runtime, Runtime)
+    if previous is not None:
+        await apply_changes(host, runtime, previous, settings)
     return runtime
+
+
+async def apply_changes(host: guest.TrioHost, runtime: Runtime, old: HostSettings, new: HostSettings) -> None:
+    """A valve saved (issue 25, item 6): a changed connection setting closes the connection and opens the next with
+    the new settings at once (``Runtime.reconfigure``); runs in flight are carried by the ledger, as across any
+    reconnect. Open WebUI says "Valves updated successfully" when it saved them; from here they are in force. One
+    log line naming the valves (never a value)."""
+    changed = connection_changes(old, new)
+    if not changed:
+        return
+    log.info("owui.settings_applied changed=%s (reconnecting with them now)", ",".join(changed))
+    await host.run_in_trio(_reconfigure, runtime, new)
+
+
+async def _reconfigure(runtime: Runtime, settings: HostSettings) -> None:
+    runtime.reconfigure(settings.gateway_url, settings.token, settings.gateway_config())
 
 
 def current_runtime() -> tuple[guest.TrioHost, Runtime]:

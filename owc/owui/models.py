@@ -313,6 +313,7 @@ def manifold_entries(
     whitelist: str | Iterable[str] | None,
     cap: Any,
     reached: bool,
+    why: str | None = None,
 ) -> list[dict[str, str]]:
     """The Pipe's ``pipes()`` list: ``[{"id": <sub id>, "name": <display name>}, ...]``.
 
@@ -322,8 +323,10 @@ def manifold_entries(
     False every name gets `` (Gateway not reached)``: ``models`` is then whatever the caller still knows (its
     last answer, so chats pinned to a model keep a model id Open WebUI knows), or ``[]`` for the Default entry
     alone. An ``agent_id`` holding ``~`` (never a valid OpenClaw agent id) gets the Default entry only, since its
-    model entries could not be read back. Never raises on what ``read_models`` returns."""
-    suffix = "" if reached else NOT_REACHED_SUFFIX
+    model entries could not be read back. ``why``: what keeps the Gateway from answering, when owc knows (a refusal's
+    few words, naming the fix: ``owc.protocol.refusals``), said instead of "Gateway not reached". Never raises on
+    what ``read_models`` returns."""
+    suffix = "" if reached else (f" ({why})" if why else NOT_REACHED_SUFFIX)
     entries = [{"id": agent_id, "name": DEFAULT_NAME + suffix}]
     if SEPARATOR in agent_id:
         return entries

@@ -40,6 +40,14 @@ EVENT_ID = "openclaw_startup"
 
 #: What a person sees when owc itself cannot run (its settings are incomplete).
 NOT_RUNNING = "owc is not running: its Gateway settings are incomplete (see Open WebUI's log)."
+
+
+def unusable_settings(error: SettingsError) -> str:
+    """The reply when the Pipe's settings cannot be used (no token, a bad URL): what is wrong, naming the valve or
+    variable (``SettingsError`` never holds a value that could be the token)."""
+    return f"owc cannot use the OpenClaw Pipe's settings, so your message was not sent: {error}."
+
+
 #: A temporary chat is never saved: owc could not finish its reply if the request ended early.
 TEMPORARY_CHAT = "OpenClaw answers in saved chats only (this one is temporary)."
 
@@ -57,27 +65,45 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
         host, runtime = current_runtime()
     except HostError:
         return models.manifold_entries(agent, [], whitelist=whitelist, cap=cap, reached=False)
+    # Open WebUI hands ``pipes()`` the saved valves each time: a valve saved since is applied now (issue 25, item 6).
+    try:
+        await ensure_started(settings_from(valves))
+    except SettingsError as exc:
+        log.warning("owui.settings_unusable %s", exc)
+    except Exception as exc:  # closing meanwhile, Open WebUI's settings unreadable: the picker must still open
+        log.warning("owui.settings_not_applied error=%s", type(exc).__name__)
     try:
         payload = await host.run_in_trio(partial(runtime.client.request, "models.list", {}))
     except Exception as exc:  # not connected, refused, a transport timeout: the picker must still open
-        log.warning("owui.models_unavailable error=%s", exc)
-        return models.manifold_entries(agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=False)
+        refusal = runtime.client.refusal
+        if refusal is not None:  # its whole line was logged when the Gateway refused; the picker says its gist
+            log.warning("owui.models_unavailable refused=%s (the picker says: %s)", refusal.code, refusal.short)
+        else:
+            log.warning("owui.models_unavailable error=%s", exc)
+        why = refusal.short if refusal is not None else None
+        return models.manifold_entries(
+            agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=False, why=why
+        )
     runtime.gateway_models = models.read_models(payload)
     return models.manifold_entries(agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=True)
 
 
-async def _start(valves: Any, app: Any) -> bool:
+async def _start(valves: Any, app: Any) -> SettingsError | None:
+    """Start owc with these valves, or apply them to the running owc; the settings' error if they cannot be used."""
     try:
         await ensure_started(settings_from(valves), app=app)
     except SettingsError as exc:
         log.error("owui.not_started %s", exc)
-        return False
-    return True
+        return exc
+    return None
 
 
 def _starts_owc(event: Any) -> bool:
     """Open WebUI has started, or one of owc's Functions is being enabled (``owc owui install`` on a running
-    Open WebUI: agent turns then show at once, not from the next restart or the first message)."""
+    Open WebUI: agent turns then show at once, not from the next restart or the first message), or the Pipe's
+    valves were saved (``function.valves_updated``, published by the worker that saved them: applied at once,
+    issue 25, item 6; another worker applies them at its next ``pipe()`` / ``pipes()``, which Open WebUI calls
+    with the saved valves)."""
     if not isinstance(event, Mapping):
         event = {"event": getattr(event, "event", None), "subject": getattr(event, "subject", None)}
     name = event.get("event")
@@ -85,6 +111,8 @@ def _starts_owc(event: Any) -> bool:
         return True
     subject = event.get("subject")
     subject_id = subject.get("id") if isinstance(subject, Mapping) else None
+    if name == "function.valves_updated":
+        return subject_id == PIPE_ID
     return name in ("function.enable_started", "function.enabled") and subject_id in (PIPE_ID, EVENT_ID)
 
 
@@ -118,9 +146,9 @@ async def pipe(
     events (``user_turn``); what cannot be sent is said in one line."""
     if task:
         return background.answer(str(task), dict(body or {}), dict(task_body) if task_body else None)
-    started = await _start(valves, getattr(request, "app", None))
-    if not started:
-        return NOT_RUNNING
+    unusable = await _start(valves, getattr(request, "app", None))
+    if unusable is not None:
+        return unusable_settings(unusable)
     turn = _turn_from(valves, body, user or {}, metadata or {})
     if isinstance(turn, str):
         return turn
@@ -230,7 +258,7 @@ def stopped_line(host: Any) -> str:
     error = getattr(outcome, "error", None)
     refusal = _refusal_in(error)
     if refusal is not None:
-        return f"The OpenClaw Gateway refused owc, so your message was not sent: {refusal}"
+        return refusal.refusal.reply  # type: ignore[attr-defined]
     return "owc stopped before your message could be sent (see Open WebUI's log)."
 
 

@@ -13,25 +13,48 @@ from pydantic import BaseModel, Field
 
 class Pipe:
     class Valves(BaseModel):
-        GATEWAY_URL: str = Field(default="", description="OpenClaw Gateway WebSocket URL (else $OWC_GATEWAY_URL)")
-        AGENT_ID: str = Field(default="", description="The agent whose runs this model shows (default: main)")
-        GATEWAY_TOKEN: str = Field(
-            default="", description="Gateway token (else GATEWAY_TOKEN_FILE or $OWC_GATEWAY_TOKEN)"
+        # Each description says the default (an empty valve falls back to it). A secret valve is a masked input
+        # in Open WebUI 0.12.4's valve form ({"input": {"type": "password"}}: its SensitiveInput, shown as dots
+        # with an eye button to reveal). A saved connection valve applies at once: owc reconnects with it.
+        GATEWAY_URL: str = Field(
+            default="",
+            description="The OpenClaw Gateway's address (`ws://`, `wss://`, `https://host` or `host:port`)."
+            " Default: `OWC_GATEWAY_URL`, else ws://127.0.0.1:18789",
         )
-        GATEWAY_TOKEN_FILE: str = Field(default="", description="A file holding the Gateway token (mode 0600)")
+        AGENT_ID: str = Field(default="", description="The agent whose runs this model shows. Default: main")
+        GATEWAY_TOKEN: str = Field(
+            default="",
+            description="The Gateway's token (gateway.auth.token on the Gateway host), masked."
+            " Default: `OWC_GATEWAY_TOKEN`, else the file GATEWAY_TOKEN_FILE names",
+            json_schema_extra={"input": {"type": "password"}},
+        )
+        GATEWAY_TOKEN_FILE: str = Field(
+            default="",
+            description="A file holding the Gateway's token (mode 0600), read when GATEWAY_TOKEN is empty."
+            " Default: `OWC_GATEWAY_TOKEN_FILE`, else none",
+        )
         DEVICE_DIR: str = Field(
             default="",
-            description="Folder of owc's device identity, which a Gateway on another host pairs (default"
-            " DATA_DIR/owc; 'off': the token alone, enough only on the Gateway's own host)",
+            description="Folder of owc's device identity, which a Gateway on another host pairs ('off': the token"
+            " alone, enough only on the Gateway's own host). Default: `OWC_DEVICE_DIR`, else DATA_DIR/owc",
         )
-        GATEWAY_CA_FILE: str = Field(default="", description="wss://: a CA file to trust besides the system's")
+        GATEWAY_CA_FILE: str = Field(
+            default="",
+            description="wss://: a CA file to trust besides the system's. Default: `OWC_GATEWAY_CA_FILE`, else none",
+        )
         GATEWAY_TLS_PIN: str = Field(
-            default="", description="wss://: the Gateway certificate's SHA-256 fingerprint, to accept only it"
+            default="",
+            description="wss://: the Gateway certificate's SHA-256 fingerprint, to accept only it."
+            " Default: `OWC_GATEWAY_TLS_PIN`, else none",
         )
         MODEL_WHITELIST: str = Field(
-            default="", description="Gateway models to list, comma-separated (keys, ids, names or aliases)"
+            default="",
+            description="Gateway models to list, comma-separated (keys, ids, names or aliases)."
+            " Default: empty (the first MAX_MODELS of the Gateway's models)",
         )
-        MAX_MODELS: int = Field(default=30, description="At most this many Gateway models (without a whitelist)")
+        MAX_MODELS: int = Field(
+            default=30, description="At most this many Gateway models, without a whitelist (1-100). Default: 30"
+        )
 
     def __init__(self):
         self.valves = self.Valves()
