@@ -5,6 +5,8 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
   ``system.startup.completed`` or the Pipe's first ``pipe()`` call. Both call ``ensure_started``; the second
   caller gets the same runtime (``owc.owui.guest.start`` keeps the one guest run; this module keeps what it was
   started with, because Open WebUI re-executes a Function's file on every save and module state there is lost).
+* **Open WebUI's page and Stop route are patched** once per process at the start (``owc.owui.page``: the hook that
+  tells a Stop from "Send now" in every tab), and unpatched at the close.
 * **Closed at ``system.shutdown.started``** through an entry in ``open_webui.events.EVENT_SINKS``: uvicorn re-raises
   SIGTERM right after the lifespan's shutdown, before leftover asyncio tasks are cancelled, so only a sink awaited
   inside the lifespan closes owc cleanly (the Gateway socket closed, the guest run ended; a run still going is
@@ -218,7 +220,8 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
 async def ensure_started(settings: HostSettings, surface: Surface | None = None, *, app: Any = None) -> Runtime:
     """The process's runtime, started on first call (from the loop's asyncio side: the Event Function at
     startup, or a ``pipe()`` call). Later calls return it; settings changed meanwhile (a valve saved) apply at
-    the next process start, and this says so once. Installs the shutdown sink on first start."""
+    the next process start, and this says so once. Installs the shutdown sink on first start, and owc's patches of
+    Open WebUI's ``app`` (``owc.owui.page``) once."""
     global _STARTED
     host = guest.process_host()
     if _STARTED is None or host is None or host.ended:
@@ -230,6 +233,11 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     host = await guest.start(_main)
     runtime = host.started_value
     assert isinstance(runtime, Runtime)
+    if app is not None:
+        # A page served from now on carries the hook, and its Stop is recorded (owc.owui.page); once per process.
+        from owc.owui import page
+
+        page.install(app)
     return runtime
 
 
@@ -244,10 +252,16 @@ def current_runtime() -> tuple[guest.TrioHost, Runtime]:
 
 
 async def shutdown() -> None:
-    """Close owc: its Gateway connection and every writer; a run still going is left to the next process."""
+    """Close owc: its Gateway connection and every writer (a run still going is left to the next process), and its
+    patches of Open WebUI's page and Stop route."""
+    from owc.owui import page
+
     host = guest.process_host()
-    if host is not None and not host.ended:
-        await host.aclose()
+    try:
+        if host is not None and not host.ended:
+            await host.aclose()
+    finally:
+        page.uninstall()
 
 
 class ShutdownSink:

@@ -271,8 +271,10 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
     except HostError:
         yield stopped_line(host)
         return
+    mark = None
     if isinstance(emitter, OwuiEmitter):
         await emitter.install_hook(turn.chat_id, turn.message_id, turn.user_id)
+        mark = await emitter.stop_mark(turn.chat_id)  # the stops recorded so far are not about this request
     send: dict[str, Any] = {}
     found, problems = await _attachments(turn)
     if found:
@@ -328,5 +330,5 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
             def stop() -> None:
                 runtime.bridge.stop_run(inline.run)
 
-            emitter.ask_after_request_cancel(turn.chat_id, turn.message_id, turn.user_id, stop)
+            emitter.decide_after_request_cancel(turn.chat_id, turn.message_id, turn.user_id, mark, stop)
         raise
