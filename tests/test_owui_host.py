@@ -36,6 +36,11 @@ class WatchedOpenWebUI(FakeOpenWebUI):
     def __init__(self) -> None:
         super().__init__()
         self.finished = asyncio.Event()
+        self.streamed = asyncio.Event()
+
+    async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
+        await super().save_response_stream(task_id, chat_id, message_id, output)
+        self.streamed.set()
 
     async def event_emitter(self, user_id: str, chat_id: str, message_id: str) -> Any:
         inner = await super().event_emitter(user_id, chat_id, message_id)
@@ -158,3 +163,46 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
     assert message["done"] is True and message["content"].startswith("Cron says hi.")
     assert any(item.get("type") == "function_call" for item in message["output"])
     assert message["meta"]["task_id"].startswith("t")  # registered as a task of the chat, as Open WebUI's replies are
+
+
+def test_a_run_still_going_when_open_webui_stops_leaves_its_message_to_the_next_process(tmp_path: Path) -> None:
+    """Issue 25, item 1: Open WebUI stops (its shutdown sink closes owc) while an agent turn goes on at the Gateway.
+    owc lets go of the message its writer held, so the next process takes it at once and streams the run with a
+    working Stop (before, the next process stood by until the run's end: the tab kept open across the restart
+    showed neither the run nor a Stop that could reach it). The message stays owed its finish."""
+    url = f"sqlite:///{tmp_path / 'webui.db'}"
+    store = ChatStore(make_engine(url))
+    store.create_tables()
+    chat_id = str(uuid.uuid4())
+    store.create_chat(chat_id, USER)
+    store.engine.dispose()
+    key = ids.session_key("main", USER, chat_id)
+    message_id = ids.message_id(key, "going-on")
+
+    with simulator_thread(TOKEN) as (sim, sim_token):
+
+        async def body() -> None:
+            owui = WatchedOpenWebUI()
+            settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
+            runtime = await host.ensure_started(settings, owui)
+            try:
+                await guest.process_host().run_in_trio(runtime.connected)
+
+                def start_run() -> None:
+                    sim.start_run(key, "going-on").text("Still working.")
+
+                await asyncio.to_thread(trio.from_thread.run_sync, start_run, trio_token=sim_token)
+                while not owui.response_streams:  # the writer streams: it holds the message
+                    await owui.streamed.wait()
+                    owui.streamed.clear()
+            finally:
+                await host.shutdown()
+
+        with asyncio.Runner() as runner:
+            runner.run(body())
+
+    store = ChatStore(make_engine(url))
+    message = store.read_chat(chat_id)["history"]["messages"][message_id]
+    store.engine.dispose()
+    assert message["done"] is False and message["meta"]["openclaw_open"] is True
+    assert "openclaw_writer" not in message["meta"]  # nobody's: the next process's writer takes it at once

@@ -209,10 +209,18 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
         gateway=settings.gateway_config(),
     )
     try:
-        async with open_store(settings.database_url) as store, open_runtime(config, store, emitter) as runtime:
-            log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
-            task_status.started(runtime)
-            await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
+        async with open_store(settings.database_url) as store:
+            opened: Runtime | None = None
+            try:
+                async with open_runtime(config, store, emitter) as runtime:
+                    opened = runtime
+                    log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
+                    task_status.started(runtime)
+                    await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
+            finally:
+                if opened is not None:
+                    with trio.CancelScope(shield=True):  # Open WebUI is stopping: the next process takes over
+                        await opened.release_held()
     finally:
         emitter.release_all()
 
