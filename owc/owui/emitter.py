@@ -195,8 +195,10 @@ class OwuiEmitter:
         log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task.task_id)
         # Taken once the task exists: a stop recorded before was not about it. (A stop whose record lands between
         # the registration and this read counts as read: its cancel is then unknown, never a wrong Stop.)
-        task.mark = await self._mark(chat_id)
-        task.marked.set()
+        try:
+            task.mark = await self._mark(chat_id)
+        finally:
+            task.marked.set()  # a cancel's reading never waits on a mark that is not coming (None: unknown)
         return task
 
     async def _mark(self, chat_id: str) -> Mark | None:
