@@ -357,12 +357,14 @@ class OwuiEmitter:
     def decide_after_request_cancel(
         self, chat_id: str, message_id: str, user_id: str, mark: Mark | None, on_stop: Callable[[], object]
     ) -> None:
-        """A user turn's request was cancelled (loop thread, from inside the dying request): read what the stop
-        request behind it said, outside that request; ``on_stop`` (Trio side) only for a Stop. Nothing else is
-        done here: the request's end hands the run to a writer whatever was said (a Stop then aborts it)."""
+        """A user turn's request was cancelled (loop thread, at the request task's end): read what the stop request
+        behind it said; ``on_stop`` (Trio side) only for a Stop. Nothing else is done here: the request's end hands
+        the run to a writer whatever was said (a Stop then aborts it)."""
 
         async def decide_it() -> None:
-            actor = await self._actor(chat_id, message_id, user_id)
+            # The request's task is Open WebUI's own reply stub's, whose user is the sender (``user_id``): no database
+            # read on the dying request's way out (it would hold up Open WebUI's own cancel save and the handover).
+            actor = user_id
             try:
                 records = await self._surface.stop_records(chat_id)
             except Exception as exc:
