@@ -275,7 +275,7 @@ class OwuiEmitter:
 
     def _name_task(self, task: _Task) -> None:
         """The writer was registered again: its message's ``meta.task_id`` is to name the new id (issue 24, item
-        11: Open WebUI's ``/stop`` for a shared chat's reply finds the task by it). Written beside the question,
+        11: Open WebUI's ``/stop`` for a shared chat's reply finds the task by it). Written beside the reading,
         not before it (a database wait must not delay a Stop), by an asyncio task that ends with the writer's."""
         if task.on_task_id is None or self._tasks.get(task.key) is not task:
             return

@@ -133,7 +133,7 @@ class Turn:
 
     chat_id: str
     message_id: str
-    #: The user who sent it (``__user__``): the request's own events and questions go to this user's tabs.
+    #: The user who sent it (``__user__``): the request's own events go to this user's tabs, and its stop is theirs.
     user_id: str
     session_key: str
     run_id: str
