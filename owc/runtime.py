@@ -8,7 +8,8 @@ benches and the Open WebUI host all open it the same way::
 Leaving the block closes the connection and cancels every writer. Nothing is written on the way out: a run that
 has ended but is not finished is finished from its transcript by the next process's reconcile (its message is
 ``done: false`` in the database, which is what that pass looks for), never from a stream that may lack part of
-it.
+it. (Inside Open WebUI, after the block, the messages held for runs still going are let go, ``release_held``, so
+the next process streams them at once.)
 """
 
 from __future__ import annotations
@@ -64,6 +65,27 @@ class Runtime:
     @property
     def ledger(self) -> Ledger:
         return self.bridge.ledger
+
+    async def release_held(self) -> int:
+        """owc is closing for good inside Open WebUI (its shutdown), after this runtime closed: every message this
+        process's writers held for a run still going is let go (``ChatStore.release``), so the next process (or
+        another worker) takes it at once and streams the run, with its Stop, instead of standing by until the
+        run's end for a writer that cannot answer. A message written by nobody is what a crash leaves anyway;
+        this only says so sooner. Returns how many were let go."""
+        released = 0
+        for run in self.ledger.unsettled():
+            if not run.life.claimed:
+                continue
+            try:
+                if await self.bridge.store.release(
+                    run.ref.chat_id, run.message_id, holds=self.bridge.registry.is_local
+                ):
+                    released += 1
+            except Exception as exc:  # one message kept held is the crash case: the next process stands by
+                log.warning("runs.release_failed run=%s: %s: %s", run.run_id, type(exc).__name__, exc)
+        if released:
+            log.info("runs.released messages=%d (the next process takes them at once)", released)
+        return released
 
     async def connected(self) -> None:
         """Until a connection has said hello-ok (an event, not a clock)."""

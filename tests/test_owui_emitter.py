@@ -14,8 +14,9 @@ import trio
 
 from owc.owui import guest
 from owc.owui.emitter import OwuiEmitter
+from owc.owui.intent_hook import install_code
 
-from owui.fake_surface import FakeOpenWebUI, FakeTab
+from owui.fake_surface import FakeOpenWebUI
 
 
 def _run(body: Any) -> Any:
@@ -111,7 +112,7 @@ class _Writers:
 
 
 async def _settled(emitter: OwuiEmitter) -> None:
-    """Until every question the cancels raised has been decided (or has ended)."""
+    """Until every cancel has been handled (registered again, its records read, decided)."""
     while pending := [a for asks in emitter._asks.values() for a in asks if not a.done()]:
         await asyncio.wait(pending)
 
@@ -135,20 +136,18 @@ def _reannounced(owui: FakeOpenWebUI, message_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_stop_the_page_recorded_stops_every_writer_of_the_chat() -> None:
+def test_a_stop_the_page_tagged_stops_every_writer_it_cancelled() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
         host = await guest.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["stop"]}])
             await _writing(host, emitter, writers, "m", "m2")
-            assert await owui.stop_chat("c") == 2  # the page's Stop cancels every task of the chat
+            assert await owui.stop_chat("c", "stop") == 2  # the page's Stop cancels every task of the chat
             await host.run_in_trio(writers.wait_heard, 2)
             await _settled(emitter)
-            assert sorted(writers.heard) == ["m", "m2"]  # each writer hears it once, though two cancels asked
-            assert tab.calls and all(c["type"] == "execute" for c in tab.calls)
+            assert sorted(writers.heard) == ["m", "m2"]  # each writer reads the one record and hears it once
             assert _reannounced(owui, "m") == [] and _reannounced(owui, "m2") == []
             for m in ("m", "m2"):  # the writers' own end after the Stop
                 await host.run_in_trio(emitter.close_task, "c", m)
@@ -167,12 +166,11 @@ def test_send_now_keeps_the_writer_writing_under_a_new_task() -> None:
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now"]}])
             await _writing(host, emitter, writers, "m")
             [before] = owui.item_tasks["c"]
             so_far = [{"type": "message", "content": "so far"}]
             await host.run_in_trio(emitter.save_stream, "c", "m", so_far)
-            assert await owui.stop_chat("c") == 1
+            assert await owui.stop_chat("c", "send_now") == 1
             await _settled(emitter)
             assert writers.heard == []  # not stopped
             [after] = owui.item_tasks["c"]
@@ -189,8 +187,31 @@ def test_send_now_keeps_the_writer_writing_under_a_new_task() -> None:
     _run(body)
 
 
-def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() -> None:
-    """No tab on the chat (a stop through the API), or a tab without the hook: never stopped on a guess."""
+def test_a_stop_before_the_task_began_is_not_its_own() -> None:
+    """A Stop recorded for the chat before the writer's task existed (an earlier reply's) is not read by it: a
+    later "Send now" keeps writing."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.record_stop("c", "stop")  # a Stop pressed in this chat before (its task long gone)
+            await _writing(host, emitter, writers, "m")
+            await owui.stop_chat("c", "send_now")
+            await _settled(emitter)
+            assert writers.heard == [] and _reannounced(owui, "m") == []
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_stop_close_behind_a_send_now_wins() -> None:
+    """Send now in one tab, Stop in another at once: the Stop's record lands after the first cancel and before
+    its reading (its request found the writer's task cancelled, not yet registered again): the run is stopped."""
 
     async def body() -> None:
         owui = FakeOpenWebUI()
@@ -199,20 +220,46 @@ def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() 
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
             await _writing(host, emitter, writers, "m")
-            await owui.stop_chat("c")
+            await owui.stop_chat("c", "send_now")
+            owui.record_stop("c", "stop")  # before the cancel's handling has run a step
+            await host.run_in_trio(writers.wait_heard, 1)
+            await _settled(emitter)
+            assert writers.heard == ["m"]
+            await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() -> None:
+    """A stop request nobody tagged (the API's, a tab without the hook), another user's stop, or a stop owc could
+    not tie to a user: never stopped on a guess; the tabs are told the message goes on, and get the hook."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            await _writing(host, emitter, writers, "m")
+            hooks = len(owui.executed())
+            await owui.stop_chat("c")  # no tag
             await _settled(emitter)
             assert writers.heard == [] and len(owui.item_tasks["c"]) == 1
             assert len(_reannounced(owui, "m")) == 1  # back to the generating state in every tab
-            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": False, "kinds": []}])
-            await owui.stop_chat("c")
+            assert len(owui.executed()) == hooks + 1  # and the hook again: the tab's next Stop is told
+            await owui.stop_chat("c", "stop", user_id="bea")  # bea's Stop is not about ann's task
             await _settled(emitter)
-            assert writers.heard == [] and len(tab.calls) == 1 and len(_reannounced(owui, "m")) == 2
+            await owui.stop_chat("c", "stop", user_id=None)  # nobody's: not even recorded
+            await _settled(emitter)
+            assert writers.heard == [] and len(_reannounced(owui, "m")) == 3
             # Final: nothing puts it back to done: false any more.
             final = {"type": "chat:messages", "data": {"messages": {"m": {"done": True}}}}
             await host.run_in_trio(emitter.emit, "c", "m", "u", final)
             await owui.stop_chat("c")
             await _settled(emitter)
-            assert len(_reannounced(owui, "m")) == 2
+            assert len(_reannounced(owui, "m")) == 3
             await host.run_in_trio(emitter.close_task, "c", "m")
         finally:
             await host.aclose()
@@ -220,68 +267,32 @@ def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() 
     _run(body)
 
 
-def test_bad_answers_count_for_nothing_and_other_users_tabs_are_not_asked() -> None:
+def test_records_that_cannot_be_read_make_a_cancel_unknown() -> None:
+    """Open WebUI's Redis went away: a cancel is unknown (the run goes on), when the records cannot be read at the
+    cancel, and when they could not be read when the task began (which of them are its own is unknown then)."""
+
     async def body() -> None:
         owui = FakeOpenWebUI()
         host = await guest.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            owui.open_tab("s1", "u", "c", answers=[{"error": "Client session disconnected."}])
-            owui.open_tab("s2", "u", "c", answers=["not an answer"])
-            owui.open_tab("s3", "u", "c", answers=[{"hook": True, "kinds": ["explode", "stop"]}])
-            owui.open_tab("s4", "u", "c", answers=[RuntimeError("socket closed")])
-            other = owui.open_tab("other", "someone-else", "c", answers=[{"hook": True, "kinds": ["stop"]}])
             await _writing(host, emitter, writers, "m")
-            await owui.stop_chat("c")
+            owui.records_fail = True
+            await owui.stop_chat("c", "stop")
             await _settled(emitter)
-            assert writers.heard == [] and other.calls == []
-            assert len(_reannounced(owui, "m")) == 1  # as good as no answer at all
-            await host.run_in_trio(emitter.close_task, "c", "m")
-        finally:
-            await host.aclose()
-
-    _run(body)
-
-
-def test_one_stop_decides_though_another_tab_never_answers() -> None:
-    async def body() -> None:
-        owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
-        try:
-            emitter = OwuiEmitter(host, owui)
-            writers = _Writers()
-            silent = owui.open_tab("s0", "u", "c", answers=[FakeTab.HANG])
-            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now", "stop"]}])
-            await _writing(host, emitter, writers, "m")
-            await owui.stop_chat("c")
+            assert writers.heard == [] and len(_reannounced(owui, "m")) == 1
+            await _writing(host, emitter, writers, "m2")  # began while the records were unreadable
+            owui.records_fail = False
+            await owui.stop_chat("c", "stop")
             await host.run_in_trio(writers.wait_heard, 1)
-            await _settled(emitter)  # the Stop decided: the question to the silent tab ended with it
-            assert writers.heard == ["m"] and silent.hung and silent.hung[0].cancelled()
-            await host.run_in_trio(emitter.close_task, "c", "m")
-        finally:
-            await host.aclose()
-
-    _run(body)
-
-
-def test_a_question_still_open_ends_with_the_chats_last_writer() -> None:
-    async def body() -> None:
-        owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
-        try:
-            emitter = OwuiEmitter(host, owui)
-            writers = _Writers()
-            silent = owui.open_tab("s0", "u", "c", answers=[FakeTab.HANG])
-            await _writing(host, emitter, writers, "m")
-            await owui.stop_chat("c")
-            await silent.hanging.wait()
-            [asked] = emitter._asks["c"]
-            await host.run_in_trio(emitter.close_task, "c", "m")  # the run ended: the question goes with it
-            await asyncio.wait([asked])
-            assert asked.cancelled() and silent.hung[0].cancelled() and writers.heard == []
-            await asyncio.sleep(0)
-            assert owui.item_tasks["c"] == []  # the task registered again after the cancel ended too
+            await _settled(emitter)
+            assert writers.heard == ["m"] and len(_reannounced(owui, "m2")) == 1  # m2's first cancel: unknown
+            await owui.stop_chat("c", "stop")
+            await host.run_in_trio(writers.wait_heard, 2)
+            assert writers.heard == ["m", "m2"]  # its mark taken at that cancel: the next Stop is read
+            for m in ("m", "m2"):
+                await host.run_in_trio(emitter.close_task, "c", m)
         finally:
             await host.aclose()
 
@@ -289,6 +300,8 @@ def test_a_question_still_open_ends_with_the_chats_last_writer() -> None:
 
 
 def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_tabs_that_join_later() -> None:
+    """For a page loaded before owc patched Open WebUI (every later page has the hook from its load)."""
+
     async def body() -> None:
         owui = FakeOpenWebUI()
         host = await guest.start(_idle)
@@ -301,7 +314,7 @@ def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_ta
             await _writing(host, emitter, writers, "m")
             assert owui.executed() == [("u", "c", "m")]
             [(_, _, _, install)] = [x for x in owui.emitted if x[3]["type"] == "execute"]
-            assert emitter.asker in install["data"]["code"] and "const FRESH = true" in install["data"]["code"]
+            assert install["data"]["code"] == install_code()
             output = [{"type": "message"}]
             await host.run_in_trio(emitter.save_stream, "c", "m", output)
             assert len(owui.executed()) == 1  # the same room: nothing to send
@@ -309,22 +322,14 @@ def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_ta
             await host.run_in_trio(emitter.save_stream, "c", "m", output)
             await host.run_in_trio(emitter.save_stream, "c", "m", output)
             assert len(owui.executed()) == 2
-            later = [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]
-            assert "const FRESH = false" in later["data"]["code"]  # a Stop recorded before must still count
-            # A second writer of the chat is introduced: the chat had the hook, so not fresh.
-            await _writing(host, emitter, writers, "m2")
-            assert (
-                "const FRESH = false" in [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]["data"]["code"]
-            )
+            await _writing(host, emitter, writers, "m2")  # a second writer of the chat is introduced
+            assert len(owui.executed()) == 3
             # The final message introduces nothing.
             final = {"type": "chat:messages", "data": {"messages": {"m": {"done": True}}}}
             await host.run_in_trio(emitter.emit, "c", "m", "u", final)
             assert len(owui.executed()) == 3
             for m in ("m", "m2"):
                 await host.run_in_trio(emitter.close_task, "c", m)
-            await _writing(host, emitter, writers, "m3")  # the chat had no writer left: fresh again
-            assert "const FRESH = true" in [x for x in owui.emitted if x[3]["type"] == "execute"][-1][3]["data"]["code"]
-            await host.run_in_trio(emitter.close_task, "c", "m3")
         finally:
             await host.aclose()
 
@@ -366,24 +371,21 @@ def test_a_writer_that_closes_while_its_cancel_is_handled_leaves_no_task_behind(
     _run(body)
 
 
-def test_a_cancel_before_the_message_is_introduced_is_asked_about_once_the_tabs_hold_it() -> None:
+def test_a_stop_before_the_message_is_introduced_stops_at_once() -> None:
+    """Cancelled before the claim (the tabs do not hold the message yet): the record decides, nothing waits for the
+    tabs, and no hook goes to a tab that would drop it."""
+
     async def body() -> None:
         owui = FakeOpenWebUI()
         host = await guest.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            tab = owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["stop"]}])
+            owui.open_tab("s1", "u", "c")
             await host.run_in_trio(emitter.open_task, "c", "m", "u", writers.on_cancel("m"))
-            await owui.stop_chat("c")  # before the claim: the tab does not hold the message yet
-            for _ in range(5):
-                await asyncio.sleep(0)
-            assert tab.calls == []  # an execute about a message the tab lacks would be dropped: not sent yet
-            intro = {"type": "chat:messages", "data": {"messages": {"m": {"done": False}}}}
-            await host.run_in_trio(emitter.emit, "c", "m", "u", intro)
+            await owui.stop_chat("c", "stop")
             await host.run_in_trio(writers.wait_heard, 1)
-            assert writers.heard == ["m"] and len(tab.calls) == 1
-            assert owui.executed() == []  # no install over the pending question (its mark would skip the stop)
+            assert writers.heard == ["m"] and owui.executed() == []
             await host.run_in_trio(emitter.close_task, "c", "m")
         finally:
             await host.aclose()
@@ -403,7 +405,6 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            owui.open_tab("s1", "u", "c", answers=[{"hook": True, "kinds": ["send_now"]}] * 3)
             told: list[str] = []
             changed = trio.Event()
 
@@ -419,13 +420,13 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
 
             await host.run_in_trio(open_it)
             [before] = owui.item_tasks["c"]
-            assert await owui.stop_chat("c") == 1
+            assert await owui.stop_chat("c", "send_now") == 1
             await _settled(emitter)
             await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
             [after] = owui.item_tasks["c"]
             assert after != before and told == [after] and writers.heard == []
-            await owui.stop_chat("c")
-            await owui.stop_chat("c")
+            await owui.stop_chat("c", "send_now")
+            await owui.stop_chat("c", "send_now")
             await _settled(emitter)
             await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
             [newest] = owui.item_tasks["c"]
@@ -438,11 +439,11 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
     _run(body)
 
 
-def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_asked_of_the_senders_tabs() -> None:
+def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_read_as_the_senders() -> None:
     """Issue 24, item 13: in a chat shared in ``continue`` mode, the reply of the user who continued it carries that
     user's ``user_id`` and Open WebUI's Stop reaches its task by it, while owc's writer (the chat's session key) is
-    the owner's. The question after the cancel goes to the tabs of the message's own user: its sender's Stop stops
-    it (asked of the owner's tabs, it was taken for "Send now" and the run went on)."""
+    the owner's. The sender's Stop stops it; the owner's record is not about it (Open WebUI's stop cancels only
+    the caller's own tasks)."""
 
     async def body() -> None:
         owui = FakeOpenWebUI()
@@ -451,15 +452,39 @@ def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_asked_of_the_send
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
-            sender = owui.open_tab("s-bea", "bea", "c", answers=[{"hook": True, "kinds": ["stop"]}])
-            owner = owui.open_tab("s-ann", "u", "c")  # the owner has the chat open too, and did nothing
             await _writing(host, emitter, writers, "m")  # the writer runs under the owner's key ("u")
-            await owui.stop_chat("c")
+            await owui.stop_chat("c", "stop", user_id="u")
             await _settled(emitter)
-            assert sender.calls and owner.calls == [] and _reannounced(owui, "m") == []
+            assert writers.heard == [] and len(_reannounced(owui, "m")) == 1
+            await owui.stop_chat("c", "stop", user_id="bea")
             await host.run_in_trio(writers.wait_heard, 1)
             assert writers.heard == ["m"]
             await host.run_in_trio(emitter.close_task, "c", "m")
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+def test_a_user_turns_cancelled_request_is_stopped_only_by_a_stop_made_for_it() -> None:
+    """A user turn's request (Open WebUI's own task) is cancelled: the stop request behind it decides, read from
+    the mark taken when the turn began; ``on_stop`` is called on the Trio side for a Stop only."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await guest.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+            owui.record_stop("c", "stop")  # an earlier reply's Stop
+            for said, stopped in (("send_now", False), (None, False), ("stop", True)):
+                mark = await emitter.stop_mark("c")
+                owui.record_stop("c", said)
+                emitter.decide_after_request_cancel("c", "m", "u", mark, writers.on_cancel(f"m-{said}"))
+                await asyncio.gather(*emitter._inline_asks)
+                if stopped:
+                    await host.run_in_trio(writers.wait_heard, 1)
+            assert writers.heard == ["m-stop"]
         finally:
             await host.aclose()
 

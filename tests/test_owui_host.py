@@ -36,6 +36,11 @@ class WatchedOpenWebUI(FakeOpenWebUI):
     def __init__(self) -> None:
         super().__init__()
         self.finished = asyncio.Event()
+        self.streamed = asyncio.Event()
+
+    async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
+        await super().save_response_stream(task_id, chat_id, message_id, output)
+        self.streamed.set()
 
     async def event_emitter(self, user_id: str, chat_id: str, message_id: str) -> Any:
         inner = await super().event_emitter(user_id, chat_id, message_id)
@@ -157,3 +162,133 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
     assert message["done"] is True and message["content"].startswith("Cron says hi.")
     assert any(item.get("type") == "function_call" for item in message["output"])
     assert message["meta"]["task_id"].startswith("t")  # registered as a task of the chat, as Open WebUI's replies are
+
+
+def test_a_run_still_going_when_open_webui_stops_leaves_its_message_to_the_next_process(tmp_path: Path) -> None:
+    """Issue 25, item 1: Open WebUI stops (its shutdown sink closes owc) while an agent turn goes on at the Gateway.
+    owc lets go of the message its writer held, so the next process takes it at once and streams the run with a
+    working Stop (before, the next process stood by until the run's end: the tab kept open across the restart
+    showed neither the run nor a Stop that could reach it). The message stays owed its finish."""
+    url = f"sqlite:///{tmp_path / 'webui.db'}"
+    store = ChatStore(make_engine(url))
+    store.create_tables()
+    chat_id = str(uuid.uuid4())
+    store.create_chat(chat_id, USER)
+    store.engine.dispose()
+    key = ids.session_key("main", USER, chat_id)
+    message_id = ids.message_id(key, "going-on")
+
+    with simulator_thread(TOKEN) as (sim, sim_token):
+
+        async def body() -> None:
+            owui = WatchedOpenWebUI()
+            settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
+            runtime = await host.ensure_started(settings, owui)
+            try:
+                await guest.process_host().run_in_trio(runtime.connected)
+
+                def start_run() -> None:
+                    sim.start_run(key, "going-on").text("Still working.")
+
+                await asyncio.to_thread(trio.from_thread.run_sync, start_run, trio_token=sim_token)
+                while not owui.response_streams:  # the writer streams: it holds the message
+                    await owui.streamed.wait()
+                    owui.streamed.clear()
+            finally:
+                await host.shutdown()
+
+        with asyncio.Runner() as runner:
+            runner.run(body())
+
+    store = ChatStore(make_engine(url))
+    message = store.read_chat(chat_id)["history"]["messages"][message_id]
+    store.engine.dispose()
+    assert message["done"] is False and message["meta"]["openclaw_open"] is True
+    assert "openclaw_writer" not in message["meta"]  # nobody's: the next process's writer takes it at once
+
+
+def test_a_persons_turn_is_stopped_though_the_cancel_lands_outside_its_stream(tmp_path: Path) -> None:
+    """Issue 25, item 1: Open WebUI's middleware is awaiting something else (the socket, its own save) when a stop
+    request cancels the request's task, and swallows the cancel (``process_chat`` does): the Pipe's stream never sees
+    a ``CancelledError``, only its close. owc reads the stop request's record at the request task's end all the same
+    (the task ends with its cancel still counted), so the Stop aborts the agent's run at the Gateway. A "Send now"
+    the same way leaves the run going. (Before, the intent was read only in the stream's ``except``: measured on the
+    real server, a "Send now" and a Stop landing there were never read.)"""
+    from owc.owui import pipe
+
+    url = f"sqlite:///{tmp_path / 'webui.db'}"
+    store = ChatStore(make_engine(url))
+    store.create_tables()
+    chats = [str(uuid.uuid4()) for _ in range(2)]
+    for chat_id in chats:
+        store.create_chat(chat_id, USER)
+        store.add_turn(chat_id, f"u-{chat_id}", f"m-{chat_id}", text="SLOW please")
+    store.engine.dispose()
+
+    with simulator_thread(TOKEN) as (sim, sim_token):
+
+        async def request(owui: WatchedOpenWebUI, chat_id: str, said: str) -> Any:
+            """Open WebUI's request task for one turn: it streams the Pipe's output, awaiting the socket between
+            items, where the stop request's cancel lands; it closes the stream and swallows the cancel. Returns the
+            simulator's run."""
+            key = ids.session_key("main", USER, chat_id)
+            turn = pipe.Turn(
+                chat_id=chat_id,
+                message_id=f"m-{chat_id}",
+                user_id=USER,
+                session_key=key,
+                run_id=ids.input_run_id(chat_id, f"m-{chat_id}", "t"),
+                text="SLOW please",
+                model=None,
+            )
+            first, socket = asyncio.Event(), asyncio.Event()
+
+            async def middleware() -> None:
+                stream = pipe.user_turn(turn)
+                try:
+                    async for _ in stream:
+                        first.set()
+                        await socket.wait()  # never set: the cancel lands here, outside the stream
+                except asyncio.CancelledError:
+                    await stream.aclose()  # the stream sees only its close
+                    return  # "Chat processing was cancelled"
+
+            task = asyncio.get_running_loop().create_task(middleware())
+            await first.wait()
+            run = await asyncio.to_thread(trio.from_thread.run_sync, lambda: sim.active_run(key), trio_token=sim_token)
+            owui.record_stop(chat_id, said, USER)  # owc's stop route, before Open WebUI cancels the request
+            task.cancel()
+            await task
+            return run
+
+        async def body() -> None:
+            owui = WatchedOpenWebUI()
+            settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
+            runtime = await host.ensure_started(settings, owui)
+            try:
+                await guest.process_host().run_in_trio(runtime.connected)
+                stopped = await request(owui, chats[0], "stop")
+                kept = await request(owui, chats[1], "send_now")
+
+                def ended(run: Any) -> Any:
+                    async def wait() -> None:
+                        with trio.move_on_after(30):  # timer-ok: a harness bound; the assertion below says what failed
+                            await sim.wait_for(lambda: run.run.terminal is not None)
+
+                    return wait
+
+                await asyncio.to_thread(trio.from_thread.run, ended(stopped), trio_token=sim_token)
+                assert stopped.run.terminal == "aborted"  # the Gateway's own record
+                assert kept.run.terminal is None  # "Send now": the run goes on
+
+                def finish() -> None:
+                    kept.text(" and done.").end()
+
+                await asyncio.to_thread(trio.from_thread.run_sync, finish, trio_token=sim_token)
+                await asyncio.to_thread(trio.from_thread.run, ended(kept), trio_token=sim_token)
+                assert kept.run.terminal == "final"
+            finally:
+                await host.shutdown()
+
+        with asyncio.Runner() as runner:
+            runner.run(body())

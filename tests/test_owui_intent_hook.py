@@ -1,9 +1,11 @@
 """The page intent hook (``owc/owui/intent_hook.py``) in real Chromium, on a page built like Open WebUI 0.12.4's
 where the hook looks: a queued message's "Send now" button (its arrow icon), the composer's Stop button, Escape,
 each calling the page's stop endpoint the way ``Chat.svelte`` does (``stopResponse`` -> ``stopTasksByChatId`` ->
-``fetch`` before any ``await``). The labels are German here: the hook must not depend on the page's language.
+``fetch`` before any ``await``). The labels are German here: the hook must not depend on the page's language. The
+hook is loaded as Open WebUI loads ``loader.js`` (a classic script before the app's), or installed as an
+``execute`` event runs code (the body of an async function).
 
-The real page, with owc asking it through Open WebUI's event call, is the W tier's (``tests/test_owui_w.py``).
+The real page and server, with owc's stop route reading the tag, are the W tier's (``tests/test_owui_w_stop.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from owc.owui.intent_hook import KEEP, ask_code, install_code
+from owc.owui.intent_hook import GLOBAL, LOADER_SCRIPT, VERSION, install_code
+from owc.rules.intent import HEADER
 
 pytestmark = [pytest.mark.owuiserver]
 
@@ -22,6 +25,7 @@ CHAT = "0b7c2a8e-5d1f-4c6a-9e0b-hook-test"
 
 PAGE = """<!doctype html><html><head><style>svg { width: 16px; height: 16px; display: block; }
 button, textarea { display: block; margin: 8px; }</style></head><body>
+%(loader)s
 <div class="queue">
   <div class="flex items-center gap-2 px-2 py-1.5">
     <p>queued prompt</p>
@@ -38,7 +42,10 @@ button, textarea { display: block; margin: 8px; }</style></head><body>
 <script>
   let chatId = %(chat)s;
   const stopTasksByChatId = async (token, id) => {
-    const res = await fetch(`/api/tasks/chat/${encodeURIComponent(id)}/stop`, {method: 'POST'});
+    const res = await fetch(`/api/tasks/chat/${encodeURIComponent(id)}/stop`, {
+      method: 'POST',
+      headers: {Accept: 'application/json', 'Content-Type': 'application/json', authorization: 'Bearer t0ken'}
+    });
     return res.json();
   };
   const stopResponse = async (processQueue = true) => {
@@ -57,32 +64,49 @@ button, textarea { display: block; margin: 8px; }</style></head><body>
     await stopTasksByChatId('token', id);
   };
   window.stopWithRequest = () =>
-    fetch(new Request(`/api/tasks/chat/${encodeURIComponent(chatId)}/stop`, {method: 'POST'}));
+    fetch(new Request(`/api/tasks/chat/${encodeURIComponent(chatId)}/stop`, {
+      method: 'POST', headers: {authorization: 'Bearer t0ken'}
+    }));
 </script></body></html>"""
+
+
+def _page(browser: Any, *, loader: bool) -> Any:
+    page = browser.blank_page(timeout_ms=30_000)
+    requests: list[tuple[str, dict[str, str]]] = []
+    tag = f'<script src="/static/loader.js?owc={VERSION}"></script>' if loader else ""
+
+    def serve(route: Any) -> None:
+        url = route.request.url
+        if "/static/loader.js" in url:
+            route.fulfill(status=200, content_type="text/javascript", body=LOADER_SCRIPT)
+        elif url.startswith(ORIGIN + "/api/"):
+            requests.append((url.removeprefix(ORIGIN), dict(route.request.headers)))
+            route.fulfill(status=200, content_type="application/json", body='{"status": true}')
+        else:
+            route.fulfill(status=200, content_type="text/html", body=PAGE % {"chat": f'"{CHAT}"', "loader": tag})
+
+    page.route(ORIGIN + "/**", serve)
+    page.goto(ORIGIN + "/")
+    page.api = requests
+    return page
 
 
 @pytest.fixture
 def page(browser_install: Any, tmp_path: Any) -> Iterator[Any]:
+    """The page with the hook loaded as Open WebUI loads ``loader.js``."""
     from owui.browser import running_browser
 
     with running_browser(tmp_path) as browser:
-        page = browser.blank_page(timeout_ms=30_000)
-        stops: list[str] = []
+        yield _page(browser, loader=True)
 
-        def serve(route: Any) -> None:
-            url = route.request.url
-            if "/api/tasks/chat/" in url:
-                stops.append(url)
-                route.fulfill(status=200, content_type="application/json", body='{"status": true}')
-            elif url.startswith(ORIGIN + "/api/"):
-                route.fulfill(status=200, content_type="application/json", body="{}")
-            else:
-                route.fulfill(status=200, content_type="text/html", body=PAGE % {"chat": f'"{CHAT}"'})
 
-        page.route(ORIGIN + "/**", serve)
-        page.goto(ORIGIN + "/")
-        page.stops = stops
-        yield page
+@pytest.fixture
+def bare_page(browser_install: Any, tmp_path: Any) -> Iterator[Any]:
+    """The page as a tab loaded before owc was installed: no hook until an ``execute`` brings it."""
+    from owui.browser import running_browser
+
+    with running_browser(tmp_path) as browser:
+        yield _page(browser, loader=False)
 
 
 def run(page: Any, code: str) -> Any:
@@ -90,89 +114,52 @@ def run(page: Any, code: str) -> Any:
     return page.evaluate(f"async () => {{ {code} }}")
 
 
-def ask(page: Any, asker: str = "A", chat: str = CHAT) -> Any:
-    return run(page, ask_code(asker, chat))
-
-
-def stopped(page: Any, count: int) -> None:
+def requested(page: Any, count: int) -> list[tuple[str, str | None]]:
+    """Once the page has made ``count`` API requests: each one's path and the hook's tag on it (None: untagged)."""
     page.wait_for_function(
-        f"() => performance.getEntriesByType('resource').filter(e => e.name.includes('/stop')).length >= {count}"
+        f"() => performance.getEntriesByType('resource').filter(e => e.name.includes('/api/')).length >= {count}"
     )
+    return [(path, headers.get(HEADER)) for path, headers in page.api]
 
 
-def test_a_page_without_the_hook_says_so_and_the_question_installs_it(page: Any) -> None:
-    assert ask(page) == {"hook": False, "kinds": []}
-    assert ask(page) == {"hook": True, "kinds": []}
+STOP_PATH = f"/api/tasks/chat/{CHAT}/stop"
+
+
+def test_each_stop_request_is_tagged_with_the_control_that_made_it_not_by_its_label(page: Any) -> None:
+    assert page.evaluate(f"() => window[{GLOBAL!r}].via") == "loader"  # in the tab before the app ran
     page.click("#stop")
-    stopped(page, 1)
-    assert ask(page) == {"hook": True, "kinds": ["stop"]}
-
-
-def test_each_control_is_recorded_by_what_it_is_not_by_its_label(page: Any) -> None:
-    assert run(page, install_code("A", CHAT, fresh=True)) == {"hook": True}
-    page.click("#stop")
-    stopped(page, 1)
-    assert ask(page) == {"hook": True, "kinds": ["stop"]}
-    assert ask(page) == {"hook": True, "kinds": []}  # read once per asker
     page.click("#send-now path")  # the click lands on the icon inside the button
-    stopped(page, 2)
-    assert ask(page) == {"hook": True, "kinds": ["send_now"]}
+    assert requested(page, 3) == [
+        (STOP_PATH, "stop"),
+        (STOP_PATH, "send_now"),
+        ("/api/chat/completions", None),  # the queued prompt after the stop: untouched
+    ]
     page.click("#prompt")
     page.keyboard.press("Escape")
-    stopped(page, 3)
-    page.click("#edit")  # no stop call: nothing recorded
-    page.evaluate("() => window.stopLater(chatId)")
-    stopped(page, 4)
-    page.evaluate("() => window.stopWithRequest()")
-    stopped(page, 5)
-    assert ask(page) == {"hook": True, "kinds": ["stop", "stop", "stop"]}
-    assert len(page.stops) == 5  # the page's own calls all went through, once each
+    page.click("#edit")  # no stop call: nothing sent
+    page.evaluate("() => window.stopLater(chatId)")  # no gesture behind it
+    page.evaluate("() => window.stopWithRequest()")  # a Request object: tagged, its own headers kept
+    got = requested(page, 6)
+    assert got[3:] == [(STOP_PATH, "stop")] * 3
+    assert [h.get("authorization") for _, h in page.api if _ == STOP_PATH] == ["Bearer t0ken"] * 5
+    assert page.api[0][1]["content-type"] == "application/json"  # the page's own headers go along
+    assert page.evaluate(f"() => window[{GLOBAL!r}].tagged") == 5
 
 
-def test_every_asker_reads_each_stop_once_and_a_fresh_one_reads_only_later_stops(page: Any) -> None:
-    run(page, install_code("A", CHAT, fresh=True))
-    run(page, install_code("A", CHAT, fresh=False))  # installed again: still one record per stop call
-    page.click("#send-now")
-    stopped(page, 1)
-    assert ask(page, "B") == {"hook": True, "kinds": ["send_now"]}  # another Open WebUI process asks too
-    assert ask(page, "A") == {"hook": True, "kinds": ["send_now"]}
-    run(page, install_code("C", CHAT, fresh=True))  # C's first writer on the chat: earlier stops are not its
-    run(page, install_code("D", CHAT, fresh=False))  # D's first sight of this tab: from now on too
-    assert ask(page, "C") == {"hook": True, "kinds": []}
-    assert ask(page, "D") == {"hook": True, "kinds": []}
-    page.click("#stop")
-    page.click("#send-now")
-    stopped(page, 3)
-    # E never installed here (the tab reached it only through the question): only the newest stop can be its
-    # cancel's; older ones were other stops (before, they were all read, and a stale Stop won over Send now).
-    assert ask(page, "E") == {"hook": True, "kinds": ["send_now"]}
-    assert ask(page, "D") == {"hook": True, "kinds": ["stop", "send_now"]}
+def test_a_page_without_the_hook_gets_it_from_an_execute_once(bare_page: Any) -> None:
+    bare_page.click("#stop")
+    assert requested(bare_page, 1) == [(STOP_PATH, None)]  # a hookless tab: its stop says nothing
+    assert run(bare_page, install_code()) == {"hook": False}
+    assert run(bare_page, install_code()) == {"hook": True}  # installed once: one tag per request
+    bare_page.click("#send-now")
+    got = requested(bare_page, 3)
+    assert got[1] == (STOP_PATH, "send_now")
+    assert bare_page.evaluate(f"() => window[{GLOBAL!r}].via") == "execute"
 
 
-def test_stops_are_kept_per_chat_and_bounded(page: Any) -> None:
-    run(page, install_code("A", CHAT, fresh=True))
-    other = "chat/with spaces?"  # encoded in the URL as the page encodes it
-    page.evaluate("(id) => window.stopLater(id)", other)
-    stopped(page, 1)
-    assert ask(page) == {"hook": True, "kinds": []}
-    assert ask(page, chat=other) == {"hook": True, "kinds": ["stop"]}
-    for _ in range(KEEP + 4):
-        page.click("#stop")
-    stopped(page, KEEP + 5)
-    assert ask(page) == {"hook": True, "kinds": ["stop"] * KEEP}
-
-
-def test_prototype_names_are_plain_ids(page: Any) -> None:
-    for name in ("__proto__", "constructor", "toString", "hasOwnProperty"):
-        assert run(page, install_code(name, name, fresh=True)) == {"hook": True}
-        assert ask(page, name, name) == {"hook": True, "kinds": []}  # answered: a thrown error would hang the ask
-    page.evaluate("(id) => window.stopLater(id)", "__proto__")
-    stopped(page, 1)
-    assert ask(page, "__proto__", "__proto__") == {"hook": True, "kinds": ["stop"]}
-
-
-def test_the_code_is_safe_for_any_ids(page: Any) -> None:
-    hostile = "'; window.pwned = true; '\"`${1}`</script>"
-    assert run(page, install_code(hostile, hostile, fresh=True)) == {"hook": True}
-    assert ask(page, hostile, hostile) == {"hook": True, "kinds": []}
+def test_a_stop_of_any_chat_is_tagged_however_its_id_is_encoded(page: Any) -> None:
+    for chat in ("chat/with spaces?", "__proto__", "'; window.pwned = true; '\"`${1}`</script>"):
+        page.evaluate("(id) => window.stopLater(id)", chat)
+    got = requested(page, 3)
+    assert [tag for _, tag in got] == ["stop"] * 3
     assert page.evaluate("() => window.pwned === undefined")

@@ -379,6 +379,29 @@ def test_claiming_twice_backs_off_and_dead_writer_is_taken_over(store: ChatStore
     assert finished == AlreadyThere(writer="w2", run_id="r", done=True)  # a finished message is never taken
 
 
+def test_a_message_let_go_at_shutdown_is_taken_at_once_by_the_next_process(store: ChatStore) -> None:
+    """Issue 25, item 1: a process closing for good lets go of the unfinished messages its writers held
+    (``release``); the next process's writer takes the writerless message at once, with nobody to wait for. Only
+    this process's own, unfinished messages are let go: another process's stays its."""
+    store.create_chat("c", USER)
+    store.claim("c", "m", run_id="r", writer="p1/conn", alive=DEAD, user_id=USER)
+    store.claim("c", "m2", run_id="r2", writer="p2/conn", alive=DEAD, user_id=USER)
+    ours = lambda writer: str(writer).startswith("p1/")  # noqa: E731
+    # Before: a writer of another process may be alive, so the next process stands by.
+    assert store.claim("c", "m", run_id="r", writer="p3/conn", alive=ALIVE, user_id=USER) == AlreadyThere(
+        writer="p1/conn", run_id="r", done=False
+    )
+    assert store.release("c", "m", holds=ours) is True
+    assert store.release("c", "m2", holds=ours) is False  # p2's: not ours to let go
+    assert store.release("c", "gone", holds=ours) is False
+    meta = store.read_chat("c")["history"]["messages"]["m"]["meta"]
+    assert "openclaw_writer" not in meta and meta["openclaw_open"] is True  # still owed its finish
+    taken = store.claim("c", "m", run_id="r", writer="p3/conn", alive=ALIVE, user_id=USER, adopt_writerless=True)
+    assert isinstance(taken, TakenOver) and taken.previous_writer is None
+    store.write("c", "m", content="done", output=[], done=True)
+    assert store.release("c", "m", holds=lambda w: True) is False  # finished: nothing to let go
+
+
 def test_a_message_without_an_owc_writer_is_not_taken(store: ChatStore) -> None:
     chat = user_turn_chat("c")
     chat["history"]["messages"]["m"] = {

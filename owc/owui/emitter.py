@@ -10,17 +10,17 @@ one, ``OpenWebUISurface``, imports ``open_webui`` lazily; tests give a stand-in 
 * a writer is an Open WebUI **task** of its chat while it writes (``create_task(redis, hold, id=chat_id)``, section
   7): tabs show the generating state, the message's ``meta.task_id`` names it, and the native Stop cancels it. The
   held coroutine only waits;
-* a cancel of that task is asked about before it means anything: Open WebUI's page calls one endpoint for its
-  Stop button, Escape and "Send now", so the page hook (``owc.owui.intent_hook``, sent to the tabs when the
-  message is introduced and to tabs that join the chat later) records which control made each stop call, and
-  the tabs are asked (``owc.rules.intent``): a Stop passes ``on_cancel`` to the writer; "Send now" or no answer
-  leaves the writer writing, under a new task;
+* a cancel of that task means what the stop request behind it said: Open WebUI's page calls one endpoint for its
+  Stop button, Escape and "Send now", so the page hook tags each request with its control and owc's stop route
+  records it before Open WebUI cancels anything (``owc.owui.page``); on a cancel the writer reads the records it
+  has not read (``owc.rules.intent``): a Stop passes ``on_cancel`` to the writer; "Send now" or nothing said
+  leaves the writer writing, under a new task. The hook also goes to the tabs when the message is introduced and
+  to tabs that join the chat later (a page loaded before owc was);
 * the live copy of the message (``save_response_stream`` keyed by that task id, section 8) lets a tab that loads
   the chat mid-run see it (``done: false`` overlay). Open WebUI looks only at tasks registered for the chat, so a
   message with no task has no overlay, and ending the task drops the copy with it.
 
-Nothing here waits on a clock; each call ends when Open WebUI's coroutine does, and a question no tab answers
-decides nothing.
+Nothing here waits on a clock; each call ends when Open WebUI's coroutine does.
 """
 
 from __future__ import annotations
@@ -28,18 +28,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
-import uuid
+import os
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
-import anyio
-import anyio.abc
 import attrs
 
 from owc.owui.guest import HostError, TrioHost
-from owc.owui.intent_hook import ask_code, install_code
-from owc.rules.intent import BadAnswer, Intent, PageAnswer, decide, read_answer, stops
+from owc.owui.intent_hook import install_code
+from owc.rules.intent import Intent, Mark, StopRecord, decide, mark_of, read
 
 log = logging.getLogger("owc.owui")
 
@@ -63,16 +60,11 @@ class Surface(Protocol):
     async def clear_response_stream(self, task_id: str) -> None:
         """Drop the live output (the message is final in the database)."""
 
-    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
-        """The user's live Socket.IO sessions (tabs) that have the chat open, on every worker."""
+    async def stop_records(self, chat_id: str) -> tuple[StopRecord, ...]:
+        """The chat's stop records (``owc.owui.page``): what each stop request said, oldest first."""
 
     async def message_user(self, chat_id: str, message_id: str) -> str | None:
         """The message's own ``user_id`` (None: it has none, or there is no such message)."""
-
-    async def event_call(
-        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
-    ) -> Any:
-        """Open WebUI's ``get_event_call`` to one tab: the tab's answer (``{"error": ...}`` if it went away)."""
 
     def room_sessions(self, chat_id: str) -> frozenset[str]:
         """The sessions in the chat's Socket.IO room on this worker (cheap: read on every flush)."""
@@ -100,9 +92,16 @@ class _Task:
     final_sent: bool = False
     #: The live copy last saved (kept to save it again under a new task id: Open WebUI drops it with a task).
     output: list[dict[str, Any]] | None = None
-    #: Set when the tabs hold the message (its first ``chat:messages``): a tab runs an ``execute`` only for a
-    #: message it holds, so a question waits for this.
+    #: Set when the tabs hold the message (its first ``chat:messages``): a tab runs an ``execute`` (the page
+    #: hook) only for a message it holds.
     introduced: asyncio.Event = attrs.field(factory=asyncio.Event)
+    #: The stop records this task has read (``owc.rules.intent``): taken once it is registered, moved by each
+    #: cancel's reading. None until taken, or if the records could not be read then (a cancel is then unknown).
+    mark: Mark | None = None
+    #: Set once ``mark`` was taken (a cancel right after the registration waits for it).
+    marked: asyncio.Event = attrs.field(factory=asyncio.Event)
+    #: One reading of the records at a time (two cancels in a row read each record once).
+    reading: asyncio.Lock = attrs.field(factory=asyncio.Lock)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -115,15 +114,13 @@ class OwuiEmitter:
     def __init__(self, host: TrioHost, surface: Surface) -> None:
         self._host = host
         self._surface = surface
-        #: This process's mark in the pages' hooks (each process reads every Stop once).
-        self.asker = uuid.uuid4().hex
         self._emitters: dict[tuple[str, str], EventEmitter] = {}
         self._tasks: dict[tuple[str, str], _Task] = {}
         #: Per chat, the room's sessions that were sent the page hook (dropped with the chat's last task).
         self._hooked: dict[str, frozenset[str]] = {}
-        #: Per chat, the questions in flight after cancels (ended with the chat's last task).
+        #: Per chat, the handling of cancels in flight (ended with the chat's last task).
         self._asks: dict[str, set[asyncio.Task[None]]] = {}
-        #: Questions after a user turn's request was cancelled (ended by their answer, or at shutdown).
+        #: Decisions after a user turn's request was cancelled (ended when decided, or at shutdown).
         self._inline_asks: set[asyncio.Task[None]] = set()
         #: Per message, the ``meta.task_id`` writes in flight after a re-registration (ended with its task).
         self._namings: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
@@ -155,12 +152,9 @@ class OwuiEmitter:
         await em(event)
         if task is not None and introduced is False and self._tasks.get(task.key) is task:
             # The tabs have the message now: give them the page hook (an ``execute`` runs only for a message the
-            # tab holds), so a later cancel can be asked about. Not while a question about a cancel is pending
-            # in the chat: a fresh hook's mark would pass over the stop that question is about (the question
-            # installs the hook itself).
+            # tab holds), for a page loaded before owc patched Open WebUI (every later page has it from its load).
             task.introduced.set()
-            if not self._asks.get(chat_id):
-                await self._install(task, em, fresh=chat_id not in self._hooked)
+            await self._install(task, em)
 
     # ------------------------------------------------------------------ the writer as an Open WebUI task
 
@@ -173,10 +167,10 @@ class OwuiEmitter:
         on_task_id: Callable[[str], Awaitable[object]] | None = None,
     ) -> str | None:
         """Register the message's writer as a task of its chat. A cancel of it (the page's Stop button, Escape, or
-        "Send now": one endpoint for all three) is asked about (``owc.rules.intent``): ``on_cancel`` is called (on
-        the Trio side) only for a Stop; after a cancel the writer is registered again under a new id, which
-        ``on_task_id`` is awaited with (in Trio). Returns the task id (None if Open WebUI refused: no Stop
-        button then)."""
+        "Send now": one endpoint for all three) means what its stop request said (``owc.rules.intent``):
+        ``on_cancel`` is called (on the Trio side) only for a Stop; after a cancel the writer is registered again
+        under a new id, which ``on_task_id`` is awaited with (in Trio). Returns the task id (None if Open WebUI
+        refused: no Stop button then)."""
         key = (chat_id, message_id)
         if key in self._tasks:
             return self._tasks[key].task_id
@@ -199,7 +193,21 @@ class OwuiEmitter:
         await self._register(task)
         self._tasks[task.key] = task
         log.info("owui.task_opened chat=%s message=%s task=%s", chat_id, message_id, task.task_id)
+        # Taken once the task exists: a stop recorded before was not about it. (A stop whose record lands between
+        # the registration and this read counts as read: its cancel is then unknown, never a wrong Stop.)
+        try:
+            task.mark = await self._mark(chat_id)
+        finally:
+            task.marked.set()  # a cancel's reading never waits on a mark that is not coming (None: unknown)
         return task
+
+    async def _mark(self, chat_id: str) -> Mark | None:
+        """A reader of the chat's stop records that starts now (None: they cannot be read)."""
+        try:
+            return mark_of(await self._surface.stop_records(chat_id))
+        except Exception as exc:
+            log.warning("owui.stop_records_unread chat=%s: %s: %s", chat_id, type(exc).__name__, exc)
+            return None
 
     async def _register(self, task: _Task) -> None:
         """(Re-)register ``task``'s writer with Open WebUI under a new task id: a coroutine that only waits."""
@@ -225,8 +233,8 @@ class OwuiEmitter:
         held.add_done_callback(ended)
 
     def _cancelled(self, task: _Task) -> None:
-        """Open WebUI cancelled the writer's task (loop thread). Which control did it is the page's to say; the
-        writer goes on meanwhile, and a new task keeps the chat's generating state and live copy."""
+        """Open WebUI cancelled the writer's task (loop thread). Which control did it is the stop request's to
+        say; the writer goes on meanwhile, and a new task keeps the chat's generating state and live copy."""
         if self._tasks.get(task.key) is not task or task.stopping:
             return
         log.info("owui.task_cancelled chat=%s message=%s task=%s", task.chat_id, task.message_id, task.task_id)
@@ -249,16 +257,25 @@ class OwuiEmitter:
             pass
         except Exception:
             log.exception("owui.task_reregister_failed chat=%s message=%s", task.chat_id, task.message_id)
-        intent = await self._ask(task)
-        log.info("owui.intent chat=%s message=%s intent=%s", task.chat_id, task.message_id, intent.value)
+        # Read after the registration: a stop request that came between the cancel and it (and so found no task
+        # to cancel) wrote its record before Open WebUI listed the chat's tasks, so it is read here.
+        intent, said = await self._intent(task)
+        log.info(
+            "owui.intent chat=%s message=%s intent=%s read=%s pid=%d",
+            task.chat_id,
+            task.message_id,
+            intent.value,
+            ",".join(r.kind.value for r in said) or "nothing",
+            os.getpid(),
+        )
         if intent is Intent.STOP:
-            self._stop_chat(task.chat_id)
+            self._stop(task)
         elif intent is Intent.UNKNOWN:
             await self._reannounce(task)
 
     def _name_task(self, task: _Task) -> None:
         """The writer was registered again: its message's ``meta.task_id`` is to name the new id (issue 24, item
-        11: Open WebUI's ``/stop`` for a shared chat's reply finds the task by it). Written beside the question,
+        11: Open WebUI's ``/stop`` for a shared chat's reply finds the task by it). Written beside the reading,
         not before it (a database wait must not delay a Stop), by an asyncio task that ends with the writer's."""
         if task.on_task_id is None or self._tasks.get(task.key) is not task:
             return
@@ -278,58 +295,33 @@ class OwuiEmitter:
             except Exception:
                 log.exception("owui.task_id_not_saved chat=%s message=%s", task.chat_id, task.message_id)
 
-    async def _ask(self, task: _Task) -> Intent:
-        """Ask every tab of the message's user on the chat which control made its stop calls; the first Stop
-        decides at once. A tab that never answers decides nothing: the writer keeps writing meanwhile, and the
-        question ends with the chat's last task or Open WebUI's own event-call bound.
-
-        The message's user is its own ``user_id`` where it has one, as Open WebUI's Stop reads it
-        (``filter_task_ids_by_user_id``): in a chat shared in ``continue`` mode the reply of the user who continued
-        it is theirs, while the writer runs under the chat's key, its owner's (issue 24, item 13)."""
-        user_id = task.user_id
+    async def _actor(self, chat_id: str, message_id: str, user_id: str) -> str:
+        """The user whose stop cancels the message's task: the message's own ``user_id`` where it has one, as Open
+        WebUI's Stop reads it (``filter_task_ids_by_user_id``), else the writer's (the chat's owner). In a chat
+        shared in ``continue`` mode the reply of the user who continued it is theirs, while the writer runs under
+        the chat's key, its owner's (issue 24, item 13)."""
         try:
-            user_id = await self._surface.message_user(task.chat_id, task.message_id) or user_id
+            return await self._surface.message_user(chat_id, message_id) or user_id
         except Exception:
-            log.exception("owui.message_user_failed chat=%s message=%s", task.chat_id, task.message_id)
-        try:
-            sessions = await self._surface.chat_sessions(user_id, task.chat_id)
-        except Exception:
-            log.exception("owui.sessions_failed chat=%s", task.chat_id)
-            return Intent.UNKNOWN
-        if not sessions:
-            return Intent.UNKNOWN
-        await task.introduced.wait()  # a tab drops an ``execute`` about a message it does not hold
-        event = {"type": "execute", "data": {"code": ask_code(self.asker, task.chat_id)}}
-        # Every tab is asked, even one a question from an earlier cancel still waits on: dropping that older
-        # question could drop an answer the tab has already given (its mark moved on). The questions live in a task
-        # group of this call: the first Stop cancels the rest, and none outlives the answer.
-        answers: list[PageAnswer] = []
-        stopped = False
+            log.exception("owui.message_user_failed chat=%s message=%s", chat_id, message_id)
+            return user_id
 
-        async def ask_tab(session: str, group: anyio.abc.TaskGroup) -> None:
-            nonlocal stopped
-            answer = await self._ask_one(task, session, user_id, event)
-            if answer is None:
-                return
-            answers.append(answer)
-            if stops(answer):
-                stopped = True
-                group.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as group:
-            for session in sessions:
-                group.start_soon(ask_tab, session, group)
-        return Intent.STOP if stopped else decide(answers)
-
-    async def _ask_one(self, task: _Task, session_id: str, user_id: str, event: dict[str, Any]) -> PageAnswer | None:
-        try:
-            raw = await self._surface.event_call(session_id, user_id, task.chat_id, task.message_id, event)
-            return read_answer(raw)
-        except BadAnswer as exc:
-            log.warning("owui.intent_no_answer chat=%s session=%s: %s", task.chat_id, session_id, exc)
-        except Exception:
-            log.exception("owui.intent_call_failed chat=%s session=%s", task.chat_id, session_id)
-        return None
+    async def _intent(self, task: _Task) -> tuple[Intent, tuple[StopRecord, ...]]:
+        """What the stop requests this task has not read yet said (its user's: another user's stop did not cancel
+        it); the task's mark moves past every record there now."""
+        await task.marked.wait()
+        async with task.reading:
+            user_id = await self._actor(task.chat_id, task.message_id, task.user_id)
+            try:
+                records = await self._surface.stop_records(task.chat_id)
+            except Exception as exc:
+                log.warning("owui.stop_records_unread chat=%s: %s: %s", task.chat_id, type(exc).__name__, exc)
+                return Intent.UNKNOWN, ()
+            if task.mark is None:  # not readable when the task began: which records are this cancel's is unknown
+                task.mark = mark_of(records)
+                return Intent.UNKNOWN, ()
+            said, task.mark = read(records, task.mark, user_id)
+            return decide(said), said
 
     # ------------------------------------------------------------------ user turns (the Pipe's own requests)
 
@@ -340,12 +332,16 @@ class OwuiEmitter:
         if em is None:
             return
         try:
-            code = install_code(self.asker, chat_id, fresh=False)
-            await em({"type": "execute", "data": {"code": code}})
+            await em({"type": "execute", "data": {"code": install_code()}})
         except Exception:
             log.exception("owui.hook_install_failed chat=%s", chat_id)
         finally:
             self._emitters.pop((chat_id, message_id), None)  # the request's own emitter serves the turn
+
+    async def stop_mark(self, chat_id: str) -> Mark | None:
+        """A user turn begins (loop thread, its request already a task of the chat): the stop records so far are
+        not about it (``decide_after_request_cancel``)."""
+        return await self._mark(chat_id)
 
     async def say(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
         """One event about a user turn's message (loop thread), e.g. a status line above the reply."""
@@ -358,42 +354,59 @@ class OwuiEmitter:
         finally:
             self._emitters.pop((chat_id, message_id), None)
 
-    def ask_after_request_cancel(
-        self, chat_id: str, message_id: str, user_id: str, on_stop: Callable[[], object]
+    def decide_after_request_cancel(
+        self, chat_id: str, message_id: str, user_id: str, mark: Mark | None, on_stop: Callable[[], object]
     ) -> None:
-        """A user turn's request was cancelled (loop thread, from inside the dying request): ask the tabs, outside
-        that request, which control did it; ``on_stop`` (Trio side) only for a Stop. Nothing else is done here:
-        the request's end hands the run to a writer whatever the answer."""
-        probe = _Task(chat_id, message_id, user_id, on_stop, asyncio.Event())
-        probe.introduced.set()  # Open WebUI's own message: every tab on the chat holds it
+        """A user turn's request was cancelled (loop thread, at the request task's end): read what the stop request
+        behind it said; ``on_stop`` (Trio side) only for a Stop. Nothing else is done here: the request's end hands
+        the run to a writer whatever was said (a Stop then aborts it)."""
 
-        async def ask() -> None:
-            intent = await self._ask(probe)
-            log.info("owui.intent chat=%s message=%s intent=%s (a user turn)", chat_id, message_id, intent.value)
+        async def decide_it() -> None:
+            # The request's task is Open WebUI's own reply stub's, whose user is the sender (``user_id``): no database
+            # read on the dying request's way out (it would hold up Open WebUI's own cancel save and the handover).
+            actor = user_id
+            try:
+                records = await self._surface.stop_records(chat_id)
+            except Exception as exc:
+                log.warning("owui.stop_records_unread chat=%s: %s: %s", chat_id, type(exc).__name__, exc)
+                records = None
+            said: tuple[StopRecord, ...] = ()
+            if records is not None and mark is not None:
+                said, _ = read(records, mark, actor)
+            intent = decide(said)
+            log.info(
+                "owui.intent chat=%s message=%s intent=%s read=%s pid=%d (a user turn)",
+                chat_id,
+                message_id,
+                intent.value,
+                ",".join(r.kind.value for r in said) or "nothing",
+                os.getpid(),
+            )
             if intent is Intent.STOP:
-                self._stop_chat(chat_id)  # every writer of the chat, as the page's stop cancelled all its tasks
                 try:
                     self._host.run_sync_soon(on_stop)
                 except HostError:
                     log.info("owui.stop_after_close chat=%s message=%s", chat_id, message_id)
 
         # Owned by the emitter (self._inline_asks), outside the dying request: cancelled by release_all.
-        asked = asyncio.get_running_loop().create_task(ask())  # task-ok: self._inline_asks
-        self._inline_asks.add(asked)
-        asked.add_done_callback(self._inline_asks.discard)
+        decided = asyncio.get_running_loop().create_task(decide_it())  # task-ok: self._inline_asks
+        self._inline_asks.add(decided)
+        decided.add_done_callback(self._inline_asks.discard)
 
-    def _stop_chat(self, chat_id: str) -> None:
-        """A Stop: the page's stop cancelled every task of the chat, so every writer of the chat stops."""
-        for task in [t for t in self._tasks.values() if t.chat_id == chat_id and not t.stopping]:
-            task.stopping = True
-            try:
-                self._host.run_sync_soon(task.on_cancel)
-            except HostError:
-                log.info("owui.stop_after_close chat=%s message=%s", chat_id, task.message_id)
+    def _stop(self, task: _Task) -> None:
+        """A Stop: the writer aborts the run and finalizes its message with what it has."""
+        if task.stopping:
+            return
+        task.stopping = True
+        try:
+            self._host.run_sync_soon(task.on_cancel)
+        except HostError:
+            log.info("owui.stop_after_close chat=%s message=%s", task.chat_id, task.message_id)
 
     async def _reannounce(self, task: _Task) -> None:
-        """Nobody said which control: the message goes on, and the tabs (a tab that pressed something marked it
-        done) are told it is still being written, so they show the generating state and a Stop button again."""
+        """Nothing said which control: the message goes on, and the tabs (a tab that pressed something marked it
+        done) are told it is still being written, so they show the generating state and a Stop button again; and
+        they get the hook (a tab that stopped without it gets it now: its next Stop is told)."""
         if self._tasks.get(task.key) is not task or task.stopping or task.final_sent:
             return
         em = self._emitters.get(task.key)
@@ -404,15 +417,16 @@ class OwuiEmitter:
             await em({"type": "chat:messages", "data": {"messages": {task.message_id: message}}})
         except Exception:
             log.exception("owui.reannounce_failed chat=%s message=%s", task.chat_id, task.message_id)
+        if task.introduced.is_set():
+            await self._install(task, em)
 
-    async def _install(self, task: _Task, em: EventEmitter, *, fresh: bool) -> None:
+    async def _install(self, task: _Task, em: EventEmitter) -> None:
         """Send the page hook to the user's tabs on the chat (a no-op in a tab that has it)."""
         try:
             self._hooked[task.chat_id] = self._hooked.get(task.chat_id, frozenset()) | self._surface.room_sessions(
                 task.chat_id
             )
-            code = install_code(self.asker, task.chat_id, fresh=fresh)
-            await em({"type": "execute", "data": {"code": code}})
+            await em({"type": "execute", "data": {"code": install_code()}})
         except Exception:
             log.exception("owui.hook_install_failed chat=%s", task.chat_id)
 
@@ -465,7 +479,7 @@ class OwuiEmitter:
         em = self._emitters.get(task.key)
         if em is not None and chat_id in self._hooked:
             if self._surface.room_sessions(chat_id) - self._hooked[chat_id]:
-                await self._install(task, em, fresh=False)
+                await self._install(task, em)
 
     async def clear_stream(self, chat_id: str, message_id: str) -> None:
         task = self._tasks.get((chat_id, message_id))
@@ -528,27 +542,10 @@ class OpenWebUISurface:
 
         await clear_response_stream(self._redis, task_id)
 
-    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
-        from open_webui.socket import main as socket_main
+    async def stop_records(self, chat_id: str) -> tuple[StopRecord, ...]:
+        from owc.owui.page import stop_book
 
-        def scan() -> list[str]:
-            # Open WebUI's own filter (``get_user_chat_session_id``), every match instead of the first.
-            now = time.time()  # timer-ok: Open WebUI's session liveness, read as it reads it; decides no run
-            found = []
-            for batch in socket_main.get_session_pool_batches():
-                for session_id, session in batch:
-                    if (
-                        session
-                        and session.get("id") == user_id
-                        and chat_id in (session.get("chat_ids") or [])
-                        and now - session.get("last_seen_at", 0) <= socket_main.SESSION_POOL_TIMEOUT
-                    ):
-                        found.append(session_id)
-            return found
-
-        if socket_main.WEBSOCKET_MANAGER == "redis":
-            return await asyncio.to_thread(scan)  # Redis scans are synchronous: off the loop, as Open WebUI does
-        return scan()
+        return await stop_book(self._app).records(chat_id)
 
     async def message_user(self, chat_id: str, message_id: str) -> str | None:
         from open_webui.models.chats import Chats
@@ -556,17 +553,6 @@ class OpenWebUISurface:
         message = await Chats.get_message_by_id_and_message_id(chat_id, message_id)
         user_id = message.get("user_id") if isinstance(message, dict) else None
         return user_id if isinstance(user_id, str) and user_id else None
-
-    async def event_call(
-        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
-    ) -> Any:
-        from open_webui.socket.main import get_event_call
-
-        info = {"session_id": session_id, "user_id": user_id, "chat_id": chat_id, "message_id": message_id}
-        caller = await get_event_call(info)
-        if caller is None:
-            return {"error": "no event caller"}
-        return await caller(event)
 
     def room_sessions(self, chat_id: str) -> frozenset[str]:
         from open_webui.socket.main import sio

@@ -5,6 +5,8 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
   ``system.startup.completed`` or the Pipe's first ``pipe()`` call. Both call ``ensure_started``; the second
   caller gets the same runtime (``owc.owui.guest.start`` keeps the one guest run; this module keeps what it was
   started with, because Open WebUI re-executes a Function's file on every save and module state there is lost).
+* **Open WebUI's page and Stop route are patched** once per process at the start (``owc.owui.page``: the hook that
+  tells a Stop from "Send now" in every tab), and unpatched at the close.
 * **Closed at ``system.shutdown.started``** through an entry in ``open_webui.events.EVENT_SINKS``: uvicorn re-raises
   SIGTERM right after the lifespan's shutdown, before leftover asyncio tasks are cancelled, so only a sink awaited
   inside the lifespan closes owc cleanly (the Gateway socket closed, the guest run ended; a run still going is
@@ -240,10 +242,18 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
         gateway=settings.gateway_config(),
     )
     try:
-        async with open_store(settings.database_url) as store, open_runtime(config, store, emitter) as runtime:
-            log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
-            task_status.started(runtime)
-            await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
+        async with open_store(settings.database_url) as store:
+            opened: Runtime | None = None
+            try:
+                async with open_runtime(config, store, emitter) as runtime:
+                    opened = runtime
+                    log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
+                    task_status.started(runtime)
+                    await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
+            finally:
+                if opened is not None:
+                    with trio.CancelScope(shield=True):  # Open WebUI is stopping: the next process takes over
+                        await opened.release_held()
     finally:
         emitter.release_all()
 
@@ -251,7 +261,8 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
 async def ensure_started(settings: HostSettings, surface: Surface | None = None, *, app: Any = None) -> Runtime:
     """The process's runtime, started on first call (from the loop's asyncio side: the Event Function at
     startup, or a ``pipe()`` call). Later calls return it, with settings changed meanwhile (a valve saved)
-    applied at once (``apply_changes``). Installs the shutdown sink on first start."""
+    applied at once (``apply_changes``). Installs the shutdown sink on first start, and owc's patches of Open WebUI's
+    ``app`` (``owc.owui.page``) once."""
     global _STARTED
     host = guest.process_host()
     previous: HostSettings | None = None
@@ -265,6 +276,11 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     assert isinstance(runtime, Runtime)
     if previous is not None:
         await apply_changes(host, runtime, previous, settings)
+    if app is not None:
+        # A page served from now on carries the hook, and its Stop is recorded (owc.owui.page); once per process.
+        from owc.owui import page
+
+        page.install(app)
     return runtime
 
 
@@ -295,10 +311,16 @@ def current_runtime() -> tuple[guest.TrioHost, Runtime]:
 
 
 async def shutdown() -> None:
-    """Close owc: its Gateway connection and every writer; a run still going is left to the next process."""
+    """Close owc: its Gateway connection and every writer (a run still going is left to the next process), and its
+    patches of Open WebUI's page and Stop route."""
+    from owc.owui import page
+
     host = guest.process_host()
-    if host is not None and not host.ended:
-        await host.aclose()
+    try:
+        if host is not None and not host.ended:
+            await host.aclose()
+    finally:
+        page.uninstall()
 
 
 class ShutdownSink:

@@ -1,111 +1,97 @@
-"""The page intent hook: the JavaScript owc runs in an Open WebUI 0.12.4 tab to learn which control stopped a task.
+"""The page intent hook: the JavaScript owc puts in every Open WebUI 0.12.4 tab so each stop request says which
+control made it (issue 25, item 1; the rule that reads it is ``owc.rules.intent``).
 
-Open WebUI runs an ``execute`` event's ``data.code`` as the body of an async function in the tab, when the event's
-chat is the tab's open chat and its message is in the tab's history (frontend ``Chat.svelte``, ``chatEventHandler``);
-an event *call* returns the function's result (reference ``pipe-runtime-0.12.4.md`` section 6).
-
-**What the hook records.** It wraps ``window.fetch`` once per page. Every stop the page makes is a
+**What it does.** It wraps ``window.fetch`` once per page. Every stop the page makes is a
 ``POST /api/tasks/chat/<chat>/stop`` (``stopTasksByChatId``), called synchronously inside the click or key handler
 that asked for it (``stopResponse`` reaches the ``fetch`` before its first ``await``), so ``window.event`` is the
-user's own gesture. The hook records one entry per stop call: ``send_now`` when that gesture's button is a queued
-message's "Send now" button, ``stop`` for anything else (the Stop button, Escape, an interrupting send, the call
-overlay, a stop with no gesture). Language-free: the "Send now" button is recognized by its icon (the arrow path
-of ``QueuedMessageItem.svelte``), with its English label as a second sign, never by translated text alone.
+user's own gesture (measured: ``click`` on "Send now" and on Stop, ``keydown`` Escape). The hook adds the header
+``X-OWC-Stop-Intent`` to that request: ``send_now`` when the gesture's button is a queued message's "Send now"
+button, ``stop`` for anything else (the Stop button, Escape, an interrupting send, the call overlay, a stop with no
+gesture). Language-free: the "Send now" button is recognized by its icon (the arrow path of
+``QueuedMessageItem.svelte``), with its English label as a second sign, never by translated text alone. Nothing
+is asked of the tab afterwards, and nothing is stored in it beyond a count for diagnosis.
 
-**What owc asks.** Entries are numbered per page; each owc process (an *asker*) has its own mark of what it has
-read, so two Open WebUI processes asking the same tab both see a Stop, and an entry is never counted twice by one.
-The question installs the hook when it is missing (a reload dropped it) and says so (``hook: false``).
-
-The hook keeps at most ``KEEP`` entries per chat. Everything it stores lives in the page's memory only.
+**How it reaches every tab** (``owc.owui.page``): served with the page, appended to Open WebUI's own
+``/static/loader.js`` (which ``index.html`` loads before the app, at a URL versioned by ``VERSION`` so a browser's
+cached copy of the empty file is not used); for a page loaded before owc was installed, sent as an ``execute``
+event when the page opens a chat, and when owc introduces a message to the tabs (``install_code``). The same code
+either way: a page runs it once (``GLOBAL``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+
+from owc.rules.intent import HEADER, SEND_NOW, STOP
 
 #: The "Send now" button's icon (Open WebUI 0.12.4 ``QueuedMessageItem.svelte``, a Heroicons arrow-up path).
 SEND_NOW_ICON = "M4.5 10.5 12 3"
 #: Its English label, a second sign for a version whose icon differs.
 SEND_NOW_LABEL = "Send now"
-#: Entries kept per chat in a page.
-KEEP = 16
-#: The page global (one per tab): versioned, so a later owc can recognize an older hook.
-GLOBAL = "__owcIntentV1"
+#: The page global (one per tab): versioned, so a later owc can tell an older hook from its own. V1 (issue 12's
+#: hook, which only recorded stops for a question owc no longer asks) may still sit in a tab open across an
+#: upgrade; it wraps ``fetch`` too, and does no harm under this one.
+GLOBAL = "__owcIntentV2"
 
-_HOOK = """
-const owcHook = () => {
-  const existing = window[GLOBAL];
-  if (existing) return [existing, true];
-  const s = {n: 0, recs: Object.create(null), seen: Object.create(null)};
+_BODY = """
+(() => {
+  if (window[GLOBAL]) return;
+  const STOP_URL = /\\/api\\/tasks\\/chat\\/[^/?#]+\\/stop(?:[?#]|$)/;
   const kindOf = (ev) => {
     const t = ev && ev.target;
     const b = t && t.closest ? t.closest('button') : null;
-    if (!b) return 'stop';
+    if (!b) return STOP;
     const p = b.querySelector('path');
     const d = (p && p.getAttribute('d')) || '';
-    return d.startsWith(SEND_NOW_ICON) || b.getAttribute('aria-label') === SEND_NOW_LABEL ? 'send_now' : 'stop';
+    return d.startsWith(SEND_NOW_ICON) || b.getAttribute('aria-label') === SEND_NOW_LABEL ? SEND_NOW : STOP;
   };
+  const s = {via: VIA, tagged: 0, last: null};
   const original = window.fetch;
   window.fetch = function (input, init) {
     try {
       const url = typeof input === 'string' ? input : (input && input.url) || String(input);
-      const m = /\\/api\\/tasks\\/chat\\/([^/?#]+)\\/stop(?:[?#]|$)/.exec(url);
-      if (m) {
-        const chat = decodeURIComponent(m[1]);
-        const list = s.recs[chat] || (s.recs[chat] = []);
-        list.push({n: ++s.n, kind: kindOf(window.event)});
-        if (list.length > KEEP) list.splice(0, list.length - KEEP);
+      if (STOP_URL.test(url)) {
+        const kind = kindOf(window.event);
+        const options = Object.assign({}, init || {});
+        const headers = new Headers(options.headers || (input instanceof Request ? input.headers : undefined));
+        headers.set(HEADER, kind);
+        options.headers = headers;
+        s.tagged += 1;
+        s.last = kind;
+        return original.call(this, input, options);
       }
     } catch (e) {}
     return original.apply(this, arguments);
   };
   window[GLOBAL] = s;
-  return [s, false];
-};
+})();
 """
 
 
-def _prelude() -> str:
+def _script(via: str) -> str:
     consts = {
         "GLOBAL": GLOBAL,
+        "HEADER": HEADER,
+        "STOP": STOP,
+        "SEND_NOW": SEND_NOW,
         "SEND_NOW_ICON": SEND_NOW_ICON,
         "SEND_NOW_LABEL": SEND_NOW_LABEL,
-        "KEEP": KEEP,
+        "VIA": via,
     }
-    return "".join(f"const {name} = {json.dumps(value)};\n" for name, value in consts.items())
+    prelude = "".join(f"const {name} = {json.dumps(value)};\n" for name, value in consts.items())
+    return "{\n" + prelude + _BODY + "}\n"  # a block: its consts stay out of the page's scope
 
 
-def install_code(asker: str, chat_id: str, *, fresh: bool) -> str:
-    """Install the hook (a no-op when the page has it). The asker's mark for the chat starts at "now" in a tab
-    where it has none (stops made before are not about its runs); ``fresh`` moves it to "now" in every tab (its
-    first writer on the chat)."""
-    return (
-        _prelude()
-        + _HOOK
-        + f"const ASKER = {json.dumps(asker)}; const CHAT = {json.dumps(chat_id)}; const FRESH = {json.dumps(fresh)};\n"
-        + """
-const [s] = owcHook();
-const a = s.seen[ASKER] || (s.seen[ASKER] = Object.create(null));
-if (FRESH || !(CHAT in a)) a[CHAT] = s.n;
-return {hook: true};
-"""
-    )
+#: The hook as served with the page (appended to Open WebUI's own ``loader.js``).
+LOADER_SCRIPT = "/* owc: tags each stop request with the control that made it (Stop or Send now) */\n" + _script(
+    "loader"
+)
+#: Changes whenever the hook does: the ``loader.js`` URL carries it, so browsers fetch the new one.
+VERSION = hashlib.sha256(LOADER_SCRIPT.encode()).hexdigest()[:12]
 
 
-def ask_code(asker: str, chat_id: str) -> str:
-    """Ask the page which controls made the stop calls it sent for the chat since this asker last asked."""
-    return (
-        _prelude()
-        + _HOOK
-        + f"const ASKER = {json.dumps(asker)}; const CHAT = {json.dumps(chat_id)};\n"
-        + """
-const [s, had] = owcHook();
-const a = s.seen[ASKER] || (s.seen[ASKER] = Object.create(null));
-const recs = s.recs[CHAT] || [];
-// Never asked by this asker here (a tab the hook reached only now): only its newest stop can be this cancel's.
-const from = CHAT in a ? a[CHAT] : (recs.length ? recs[recs.length - 1].n - 1 : s.n);
-const kinds = recs.filter((r) => r.n > from).map((r) => r.kind);
-a[CHAT] = s.n;
-return {hook: had, kinds: kinds};
-"""
-    )
+def install_code() -> str:
+    """The body of an ``execute`` event that installs the hook (a no-op in a tab that has it); the tab answers
+    whether it had it."""
+    return f"const had = !!window[{json.dumps(GLOBAL)}];\n" + _script("execute") + "return {hook: had};\n"

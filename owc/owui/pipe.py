@@ -161,7 +161,7 @@ class Turn:
 
     chat_id: str
     message_id: str
-    #: The user who sent it (``__user__``): the request's own events and questions go to this user's tabs.
+    #: The user who sent it (``__user__``): the request's own events go to this user's tabs, and its stop is theirs.
     user_id: str
     session_key: str
     run_id: str
@@ -299,8 +299,10 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
     except HostError:
         yield stopped_line(host)
         return
+    mark = None
     if isinstance(emitter, OwuiEmitter):
         await emitter.install_hook(turn.chat_id, turn.message_id, turn.user_id)
+        mark = await emitter.stop_mark(turn.chat_id)  # the stops recorded so far are not about this request
     send: dict[str, Any] = {}
     found, problems = await _attachments(turn)
     if found:
@@ -325,11 +327,20 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
         yield stopped_line(host)
         return
 
-    def request_ended(_: object) -> None:
+    def stop() -> None:
+        runtime.bridge.stop_run(inline.run)
+
+    def request_ended(ended: asyncio.Task[Any]) -> None:
         try:
             host.run_sync_soon(inline.request_ended)
         except HostError:
             log.info("owui.handover_after_close run=%s (the next start finishes it)", turn.run_id)
+        if isinstance(emitter, OwuiEmitter) and (ended.cancelled() or ended.cancelling()):
+            # The request was cancelled (a stop request, Open WebUI stopping): what the stop request said decides.
+            # Read here, at the request task's end, not in this generator's ``except``: the cancel lands wherever
+            # Open WebUI's middleware awaits, often outside this generator (which then only sees its close), and
+            # Open WebUI's own handlers swallow it, so the task ends "done" with its cancel still counted.
+            emitter.decide_after_request_cancel(turn.chat_id, turn.message_id, turn.user_id, mark, stop)
 
     current = asyncio.current_task()
     if current is not None:
@@ -351,10 +362,4 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
                 return
     except asyncio.CancelledError:
         log.info("owui.request_cancelled run=%s", turn.run_id)
-        if isinstance(emitter, OwuiEmitter):
-
-            def stop() -> None:
-                runtime.bridge.stop_run(inline.run)
-
-            emitter.ask_after_request_cancel(turn.chat_id, turn.message_id, turn.user_id, stop)
         raise

@@ -1165,6 +1165,31 @@ class ChatStore:
             self._save(conn, chat_id, chat, now)
             return True
 
+    def release(self, chat_id: str, message_id: str, *, holds: Callable[[str | None], bool]) -> bool:
+        """Let go of an unfinished message held by a writer ``holds`` accepts (this process's:
+        ``Registry.is_local``): owc is closing for good (Open WebUI's shutdown) while the message's run goes on at
+        the Gateway. The next process, or another worker, then takes the writerless message at once
+        (``claim(adopt_writerless=True)``) and streams the run, instead of standing by, until the run's end, for a
+        writer it cannot see is gone (issue 25, item 1: a tab kept open across a restart showed neither the run
+        nor a working Stop). ``meta.openclaw_writer`` out under the row lock; the open mark stays (the message is
+        still owed its finish). False, writing nothing, when the message is gone, finished or held by another
+        process's writer."""
+        with self._locked(chat_id) as (conn, row):
+            if row is None:
+                return False
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+                return False
+            meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+            if not holds(meta.get("openclaw_writer")) or message_finished(message):
+                return False
+            message["meta"] = {k: v for k, v in meta.items() if k != "openclaw_writer"}
+            now = int(time.time())
+            self._mirror(conn, chat_id, row.user_id, message, now)
+            self._save(conn, chat_id, chat, now)
+            return True
+
     def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         """Remove ``CORRECT_MARK`` from a finished message whose correction found nothing better in the transcript
         (the stream's copy stands), so that no later pass looks at it again. One key out of ``meta`` under the row
@@ -1298,6 +1323,9 @@ class TrioChatStore:
 
     async def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         return await self._write(self.sync.drop_correct_mark, chat_id, message_id)
+
+    async def release(self, chat_id: str, message_id: str, *, holds: Callable[[str | None], bool]) -> bool:
+        return await self._write(self.sync.release, chat_id, message_id, holds=holds)
 
     async def set_task_id(
         self, chat_id: str, message_id: str, task_id: str, *, holds: Callable[[str | None], bool]

@@ -1,45 +1,28 @@
 """A stand-in for Open WebUI 0.12.4's process where owc's emitter touches it (``open_webui.tasks``,
 ``open_webui.socket.main.get_event_emitter``; reference ``pipe-runtime-0.12.4.md`` sections 6 to 8): ``create_task``
-registers an asyncio task under the chat and drops the task's response stream when the task ends; ``stop_chat``
-cancels every task of the chat and awaits each, as ``POST /api/tasks/chat/{id}/stop`` does without Redis;
-``event_emitter`` returns one closure per message. Tabs are ``FakeTab``s: in the chat's room and Open WebUI's session
-pool while open, answering an event call with what the test scripted (the page hook itself runs in Chromium, in
-``tests/test_owui_intent_hook.py``). The real server is the W tier's."""
+registers an asyncio task under the chat and drops the task's response stream when the task ends; ``stop_chat`` is
+``POST /api/tasks/chat/{id}/stop`` without Redis behind owc's stop route (``owc.owui.page``): the request's record
+first (what the page hook tagged it with, and who sent it), then every task of the chat cancelled and awaited;
+``event_emitter`` returns one closure per message. Tabs are ``FakeTab``s: in the chat's room while open (the page
+hook itself runs in Chromium, in ``tests/test_owui_intent_hook.py``). The real server is the W tier's."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Coroutine
 from typing import Any
 
+from owc.rules.intent import StopLog, StopRecord, kind_of
+
 
 class FakeTab:
-    """One browser tab's Socket.IO session: its answers to event calls, in order (a dict is returned, an exception
-    raised, ``HANG`` never answers, as a tab that left the chat between its join and the call)."""
+    """One browser tab's Socket.IO session, in the chat's room while open."""
 
-    HANG = object()
-
-    def __init__(self, session_id: str, user_id: str, chat_id: str, answers: list[Any] | None = None) -> None:
+    def __init__(self, session_id: str, user_id: str, chat_id: str) -> None:
         self.session_id = session_id
         self.user_id = user_id
         self.chat_id = chat_id
-        self.answers = list(answers or [])
-        self.calls: list[dict[str, Any]] = []
-        self.hung: list[asyncio.Future[Any]] = []
-        #: Set when a call hangs here (a test waits on it, not on a loop of sleeps).
-        self.hanging = asyncio.Event()
-
-    async def answer(self, event: dict[str, Any]) -> Any:
-        self.calls.append(event)
-        reply = self.answers.pop(0) if self.answers else {"hook": True, "kinds": []}
-        if reply is FakeTab.HANG:
-            waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self.hung.append(waiter)
-            self.hanging.set()
-            return await waiter  # cancelled by the caller, never answered
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
 
 
 class FakeOpenWebUI:
@@ -57,28 +40,34 @@ class FakeOpenWebUI:
         self.room_only: dict[str, set[str]] = {}
         #: (chat, message) -> the message's ``user_id`` where a test sets one (Open WebUI's stub of another user).
         self.authors: dict[tuple[str, str], str] = {}
+        #: The stop records owc's stop route keeps (without Redis: in the process).
+        self.stops = StopLog()
+        #: Reading the records fails (Redis down).
+        self.records_fail = False
 
-    def open_tab(self, session_id: str, user_id: str, chat_id: str, answers: list[Any] | None = None) -> FakeTab:
-        tab = FakeTab(session_id, user_id, chat_id, answers)
+    def open_tab(self, session_id: str, user_id: str, chat_id: str) -> FakeTab:
+        tab = FakeTab(session_id, user_id, chat_id)
         self.tabs.append(tab)
         return tab
 
     def close_tab(self, tab: FakeTab) -> None:
         self.tabs.remove(tab)
 
-    async def chat_sessions(self, user_id: str, chat_id: str) -> list[str]:
-        return [t.session_id for t in self.tabs if t.user_id == user_id and t.chat_id == chat_id]
-
     async def message_user(self, chat_id: str, message_id: str) -> str | None:
         return self.authors.get((chat_id, message_id))
 
-    async def event_call(
-        self, session_id: str, user_id: str, chat_id: str, message_id: str, event: dict[str, Any]
-    ) -> Any:
-        for tab in self.tabs:
-            if tab.session_id == session_id and tab.user_id == user_id:
-                return await tab.answer(event)
-        return {"error": "Client session disconnected."}  # what Open WebUI's caller answers for a gone session
+    async def stop_records(self, chat_id: str) -> tuple[StopRecord, ...]:
+        if self.records_fail:
+            raise ConnectionError("Redis went away")
+        return self.stops.records(chat_id)
+
+    def record_stop(self, chat_id: str, said: str | None, user_id: str | None = "u") -> StopRecord | None:
+        """owc's stop route: one request's record (``said``: the header, None without one), if it has a sender."""
+        if user_id is None:
+            return None
+        record = StopRecord(uuid.uuid4().hex, kind_of(said), user_id)
+        self.stops.add(chat_id, record)
+        return record
 
     def room_sessions(self, chat_id: str) -> frozenset[str]:
         return frozenset(t.session_id for t in self.tabs if t.chat_id == chat_id) | frozenset(
@@ -119,8 +108,11 @@ class FakeOpenWebUI:
     async def clear_response_stream(self, task_id: str) -> None:
         self.response_streams.pop(task_id, None)
 
-    async def stop_chat(self, chat_id: str) -> int:
-        """``POST /api/tasks/chat/{id}/stop`` without Redis: cancel each task of the chat and await it."""
+    async def stop_chat(self, chat_id: str, said: str | None = None, user_id: str | None = "u") -> int:
+        """``POST /api/tasks/chat/{id}/stop`` without Redis, from ``user_id`` with the page hook's tag ``said``
+        (None: a request without one, as the API's or a hookless tab's): recorded, then each task of the chat
+        cancelled and awaited."""
+        self.record_stop(chat_id, said, user_id)
         stopped = 0
         for task_id in list(self.item_tasks.get(chat_id, [])):
             task = self.tasks.get(task_id)
