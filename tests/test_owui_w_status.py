@@ -201,3 +201,37 @@ def test_a_typed_reply_cut_by_a_gateway_crash_says_so_through_its_request(deploy
     key = ids.session_key("main", admin.user_id, chat_id)
     assert call(token, lambda: len([r for r in sim.runs.values() if r.key == key])) == 2  # the turn, its recovery
     assert len(assistant_messages(admin, chat_id)) == 1
+
+
+def test_a_message_sent_while_the_agent_is_busy_says_it_is_queued_until_its_turn_starts(deployment, browser) -> None:
+    """Item 2's "Queued behind the current reply": an agent turn streams; the person sends a message anyway ("Send
+    now" on a queued one); owc sends it once the agent turn has ended (never steered into it), and meanwhile its reply
+    says why nothing comes (spinning), through the request's own emitter (Open WebUI stores it); the line closes when
+    its turn starts."""
+    from owc.sim.script import CANNED_ANSWER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+    run = call(token, lambda: sim.start_run(key, "w25-busy").text("Agent turn in progress"))
+    page.wait_for_assistant_text("Agent turn in progress", timeout_ms=WAIT_S * 1000)
+    page.queue_message("a question meanwhile", timeout_ms=WAIT_S * 1000)
+    page.click_send_now(timeout_ms=WAIT_S * 1000)
+    wait_status(page, status.QUEUED)
+    assert spinning(page)
+    page.screenshot("w25-queued")
+    reply_id, _ = wait_until(lambda: _reply_of(admin, chat_id, "a question meanwhile"), "Open WebUI's reply stub")
+    waiting, _ = stored(deployment, chat_id, reply_id)
+    assert lines(waiting) == [(status.QUEUED, False)]
+    call(token, lambda: run.text(" and finished.").end())
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "a question meanwhile"), "the reply")
+    assert reply["content"] == CANNED_ANSWER
+    page.wait_for_assistant_text(CANNED_ANSWER, timeout_ms=WAIT_S * 1000)
+    wait_status(page, status.STARTED)
+    assert not spinning(page)
+    page.screenshot("w25-queued-then-started")
+    message, column = wait_until(
+        lambda: (m := stored(deployment, chat_id, reply_id)) and lines(m[0])[-1][1] and m, "the closed line"
+    )
+    assert lines(message) == [(status.QUEUED, False), (status.STARTED, True)]
+    assert column == message["statusHistory"]
