@@ -108,3 +108,21 @@ def test_a_correction_of_a_continuation_keeps_the_earlier_part_and_one_seam(tmp_
     store.write("c", "m2", content="", output=[msg("Half")], done=True)
     store.write("c", "m2", content="", output=[msg("Whole.")], done=True, own_part="R")
     assert texts(store.read_chat("c")["history"]["messages"]["m2"]["output"]) == ["Whole."]
+
+
+def test_a_continuation_claiming_m_that_already_holds_its_part_shows_only_what_came_before() -> None:
+    """Fuzz seed 153: another process's copy of the same recovery finished M (the cut run's part, the seam, the
+    recovery's part); this process's copy claims M and reads its prefix there. The prefix is M before the recovery's
+    own part (``openclaw_own_at``), else its finalize put that part, and its seam, in twice."""
+    from types import SimpleNamespace
+
+    from owc.runs.writer import _Writer
+
+    output, own_at = joined([msg("Done.")], RECOVERY, [msg("Recovered.")])
+    held = {"output": output, "meta": {"openclaw_chain": ["S", RECOVERY], "openclaw_own_at": own_at}}
+    writer = _Writer(None, SimpleNamespace(run_id=RECOVERY), None)  # type: ignore[arg-type]
+    assert texts(writer._before_own(held)) == ["Done."]
+    rebuilt, _ = joined(writer._before_own(held), RECOVERY, [msg("Recovered.")])
+    assert rebuilt == output, "its finish rebuilds M as it is: no part, no seam twice"
+    other = _Writer(None, SimpleNamespace(run_id="R2"), None)  # type: ignore[arg-type]
+    assert other._before_own(held) == output, "a later continuation shows all of M before its own part"
