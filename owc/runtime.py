@@ -27,6 +27,7 @@ from owc.emit import Emitter
 from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
+from owc.render.status import StatusLines
 from owc.runs import Bridge, Ledger
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
 from owc.runs.table import RECONCILE_LIMIT
@@ -111,8 +112,20 @@ class Runtime:
             log.info("runs.turn_in_anothers_chat chat=%s (the owner's session key)", chat_id)
         return ids.session_key(agent_id, owner or sender_id, chat_id)
 
+    async def busy(self, session_key: str) -> bool:
+        """A run this process knows is still going on the session: a user turn sent now waits for it
+        (``user_turn``), and its tab says so ("Queued behind the current reply")."""
+        return self.bridge.ledger.running_on(session_key)
+
     async def user_turn(
-        self, session_key: str, run_id: str, message: str, *, model: str | object | None = KEEP_MODEL, **send: Any
+        self,
+        session_key: str,
+        run_id: str,
+        message: str,
+        *,
+        model: str | object | None = KEEP_MODEL,
+        status: StatusLines | None = None,
+        **send: Any,
     ) -> InlineTurn:
         """Send a user's message as run ``run_id`` and stream it inline (``owc/runs/inline.py``). Waits for the
         connection's hello while the client is connecting; while it backs off after a failure, the Gateway is
@@ -120,7 +133,8 @@ class Runtime:
 
         A run still going on the session (an agent turn, the previous reply handed to a writer by "Send now") is
         waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
-        Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so."""
+        Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so.
+        ``status``: the turn's status lines as its request began them (``owc.render.status``)."""
         await self.bridge.until(lambda: not self.bridge.ledger.running_on(session_key))
         retried = False
         while True:
@@ -130,7 +144,7 @@ class Runtime:
                     raise UserTurnError(f"Your message was not sent: {self.client.limited}")
                 if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
                     await self._pin_model(table, session_key, model)
-                return await start_user_turn(self.bridge, table, session_key, run_id, message, **send)
+                return await start_user_turn(self.bridge, table, session_key, run_id, message, status=status, **send)
             refusal = self.client.refusal
             if self.client.held:
                 # A refusal retrying cannot fix (a wrong token), held since: this message is a person's new

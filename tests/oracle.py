@@ -32,6 +32,12 @@ Invariants (shared/design.md, issue 11), each problem tagged with its kind in br
 * ``[streamed]`` never less than was streamed: the finished message holds every text item the simulator sent
   owc as chat text for its runs (``Run.streamed``, per client, even what the transcript lost), in order, prefix
   wise (see ``check_streamed`` for the exact rule, and where the run's own transcript replaces it);
+* ``[seam]`` a message several runs wrote into (a cut run and its continuations) marks where each continuation's part
+  begins with one seam line (issue 25 item 3: ``SEAMS``, owc/render/seam.py), exactly there: between the parts of two
+  runs that both show something in it, worded for the continuing run (the Gateway's recovery, or owc's resume), and
+  nowhere else (never first or last, never two in a row, never in a message of one run); see ``check_seams``;
+* ``[status]`` a finished message keeps no spinning status line: the last entry of its ``statusHistory`` (what Open
+  WebUI shows above the reply, shimmering while ``done: false``) is done (issue 25 item 2);
 * ``[recovery]`` a Gateway restart recovery of a cut run lands in its source's message (link rule E), never in a
   message of its own, also when a newer run started on the key during the restart: once owc holds a message of
   the cut run (or the transcript names it), that message is the recovery's. One exception, where nothing owc
@@ -69,15 +75,22 @@ _KEY = re.compile(
     r"^agent:[^:]+:openwebui-(?P<user>[^:]+)-(?P<chat>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
 )
 _PIPE_RUN = re.compile(r"^msg-(?P<chat>[0-9a-f-]{36})-(?P<message>[0-9a-f-]{36})-.+$")
+_RESUME_RUN = re.compile(r"^msg-[0-9a-f-]{36}-[0-9a-f-]{36}-resume-.+$")
 
 #: The kinds of problem, as the tags that start each problem's text.
 KINDS = (
     "missing", "unfinished", "silent", "duplicate", "content", "order", "tree", "mirror", "expected",
-    "error", "cutoff", "streamed", "recovery",
+    "error", "cutoff", "streamed", "recovery", "seam", "status",
 )  # fmt: skip
 #: How every note owc ends a cut message with begins (owc/rules/owner.py ``CUT_OFF``; copied, never imported:
 #: ``tests/test_oracle.py`` checks the two agree).
 CUT_OFF = "This reply was cut off"
+#: The seam lines owc puts where a continuation's part begins, by the continuation's kind (owc/render/seam.py
+#: ``SEAM_TEXTS``; copied, never imported: ``tests/test_oracle.py`` checks the two agree).
+SEAMS = {
+    "*↻ Resumed after the Gateway restarted*": "recovery",
+    "*↻ Resumed by owc after the Gateway stopped*": "resume",
+}
 #: Sentinels owc hides and the short answers it holds back while a run streams (a prefix of one: "NO").
 _SENTINEL_WORDS = ("NO_REPLY", "ANNOUNCE_SKIP", "REPLY_SKIP", "HEARTBEAT_OK")
 
@@ -269,15 +282,27 @@ def _transcript_error_copy(transcript: list[dict[str, Any]], run_id: str) -> str
 
 
 def _output_texts(message: dict[str, Any]) -> list[str]:
-    """The message's text items (Open WebUI's ``output``: ``message`` items of ``output_text`` parts)."""
-    out = []
+    """The message's text items (Open WebUI's ``output``: ``message`` items of ``output_text`` parts), without the
+    seams (``check_seams`` judges those)."""
+    return [value for kind, value in _output_pieces(message) if kind == "text"]
+
+
+def _output_pieces(message: dict[str, Any]) -> list[tuple[str, str]]:
+    """The message's output in order, as ``("text", piece)`` (a text item's pieces, split as the run-wide buffer
+    joins items), ``("seam", kind)`` (a seam line, ``SEAMS``) and ``("card", call id)`` (a tool call, the id the
+    Gateway gave it: owc names a reused id's later cards ``<id>#<n>``)."""
+    out: list[tuple[str, str]] = []
     for item in message.get("output") or []:
+        if item.get("type") == "function_call":
+            out.append(("card", str(item.get("call_id") or "").split("#", 1)[0]))
+            continue
         if item.get("type") != "message":
             continue
         for part in item.get("content") or []:
             text = str(part.get("text") or "").strip()
             if part.get("type") == "output_text" and text:
-                out.extend(p.strip() for p in text.split("\n\n") if p.strip())
+                for piece in (p.strip() for p in text.split("\n\n") if p.strip()):
+                    out.append(("seam", SEAMS[piece]) if piece in SEAMS else ("text", piece))
     return out
 
 
@@ -395,6 +420,8 @@ def check(
     problems += recovery
     problems += check_cut_off(sim, chats, groups, skip={m for p in recovery for m in re.findall(r"message (\S+)$", p)})
     problems += check_streamed(sim, chats, groups)
+    problems += check_seams(sim, chats, groups)
+    problems += check_status(chats)
     return problems
 
 
@@ -602,6 +629,127 @@ def check_streamed(
             else:
                 continue
             break
+    return problems
+
+
+def _seam_kind(run: Any) -> str:
+    """The seam a continuing run's part begins with: owc's resume (its run id ``msg-<chat>-<M>-resume-<n>``) or the
+    Gateway's recovery (any other run)."""
+    return "resume" if _RESUME_RUN.match(run.run_id) else "recovery"
+
+
+def _pieces_of(sim: Any, run: Any) -> tuple[set[str], set[str]]:
+    """What of ``run`` a message may show: its text pieces (its transcript's, what it streamed to any client, its
+    live text) and its tool calls' ids (its transcript's)."""
+    session = sim.sessions.get(run.key)
+    messages = _run_messages(session.transcript if session is not None else [], run.run_id)
+    texts, _ = _parts(messages)
+    pieces = set(texts) | set(_streamed_items(sim, run, living=False))
+    pieces |= {p.strip() for p in str(getattr(run, "text", "") or "").split("\n\n") if p.strip()}
+    calls = {
+        str(part.get("id"))
+        for message in messages
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list)
+        for part in message["content"]
+        if isinstance(part, dict) and part.get("type") == "toolCall"
+    }
+    return pieces, calls
+
+
+def _of_run(value: str, kind: str, pieces: set[str], calls: set[str]) -> bool:
+    if kind == "card":
+        return value in calls
+    # A piece as shown: whole, cut short (a cut mid-item), or longer than the transcript kept (the stream went on).
+    return any(value == p or p.startswith(value) or value.startswith(p) for p in pieces)
+
+
+def check_seams(
+    sim: Any, chats: dict[str, tuple[str, dict[str, Any]]], groups: dict[str | None, list[Any]]
+) -> list[str]:
+    """Rule 6 (issue 25 item 3): a continued message marks each seam, exactly there. For every finished message of
+    ended runs: a message of one run holds no seam line; a message of a chain (its runs in start order) is cut by
+    its seam lines into parts, none empty (a seam is never first, last, or next to another), each part shows one
+    run's items only (its text pieces and tool calls, as ``_pieces_of`` says: a part showing two runs' items lacks
+    the seam between them), the parts' runs follow the chain's order, and the seam before a part names its run's
+    kind (``_seam_kind``). Items no run can be told by (a text neither run's pieces hold) are left to
+    ``[content]``; a part of such items alone stands for any run after the one before it."""
+    problems = []
+    for name, mid, message, runs in _finished_groups(sim, chats, groups):
+        pieces = _output_pieces(message)
+        seams = [value for kind, value in pieces if kind == "seam"]
+        label = "+".join(r.run_id[:8] for r in runs) if len(runs) > 1 else runs[0].run_id
+        if len(runs) == 1:
+            if seams:
+                problems.append(f"{name}: [seam] message {mid} of the one run {label} shows a seam line ({seams[0]})")
+            continue
+        parts: list[list[tuple[str, str]]] = [[]]
+        kinds: list[str | None] = [None]
+        for kind, value in pieces:
+            if kind == "seam":
+                parts.append([])
+                kinds.append(value)
+            else:
+                parts[-1].append((kind, value))
+        if any(not part for part in parts) and seams:
+            problems.append(
+                f"{name}: [seam] message {mid} of runs {label} has a seam line with nothing on one side of it"
+                f" (first, last, or next to another): {[k for k, _ in pieces]}"
+            )
+            continue
+        of = [_pieces_of(sim, run) for run in runs]
+        last = -1
+        for index, (part, seam) in enumerate(zip(parts, kinds)):
+            told = [
+                {i for i, (texts, calls) in enumerate(of) if _of_run(value, kind, texts, calls)} for kind, value in part
+            ]
+            told = [t for t in told if t]
+            if not told:
+                continue  # nothing in it tells its run: [content] judges what it shows
+            common = set.intersection(*told)
+            if not common:
+                problems.append(
+                    f"{name}: [seam] message {mid} of runs {label} shows the parts of two runs with no seam between"
+                    f" them (part {index}: {[v[:30] for _, v in part]})"
+                )
+                break
+            later = sorted(i for i in common if i > last)
+            if not later:
+                problems.append(
+                    f"{name}: [seam] message {mid} of runs {label}: part {index} is of a run before the part ahead of"
+                    " it (a seam out of place)"
+                )
+                break
+            last = later[0]
+            if seam is not None and seam != _seam_kind(runs[last]):
+                problems.append(
+                    f"{name}: [seam] message {mid}: the seam before run {runs[last].run_id}'s part says {seam}, and"
+                    f" that run is a {_seam_kind(runs[last])}"
+                )
+                break
+    return problems
+
+
+def check_status(chats: dict[str, tuple[str, dict[str, Any]]]) -> list[str]:
+    """Rule 7 (issue 25 item 2): a finished message (``done: true``) keeps no open status line: Open WebUI shows the
+    last ``statusHistory`` entry above the reply, spinning while it says ``done: false`` (its bug #21350 leaves
+    progress rows spinning after a Stop; owc's must not). Every entry has Open WebUI's shape."""
+    problems = []
+    for name, messages in chats.values():
+        for mid, message in messages.items():
+            history = message.get("statusHistory")
+            if history is None:
+                continue
+            if not isinstance(history, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("description"), str) and isinstance(e.get("done"), bool)
+                for e in history
+            ):
+                problems.append(f"{name}: [status] message {mid}'s statusHistory is not a list of status lines")
+                continue
+            if message.get("done") is True and history and history[-1]["done"] is not True:
+                problems.append(
+                    f"{name}: [status] message {mid} is finished and its status line still spins:"
+                    f" {history[-1]['description']!r}"
+                )
     return problems
 
 

@@ -17,6 +17,8 @@ CORE = [
     "owc.protocol.machine",
     "owc.protocol.active",
     "owc.render",
+    "owc.render.seam",
+    "owc.render.status",
     "owc.rules.intent",
     "owc.rules.lifecycle",
     "owc.rules.link",

@@ -10,6 +10,9 @@ from hypothesis import strategies as st
 
 from owc.render.items import function_call_item, function_call_output_item, message_item, output_text
 from owc.render.never_less import gained_since_claim, never_less, shown_in_front
+from owc.render.seam import RECOVERED, SEAM_TEXTS, is_seam
+
+SEAM = SEAM_TEXTS[RECOVERED]
 
 
 def msg(text: str, key: str = "a") -> Any:
@@ -172,8 +175,9 @@ def test_a_cut_runs_stream_goes_in_front_of_the_continuation_that_never_saw_it()
     out = shown_in_front(["S", "R"], 0, recovered, {"S": [msg("Two lines:\nthe second one.")]})
     assert out is not None
     output, own_at = out
-    assert output_text(output) == "Two lines:\nthe second one.\nRecovered after the restart." and own_at == 1
-    assert output[1] is recovered[0], "the continuation's part unchanged"
+    # The seam (issue 25 item 3) goes in with the part put in front: R finished M with nothing before it to follow.
+    assert output_text(output) == f"Two lines:\nthe second one.\n{SEAM}\nRecovered after the restart." and own_at == 1
+    assert is_seam(output[1]) and output[2] is recovered[0], "the continuation's part unchanged, after its seam"
 
 
 def test_the_tail_a_crash_cut_after_a_tool_call_goes_in_front_of_the_continuation() -> None:
@@ -216,7 +220,7 @@ def test_only_the_run_just_before_the_last_counts() -> None:
 def test_a_continuations_own_copy_adds_the_chain_part_it_holds() -> None:
     # This process's copy of the recovery, linked to the cut it held: its prefix is S's part as shown here.
     out = shown_in_front(["S", "R"], 0, [msg("Recovered.", "r")], {"R": [msg("x")], "S": [msg("Streamed.")]})
-    assert out is not None and output_text(out[0]) == "Streamed.\nRecovered."
+    assert out is not None and output_text(out[0]) == f"Streamed.\n{SEAM}\nRecovered."
 
 
 # ``shown_in_front`` for M's last run: another process finished M with the run this process streamed (fuzz seed

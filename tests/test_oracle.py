@@ -16,7 +16,7 @@ import trio
 from owc.sim.play import Played, play_scenario
 
 from fuzzing import judge, virtual_time
-from oracle import CUT_OFF, check_database, check_expected, expected_message_id, kind_of
+from oracle import CUT_OFF, SEAMS, check_database, check_expected, expected_message_id, kind_of
 from schedules import build
 
 SCENARIO = """
@@ -394,7 +394,9 @@ def test_a_message_with_less_than_was_streamed_is_a_streamed_fault(cut: Spoiled)
 
     def lose(history: dict[str, Any]) -> None:
         message = history["messages"][cut.mid("cut")]
+        # (and the seam after it, which then has nothing before it: owc would put none there)
         message["output"] = [i for i in message["output"] if "Live only." not in json.dumps(i)]
+        message["output"] = [i for i in message["output"] if not str(i.get("id")).startswith("seam_")]
         message["content"] = message["content"].replace("Live only.", "").strip()
 
     cut.edit(lose)
@@ -418,6 +420,53 @@ def test_a_recovery_with_a_message_of_its_own_is_a_recovery_fault(cut: Spoiled) 
     problems = cut.problems()
     assert "recovery" in {kind_of(p) for p in problems}, problems
     assert any("has a message of its own" in p for p in problems)
+
+
+def test_the_oracles_seams_are_owcs() -> None:
+    from owc.render.seam import RECOVERED, RESUMED, SEAM_TEXTS
+
+    assert SEAMS == {SEAM_TEXTS[RECOVERED]: "recovery", SEAM_TEXTS[RESUMED]: "resume"}
+
+
+def _seam(kind: str = "recovery") -> dict[str, Any]:
+    text = next(t for t, k in SEAMS.items() if k == kind)
+    return {"type": "message", "id": "seam_x", "content": [{"type": "output_text", "text": text}]}
+
+
+def test_a_continued_message_marks_its_seam_exactly_there(cut: Spoiled) -> None:
+    """Rule 6 (issue 25 item 3): the cut run's message, continued by the boot's recovery, holds the seam between the
+    two runs' parts (the clean play); without it, or with it moved, doubled, of the wrong kind, or in a message of one
+    run, it is a seam fault."""
+    message = cut.played.chats["a"][cut.mid("cut")]
+    output = message["output"]
+    at = next(i for i, item in enumerate(output) if str(item.get("id")).startswith("seam_"))
+    assert 0 < at < len(output) - 1, "the clean play has it between the two parts"
+
+    def with_output(change: Callable[[list[Any]], list[Any]], mid: str | None = None) -> set[str]:
+        cut.edit(lambda h: h["messages"][mid or cut.mid("cut")].update(output=change(list(output))))
+        return cut.kinds()
+
+    assert with_output(lambda o: o[:at] + o[at + 1 :]) == {"seam"}, "no seam between the two runs' parts"
+    assert with_output(lambda o: [o[at], *o[:at], *o[at + 1 :]]) == {"seam"}, "a seam first"
+    assert with_output(lambda o: [*o[:at], *o[at + 1 :], o[at]]) == {"seam"}, "a seam last"
+    assert with_output(lambda o: [*o[: at + 1], o[at], *o[at + 1 :]]) == {"seam"}, "two in a row"
+    assert with_output(lambda o: [*o[:at], _seam("resume"), *o[at + 1 :]]) == {"seam"}, "owc's words for a recovery"
+    cut.edit(lambda h: h["messages"][cut.mid("cut")].update(output=output))
+    assert cut.problems() == []
+    single = cut.played.chats["a"][cut.mid("failed")]["output"]
+    cut.edit(lambda h: h["messages"][cut.mid("failed")].update(output=[*single, _seam()]))
+    assert cut.kinds() == {"seam"}, "a message of one run has no seam"
+
+
+def test_a_finished_message_with_a_spinning_status_line_is_a_status_fault(spoiled: Spoiled) -> None:
+    """Rule 7 (issue 25 item 2): a finished message keeps no open status line."""
+    lines = [{"description": "Running exec...", "done": False}, {"description": "exec done", "done": True}]
+    spoiled.edit(lambda h: h["messages"][spoiled.mid("r1")].update(statusHistory=lines))
+    assert spoiled.problems() == []
+    spoiled.edit(lambda h: h["messages"][spoiled.mid("r1")].update(statusHistory=lines[:1]))
+    assert spoiled.kinds() == {"status"}
+    spoiled.edit(lambda h: h["messages"][spoiled.mid("r1")].update(statusHistory=[{"done": True}]))
+    assert spoiled.kinds() == {"status"}
 
 
 async def test_a_play_that_never_settles_is_a_hang(monkeypatch, tmp_path: Path, mock_clock) -> None:

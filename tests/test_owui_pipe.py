@@ -138,13 +138,16 @@ def test_a_turn_in_a_chat_another_user_shared_goes_to_the_owners_session(monkeyp
             asked.append((agent, chat, sender))
             return ids.session_key(agent, "owner-1", chat)
 
+        async def busy(self, key: str) -> bool:
+            return False  # no run going on the session: the turn is not queued
+
         async def user_turn(self, key: str, run_id: str, text: str, **_: Any) -> Any:
             sent.append(key)
             raise UserTurnError("sent")
 
     class Host:
-        async def run_in_trio(self, fn: Any) -> Any:
-            return await fn()
+        async def run_in_trio(self, fn: Any, *args: Any) -> Any:
+            return await fn(*args)
 
     monkeypatch.setattr(owui_host, "current_runtime", lambda: (Host(), Runtime()))
     turn = _turn_from(VALVES, _body(), {"id": USER}, {"chat_id": CHAT, "message_id": M})

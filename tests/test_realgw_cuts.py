@@ -51,6 +51,8 @@ from owc.protocol.handshake import boot_started_at
 from owc.protocol.results import parse_history_message, parse_session_row
 from owc.registry import WriterRegistry
 from owc.render import output_text
+from owc.render.seam import RECOVERED, RESUMED, SEAM_TEXTS
+from owc.render.status import WAIT_RESUME
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim import Hold, Text, open_simulator
 from owc.store import open_store
@@ -438,9 +440,15 @@ async def _recovered_cut(
     assert message["done"] is True
     assert (message.get("meta") or {}).get("openclaw_chain") == [run_id, recovery], (message.get("meta"), logged)
     content = message["content"]
-    assert content.startswith(shown_at_cut) and content.endswith(ANSWER), (content, shown_at_cut, logged)
-    streamed = content[: -len(ANSWER)].rstrip("\n")
+    # Issue 25 item 3: the seam line, once, exactly between the cut run's text and the recovery's.
+    resumed = f"\n{SEAM_TEXTS[RECOVERED]}\n{ANSWER}"
+    assert content.startswith(shown_at_cut) and content.endswith(resumed), (content, shown_at_cut, logged)
+    assert content.count(SEAM_TEXTS[RECOVERED]) == 1 and SEAM_TEXTS[RESUMED] not in content, content
+    streamed = content[: -len(resumed)].rstrip("\n")
     assert streamed.startswith(MID_REPLY) and answer.startswith(streamed) and streamed != answer, content
+    # Item 2: the status lines told the tab so, and the finished message keeps none spinning.
+    said = [(e["description"], e["done"]) for e in message.get("statusHistory") or []]
+    assert said[-1] == (RECOVERED, True), said
     # No double continuation: owc sent no resume; the ledger holds nothing unsettled and saw no illegal input.
     assert runtime.bridge.cuts.resumes_sent == [], logged
     assert not any("runs.resumed" in t for t in logged), logged
@@ -708,9 +716,14 @@ async def test_a_cli_child_killed_mid_reply_is_resumed_once_into_the_same_messag
     assert message["done"] is True
     assert (message.get("meta") or {}).get("openclaw_chain") == [run_id, resume], (message.get("meta"), logged)
     content = message["content"]
-    assert content.startswith(shown_at_cut) and content.endswith(ANSWER), (content, shown_at_cut, logged)
-    streamed = content[: -len(ANSWER)].rstrip("\n")
+    # Issue 25 item 3: owc's own resume is marked in its words, once, between the cut run's text and the resume's.
+    resumed = f"\n{SEAM_TEXTS[RESUMED]}\n{ANSWER}"
+    assert content.startswith(shown_at_cut) and content.endswith(resumed), (content, shown_at_cut, logged)
+    assert content.count(SEAM_TEXTS[RESUMED]) == 1 and SEAM_TEXTS[RECOVERED] not in content, content
+    streamed = content[: -len(resumed)].rstrip("\n")
     assert streamed.startswith(MID_REPLY) and ANSWER.startswith(streamed) and streamed != ANSWER, content
+    said = [(e["description"], e["done"]) for e in message.get("statusHistory") or []]
+    assert said[-2:] == [(WAIT_RESUME, False), (RESUMED, True)], said
     assert len(runtime.ledger) == 0 and runtime.ledger.illegal == []
 
 

@@ -429,7 +429,8 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         first_writer = (await env.messages(chat_id))[m]["meta"]["openclaw_writer"]
         env.sim.disconnect()
         await bridge.until(lambda: bridge.table is None)  # owc saw the close and its connection ended
-        await trio.testing.wait_all_tasks_blocked()  # ... and is asleep in its reconnect backoff
+        # ... its writer told the tabs (a status line, written to M) and it is asleep in its reconnect backoff.
+        await env.clients["A"].wait_backing_off()
         clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
         await bridge.until(
@@ -448,7 +449,7 @@ async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_
         # After the take-over the tabs hold the first writer's items: the new writer's first word is the
         # whole output (a snapshot), not a diff from nothing that would show the text twice.
         taken_over = [i for i, e in enumerate(env.emitter.of(m)) if e.type == "chat:messages"][1]
-        after = [e for e in env.emitter.of(m)[taken_over + 1 :] if e.type != "chat:active"]
+        after = [e for e in env.emitter.of(m)[taken_over + 1 :] if e.type not in ("chat:active", "status")]
         assert after[0].type == "chat:completion" and "output" in after[0].event["data"]
 
 
@@ -521,10 +522,11 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
         winner, other = claimed[0], "B" if claimed == ["A"] else "A"
         assert env.bridges[winner].totals() == (1, 1)
 
-        def streaming(event) -> bool:  # anything but what finishing a message sends
+        def streaming(event) -> bool:  # anything but what finishing a message sends (a status line it closes too)
             data = event.event.get("data") or {}
             return not (
-                event.type in ("chat:messages", "chat:active") or (event.type == "chat:completion" and data.get("done"))
+                event.type in ("chat:messages", "chat:active")
+                or (event.type in ("chat:completion", "status") and data.get("done"))
             )
 
         assert [e for e in emitters[winner].of(m) if streaming(e)]  # the winner streamed the run live

@@ -14,6 +14,8 @@ import orjson
 import pytest
 import trio
 
+from owc.render import output_text
+from owc.render.seam import RECOVERED, SEAM_TEXTS
 from owc.store import (
     Absorbed,
     AlreadyDone,
@@ -131,7 +133,8 @@ def test_what_a_process_showed_goes_in_front_of_a_finished_continuation_once(sto
     added = store.add_shown("c", "m1", shown_through=shown, user_id=USER)
     assert isinstance(added, Written)
     final = store.read_chat("c")["history"]["messages"]["m1"]
-    assert final["content"] == "Streamed before the crash.\nRecovered." and final["done"] is True
+    # The seam (issue 25 item 3) between the part put in front and the continuation's, which had none.
+    assert final["content"] == f"Streamed before the crash.\n{SEAM_TEXTS[RECOVERED]}\nRecovered." and final["done"]
     assert final["meta"]["openclaw_own_at"] == 1 and final["meta"]["openclaw_chain"] == ["S", "R"]
     assert store.add_shown("c", "m1", shown_through=shown, user_id=USER) is None, "a second pass adds nothing"
     assert store.read_chat("c")["history"]["messages"]["m1"] == final
@@ -764,7 +767,9 @@ def test_a_recoverys_own_message_is_made_one_reply_with_its_cut_runs_message(
         messages = store.read_chat(chat_id)["history"]["messages"]
         assert set(messages) == {"u", "M"}
         m = messages["M"]
-        assert [item["text"] for item in m["output"]] == ["Two lines:", "Recovered."]
+        # M's part, the seam (issue 25 item 3), the recovery's part.
+        texts = [item.get("text") or output_text([item]) for item in m["output"]]
+        assert texts == ["Two lines:", SEAM_TEXTS[RECOVERED], "Recovered."]
         assert m["done"] is True and m["parentId"] == "u" and messages["u"]["childrenIds"] == ["M"]
         assert m["meta"]["openclaw_chain"] == ["S", "R"] and "openclaw_open" not in m["meta"]
         with store.engine.connect() as conn:

@@ -28,6 +28,7 @@ from owc.owui.emitter import OwuiEmitter
 from owc.owui.guest import HostError
 from owc.owui.host import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
 from owc.render.diff import diff
+from owc.render.status import Ended, Queued, StatusLines
 from owc.runs.inline import UserTurnError
 from owc.runtime import KEEP_MODEL
 
@@ -140,10 +141,12 @@ async def pipe(
     request: Any = None,
     task: Any = None,
     task_body: Mapping[str, Any] | None = None,
+    event_emitter: Any = None,
 ) -> str | AsyncIterator[dict[str, Any] | str]:
     """The Pipe's ``pipe()``. A background task of Open WebUI (title, tags, follow-ups: ``__task__`` set) never
     reaches the agent: it is answered here. A user's message becomes an agent run streamed back as Responses
-    events (``user_turn``); what cannot be sent is said in one line."""
+    events (``user_turn``); what cannot be sent is said in one line. ``event_emitter``: the request's own
+    ``__event_emitter__``, through which the turn's status lines go (Open WebUI stores them with the message)."""
     if task:
         return background.answer(str(task), dict(body or {}), dict(task_body) if task_body else None)
     unusable = await _start(valves, getattr(request, "app", None))
@@ -152,7 +155,7 @@ async def pipe(
     turn = _turn_from(valves, body, user or {}, metadata or {})
     if isinstance(turn, str):
         return turn
-    return user_turn(turn)
+    return user_turn(turn, event_emitter)
 
 
 @attrs.frozen
@@ -279,10 +282,12 @@ def _refusal_in(error: BaseException | None) -> BaseException | None:
     return None
 
 
-async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
+async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict[str, Any] | str]:
     """Send the turn and relay its rendering as Responses events, which Open WebUI folds into the reply's
     ``output`` and shows live (reference ``pipe-runtime-0.12.4.md`` section 4). When the request ends (the run's
-    end, a Stop, "Send now", a closed tab, Open WebUI stopping), its task's end hands the run to owc's writer."""
+    end, a Stop, "Send now", a closed tab, Open WebUI stopping), its task's end hands the run to owc's writer.
+    The turn's status lines (``owc.render.status``: queued, a tool running, the Gateway connection lost and back)
+    go through the request's ``event_emitter`` (Open WebUI appends them to the reply's ``statusHistory``)."""
     from owc.owui.host import current_runtime
 
     try:
@@ -291,6 +296,18 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
         yield NOT_RUNNING
         return
     emitter = runtime.bridge.emitter
+
+    async def say(entries: Any) -> None:
+        for entry in entries:
+            event = {"type": "status", "data": entry}
+            try:
+                if event_emitter is not None:
+                    await event_emitter(event)  # Open WebUI's own: it stores the line with the reply
+                elif isinstance(emitter, OwuiEmitter):
+                    await emitter.say(turn.chat_id, turn.message_id, turn.user_id, event)
+            except Exception:  # a status line must not cost the reply
+                log.exception("owui.status_failed chat=%s", turn.chat_id)
+
     try:
         # A chat another user shared with the sender is the owner's session (``Runtime.chat_session_key``).
         turn = turn.in_chat_of(
@@ -309,23 +326,36 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
         send["attachments"] = found
     if problems:
         # Said above the reply (a status line), not sent to the agent as if the user had written it.
-        if isinstance(emitter, OwuiEmitter):
-            status = {"description": " ".join(problems), "done": True}
-            await emitter.say(turn.chat_id, turn.message_id, turn.user_id, {"type": "status", "data": status})
+        await say([{"description": " ".join(problems), "done": True}])
         if not turn.text and not found:
             yield " ".join(problems)
             return
+    lines = StatusLines()
+
+    async def said(event: Any) -> None:
+        await say(lines.apply(event))
+        lines.take()
+
     try:
+        if await host.run_in_trio(runtime.busy, turn.session_key):
+            # owc sends it once the run before it has ended (``Runtime.user_turn``): the tab says it waits.
+            await said(Queued())
         inline = await host.run_in_trio(
-            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model, **send)
+            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model, status=lines, **send)
         )
     except UserTurnError as exc:
         log.warning("owui.turn_not_sent chat=%s: %s", turn.chat_id, exc)
+        await said(Ended())  # a "Queued" line said above no longer holds
         yield str(exc)
         return
     except HostError:
+        await said(Ended())
         yield stopped_line(host)
         return
+    except asyncio.CancelledError:
+        if lines.open is not None:
+            await said(Ended())  # stopped while it waited: never sent, and its "Queued" line must not spin on
+        raise
 
     def stop() -> None:
         runtime.bridge.stop_run(inline.run)
@@ -349,6 +379,8 @@ async def user_turn(turn: Turn) -> AsyncIterator[dict[str, Any] | str]:
     try:
         while True:
             step = await host.run_in_trio(inline.next_output, shown)
+            if step.statuses:
+                await say(step.statuses)
             change = diff(shown, step.output)
             if change.needs_snapshot:
                 # A rewrite the request's stream cannot carry (an item replaced): the writer takes it on (it

@@ -38,6 +38,7 @@ from typing import Any
 
 from owc.render.frozen import FrozenDict, FrozenList
 from owc.render.items import message_item
+from owc.render.seam import is_seam, seam_item
 from owc.render.sentinels import is_silent
 
 
@@ -226,7 +227,8 @@ def shown_in_front(
     before = shown_through.get(chain[-2]) if len(chain) >= 2 else None
     if before:
         part = merged(chain[-2], before, new[:at])
-        new, at = [*part, *new[at:]], len(part)
+        own = _seamed(part, chain[-1], new[at:]) if at == 0 else new[at:]
+        new, at = [*part, *own], len(part)
     through = shown_through.get(chain[-1])
     if through:
         # ``never_less`` keeps every item but the last in place, and adds only past the end: ``at`` stands.
@@ -236,8 +238,16 @@ def shown_in_front(
     return new, at
 
 
+def _seamed(before: Sequence[Any], run_id: str, own: Sequence[Any]) -> list[Any]:
+    """A continuation's part ``own`` after an earlier part ``before`` added to an M that was finished with none (so
+    no seam either): with its seam in front (``owc.render.seam``) when both show something."""
+    if before and own and not is_seam(own[0]):
+        return [seam_item(run_id), *own]
+    return list(own)
+
+
 def gained_since_claim(
-    held: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]], own_at: int
+    held: Sequence[Mapping[str, Any]], output: Sequence[Mapping[str, Any]], own_at: int, run_id: str | None = None
 ) -> tuple[list[Any], int] | None:
     """A continuation's finish of M, from M as it was at its claim: what M's earlier runs' part (``held``, M's
     output as it is now, finished with those runs alone) gained since then goes in front of the continuation's part,
@@ -251,4 +261,7 @@ def gained_since_claim(
     part = never_less(held, front)
     if len(part) == len(front) and all(a == b for a, b in zip(part, front)):
         return None
-    return [*part, *output[own_at:]], len(part)
+    own = output[own_at:]
+    if not front and run_id is not None:  # the finish had no earlier part, so no seam: one goes with the part gained
+        own = _seamed(part, run_id, own)
+    return [*part, *own], len(part)

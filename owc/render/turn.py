@@ -84,6 +84,8 @@ class TurnRenderer:
     _calls: dict[str, _Call] = attrs.field(factory=dict)
     #: A tool call id -> how many calls used it (``call_1``, then ``call_1#2`` ...): models reuse ids.
     _uses: dict[str, int] = attrs.field(factory=dict)
+    #: The calls still without a result, oldest first (call key -> tool name): what ``running_tool`` reads.
+    _running: dict[str, str] = attrs.field(factory=dict)
     _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
     _last_chat_seq: int = -1
     _last_agent_seq: int = -1
@@ -272,6 +274,7 @@ class TurnRenderer:
                 if call.result != text or call.is_error != tool.is_error:
                     if call.result is None:
                         self._add(("result", call.call_id))
+                        self._running.pop(call.call_id, None)
                     call.result, call.is_error = text, tool.is_error
                     call.version += 1
                     self._dirty.add(self._where[("call", call.call_id)])  # its status
@@ -302,6 +305,7 @@ class TurnRenderer:
             self._uses[call_id] = uses
             key = call_key(call_id, uses)
             call = self._calls[key] = _Call(key, name, args, start_seq=start_seq)
+            self._running[key] = name
             self._add(("call", key))
             self._segment_from = self._length  # text after the call is a new message item
             self.version += 1
@@ -319,6 +323,11 @@ class TurnRenderer:
     @property
     def tool_count(self) -> int:
         return len(self._calls)
+
+    @property
+    def running_tool(self) -> str | None:
+        """The name of the newest tool call that has no result yet (None: no tool runs): the tab's status line."""
+        return next(reversed(self._running.values()), None)
 
     @property
     def holds_back(self) -> bool:

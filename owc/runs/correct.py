@@ -69,6 +69,12 @@ class Correction:
         error = message.get("error")
         note = error.get("content") if isinstance(error, Mapping) else None
         kept = note if isinstance(note, str) and not note.startswith(EMPTY_FINISH_NOTES) else None
+        meta = message.get("meta")
+        chain = meta.get("openclaw_chain") if isinstance(meta, Mapping) else None
+        if isinstance(chain, list) and len(chain) > 1 and isinstance(chain[-1], str):
+            # A continuation's message: the run its finish left short is the chain's last (the claim's run is its
+            # first): its own part is corrected, the earlier runs' part kept (``ChatStore.write(own_part=...)``).
+            run_id = chain[-1]
         return cls(session_key, run_id, ref.chat_id, message_id, ref.user_id, kept)
 
 
@@ -144,6 +150,8 @@ async def _correct(
             error=item.error,
             fills=True,
             run_order=order,
+            # A continuation's message keeps its earlier runs' part and the seam before this run's (issue 25 item 3).
+            own_part=item.run_id,
         )
     except MessageMissing:
         return True  # deleted meanwhile

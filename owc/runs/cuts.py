@@ -729,6 +729,8 @@ class Cuts:
         if note:
             data["error"] = {"content": note}
         for event in (
+            # The line M waited under ("Waiting for the Gateway to resume this reply"), closed by this write.
+            *({"type": "status", "data": entry} for entry in result.statuses),
             {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}},
             {"type": "chat:completion", "data": data},
         ):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from owc.gateway import GatewayError
+from owc.render.status import Started, StatusLines, Tools
 from owc.rules.lifecycle import Handover, Inline, State, Terminal, WriteOutcome, WriteResult
 from owc.runs.run import Run
 from owc.store import AlreadyThere, StoreError, TakenOver
@@ -42,6 +43,9 @@ class Step:
 
     output: list[dict[str, Any]]
     over: bool
+    #: Status lines for the request to say (``owc.render.status``): through its own event emitter, which appends them
+    #: to M's ``statusHistory`` (Open WebUI's own write) and tells the tabs.
+    statuses: tuple[dict[str, Any], ...] = ()
 
 
 class InlineTurn:
@@ -52,13 +56,22 @@ class InlineTurn:
         self.run = run
 
     async def next_output(self, shown: list[dict[str, Any]]) -> Step:
-        """Until the run's rendering differs from ``shown``, or the request's part is over."""
+        """Until the run's rendering differs from ``shown``, its status lines have something to say, or the request's
+        part is over."""
         run = self.run
         while True:
             over = run.life.state is not State.INLINE or run.life.ended
             output = run.renderer.output()
-            if over or output != shown:
-                return Step(output, over)
+            statuses: tuple[dict[str, Any], ...] = ()
+            if run.life.state is State.INLINE:
+                # While the request streams the run, it says the run's lines (a writer says them after a handover).
+                if run.heard or output:
+                    run.status.apply(Started())  # a turn queued behind the reply before it has begun
+                if not run.life.ended:
+                    run.status.apply(Tools(run.renderer.running_tool))
+                statuses = tuple(run.status.take())
+            if over or output != shown or statuses:
+                return Step(output, over, statuses)
             await run.wait_changed()
 
     def request_ended(self) -> None:
@@ -78,15 +91,25 @@ class InlineTurn:
 
 
 async def start_user_turn(
-    bridge: Bridge, table: RunTable, session_key: str, run_id: str, message: str, **send: Any
+    bridge: Bridge,
+    table: RunTable,
+    session_key: str,
+    run_id: str,
+    message: str,
+    *,
+    status: StatusLines | None = None,
+    **send: Any,
 ) -> InlineTurn:
-    """Open the run ``INLINE``, hold its message for this process, send it. Raises ``UserTurnError``."""
+    """Open the run ``INLINE``, hold its message for this process, send it. Raises ``UserTurnError``. ``status``: the
+    turn's status lines as the request began them (a turn that waited for the reply before it)."""
     ledger = bridge.ledger
     if ledger.get(session_key, run_id) is not None:
         raise UserTurnError("This message is already being answered.")
     run = ledger.open(session_key, run_id)
     if run is None:
         raise UserTurnError("This chat cannot be sent to the agent (its session key is not an Open WebUI chat's).")
+    if status is not None:
+        run.status = status
     table.apply(run, Inline())
     await _hold(bridge, table, run)
     params = {"sessionKey": session_key, "message": message, "idempotencyKey": run_id, **send}

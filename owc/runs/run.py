@@ -15,6 +15,8 @@ import trio
 from owc import ids
 from owc.protocol import ChatHistory
 from owc.render import TurnRenderer
+from owc.render.seam import with_live_seam
+from owc.render.status import StatusLines
 from owc.rules.lifecycle import Handover, Lifecycle, Stop, Terminal
 from owc.rules.owner import Heard, Owner
 
@@ -109,6 +111,13 @@ class Run:
     #: Link rule E said it is a restart recovery (linked, or of a run the transcript does not name): once its message
     #: is finished, a double of it another process made is taken out (``Cuts.one_reply``).
     recovery: bool = False
+    #: The status lines of its message as this process says them (``owc.render.status``): fed by the table, the
+    #: writer and the Pipe's request; delivered by whoever writes the message now (the request while inline).
+    status: StatusLines = attrs.field(factory=StatusLines)
+    #: Its status line said that it continues its message ("Resumed ..."): said once, whatever claims it makes.
+    said_resumed: bool = False
+    #: ``prefix`` with the seam after it, as the writer shows it live (kept, so its identity changes with ``prefix``).
+    _seamed: tuple[object, list[dict[str, Any]] | None] = (None, None)
     #: Counts the run's changes (events, inputs): what a wait for "the run's next change" watches.
     changes: int = 0
     _changed: trio.Event = attrs.field(factory=trio.Event)
@@ -141,10 +150,21 @@ class Run:
         await self._changed.wait()
         self._changed = trio.Event()
 
+    def shown_prefix(self) -> list[dict[str, Any]] | None:
+        """What its message shows before its own output while it streams: the earlier runs' output (a
+        continuation's), and the seam that says a continuation begins (``owc.render.seam``). The same list object
+        while ``prefix`` is (a writer's flush compares it by identity)."""
+        held, seamed = self._seamed
+        if held is not self.prefix:
+            seamed = with_live_seam(self.prefix, self.run_id, self.chain)
+            self._seamed = (self.prefix, seamed)
+        return seamed
+
     def output(self) -> list[dict[str, Any]]:
-        """What its message shows now: the earlier runs' output (a continuation's), then its own."""
+        """What its message shows now: the earlier runs' output and the seam (a continuation's), then its own."""
         own = self.renderer.output()
-        return [*self.prefix, *own] if self.prefix else own
+        prefix = self.shown_prefix()
+        return [*prefix, *own] if prefix else own
 
     def mark_missed(self, reason: str) -> None:
         """The stream may lack some of the run's events (joined mid-run, a gap, a reconnect)."""

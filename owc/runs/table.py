@@ -32,6 +32,7 @@ from owc.gateway import HelloInfo, NotConnected, Resync, SessionClosed
 from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged, Shutdown, Tick
 from owc.protocol.events import is_internal_run_id
 from owc.registry import WRITERS, WriterRegistry
+from owc.render import status as lines
 from owc.rules.lifecycle import (
     Action,
     ClaimOutcome,
@@ -109,6 +110,7 @@ class RunTable:
             uncut=bridge.cuts.uncut,
             one_reply=lambda run: bridge.cuts.finished_recovery(self, run),
             heard_before=self.ledger.heard_before,
+            dropped=lambda: self.conn.closed,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -429,6 +431,8 @@ class RunTable:
         for run in known:
             if run.key not in self.carried:
                 continue
+            # Back: a "connection lost" line its message shows is closed (by its writer's next write, or its request).
+            run.status.apply(lines.Reconnected())
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
             if run.handover_pending and run.life.state is State.INLINE:
                 run.handover_pending = False  # its request ended while no connection was up
@@ -699,8 +703,12 @@ class RunTable:
         return False
 
     def closed(self) -> None:
-        """The connection is gone and its writers have ended: every unsettled run hears so."""
+        """The connection is gone and its writers have ended: every unsettled run hears so. A user turn still
+        streaming through its request says why it stands still (the request delivers the line; a writer said it as
+        it ended), unless owc itself is closing (the connection cancelled, not closed)."""
         for run in self.ledger.unsettled():
+            if self.conn.closed and run.life.state is State.INLINE and not run.life.ended:
+                run.status.apply(lines.Dropped())
             self.apply(run, ConnectionClosed())
         if self.reconciled and self.conn.last_ts:
             # Everything up to this connection's last event was seen live or reconciled: the next connection's

@@ -19,7 +19,8 @@ writer id, and how to report an input to the run's lifecycle), never the run tab
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -36,8 +37,10 @@ from owc.render import (
     output_text,
     reaches_run_start,
 )
+from owc.render import status as lines
 from owc.render.items import count_cards
 from owc.render.never_less import never_less
+from owc.render.seam import joined, parts_joined
 from owc.rules.finished import CORRECT_MARK
 from owc.rules.lifecycle import (
     ClaimOutcome,
@@ -139,6 +142,9 @@ class WriterContext:
     one_reply: Callable[[Run], None] = lambda run: None
     #: ``Ledger.heard_before(session_key, earlier, later)``: this process heard ``earlier`` begin first.
     heard_before: Callable[[str, str, str], bool] = lambda key, earlier, later: False
+    #: The connection closed under the writer (the Gateway went away, as opposed to owc shutting down): its message
+    #: says so (``owc.render.status``).
+    dropped: Callable[[], bool] = lambda: False
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -190,6 +196,17 @@ async def read_history_page(request: Callable[..., Awaitable[Any]], params: dict
             limit = max(1, limit // 4)
 
 
+@contextmanager
+def _given_back_on_failure(run: Run, entries: list[dict[str, Any]]) -> Iterator[None]:
+    """Status entries taken for a write go back to the run's lines if the write raises (a writer that fails closes its
+    open line with them: ``write_run``)."""
+    try:
+        yield
+    except BaseException:
+        run.status.give_back(entries)
+        raise
+
+
 class _Gone(Exception):
     """The connection closed under the writer: stop here; the next connection carries the run on."""
 
@@ -199,8 +216,9 @@ async def write_run(
 ) -> None:
     handle = WriterHandle()  # its cancel scope is made here, inside the task that owns the streaming phase
     task_status.started(handle)
+    writer = _Writer(ctx, run, handle)
     try:
-        await _Writer(ctx, run, handle).run()
+        await writer.run()
     except _Gone:
         pass
     except StoreError as exc:
@@ -214,7 +232,16 @@ async def write_run(
         # close the connection, which would cancel every other run's writer with it.
         log.exception("runs.writer_failed run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)
         ctx.apply(run, WriterFailed())
+        if run.life.claimed:
+            with trio.CancelScope(shield=True):
+                await writer.say(lines.Ended())  # no line of its message keeps spinning for a writer that gave up
     finally:
+        if run.life.claimed and not run.life.settled and ctx.dropped():
+            # The Gateway connection closed under the message this writer holds: the tabs are told why it stands
+            # still (a frozen partial and a spinner said nothing, issue 25 item 2). Not when owc itself is shutting
+            # down (the connection is then cancelled from outside, not closed): the next process takes it up.
+            with trio.CancelScope(shield=True):
+                await writer.say(lines.Dropped())
         if run.life.settled or not run.life.claimed:
             # Done with the message, or never held it: its Open WebUI task ends (tabs leave the generating
             # state). A run carried to the next connection keeps its task for the writer that goes on with it.
@@ -309,6 +336,35 @@ class _Writer:
             return
         log.info("runs.task_renamed run=%s message=%s named=%s", r.run_id, r.message_id, named)
 
+    async def say(self, *inputs: lines.Input) -> None:
+        """Feed the run's status lines, and deliver what they append (and anything still pending) now: to M's
+        ``statusHistory`` (one short transaction) and to the tabs. For a message this writer holds; a message that is
+        finished or gone takes none (its lines were closed when it was finished). Never raises: a status line must not
+        cost the message."""
+        r = self.run_
+        for event in inputs:
+            r.status.apply(event)
+        entries = r.status.take()
+        if not entries:
+            return
+        try:
+            with trio.CancelScope(shield=True):  # taken from the machine: written, or given back, never lost
+                added = await self.ctx.store.add_status(r.ref.chat_id, r.message_id, entries)
+        except StoreError as exc:
+            log.info("runs.status_unsaid run=%s (%s)", r.run_id, exc)
+            return
+        except Exception as exc:  # the database refused: said with the message's next write
+            log.warning("runs.status_held run=%s error=%s", r.run_id, type(exc).__name__)
+            r.status.give_back(entries)
+            return
+        await self._tell_status(added or ())
+
+    async def _tell_status(self, entries: Any) -> None:
+        """Status entries written to M, to the tabs (before the write's ``chat:messages``: a tab that merges M takes
+        the stored list, one that holds M as its own active reply appends these)."""
+        for entry in entries:
+            await self._emit({"type": "status", "data": entry})
+
     async def _emit(self, event: dict[str, Any]) -> None:
         r = self.run_
         try:
@@ -380,9 +436,11 @@ class _Writer:
                 self._adopt_longer_chain(result.message)
             if r.chain and r.prefix is None:
                 # A continuation this process did not see cut: M's output so far is what it shows first.
-                output = result.message.get("output") if isinstance(result, TakenOver) else None
-                r.prefix = list(output) if isinstance(output, list) else []
+                r.prefix = self._before_own(result.message) if isinstance(result, TakenOver) else []
             ctx.apply(r, ClaimResult(ClaimOutcome.WON))
+            if isinstance(result, TakenOver):
+                r.status.adopt(result.message.get("statusHistory"))  # a line the last holder left open
+            self._resumes()
             if self.takes_back:
                 await self._reopen()
             elif isinstance(result, Claimed):
@@ -421,9 +479,11 @@ class _Writer:
                     stored = await self._stored_message()
                     if stored is not None:
                         self._adopt_longer_chain(stored)
+                        r.status.adopt(stored.get("statusHistory"))
                 if r.chain and r.prefix is None:
                     r.prefix = await self._stored_output()
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
+                self._resumes()
                 if self.takes_back:
                     await self._reopen()
                 await self._claimed_with(task_id)
@@ -433,7 +493,8 @@ class _Writer:
                 # Finished by another process: by a continuation that never saw what this run showed here, that goes
                 # in front of its part. Before the outcome is reported: the run stays unsettled until it is written.
                 # The stream as it came: one that had a gap or joined mid-run is lined up at the transcript's end.
-                await self._add_shown([*(r.prefix or []), *r.renderer.output(done=True)], stream=True)
+                shown, _ = joined(r.prefix or [], r.run_id, r.renderer.output(done=True))
+                await self._add_shown(shown, stream=True)
                 outcome = ClaimOutcome.FINISHED
             elif result.writer is not None and not ctx.registry.is_local(result.writer):
                 outcome = ClaimOutcome.HELD_ELSEWHERE  # this process cannot see whether that one lives
@@ -471,6 +532,14 @@ class _Writer:
         ctx.apply(r, ClaimResult(ClaimOutcome.LOCKED))
         await r.wait_changed()  # try again on the run's next event
 
+    def _resumes(self) -> None:
+        """A continuation holds M now: its line says M goes on ("Resumed after the Gateway restarted", or owc's
+        resume), once per run, closing the line M waited under (``_keep_open``)."""
+        r = self.run_
+        if r.chain and not r.said_resumed:
+            r.said_resumed = True
+            r.status.apply(lines.Resumed(r.run_id))
+
     @property
     def takes_back(self) -> bool:
         """Its claim takes M back even if M was marked done: a handover, or a continuation of a cut run."""
@@ -487,8 +556,20 @@ class _Writer:
 
     async def _stored_output(self) -> list[dict[str, Any]]:
         message = await self._stored_message()
-        output = message.get("output") if message is not None else None
-        return list(output) if isinstance(output, list) else []
+        return self._before_own(message) if message is not None else []
+
+    def _before_own(self, message: dict[str, Any]) -> list[dict[str, Any]]:
+        """What M shows before this continuation's part: its output, or, when M holds this run's part already (its
+        chain ends with this run: another process's copy of the same continuation finished M), the part before it
+        (``meta.openclaw_own_at``, at the seam). Before, that M's whole output was taken for the earlier runs' part,
+        and the finalize put this run's part (and its seam) in twice (found by the seam's oracle, fuzz seed 153)."""
+        output = message.get("output")
+        output = list(output) if isinstance(output, list) else []
+        meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
+        chain, own_at = meta.get("openclaw_chain"), meta.get("openclaw_own_at")
+        if isinstance(chain, list) and chain and str(chain[-1]) == self.run_.run_id and isinstance(own_at, int):
+            return output[: max(0, min(own_at, len(output)))]
+        return output
 
     def _adopt_longer_chain(self, message: dict[str, Any]) -> None:
         """A continuation claiming M finds M holding more runs than it knows (``meta.openclaw_chain`` goes on past its
@@ -588,12 +669,17 @@ class _Writer:
         and to the live copy. Costs what changed, not the run's length: the output is frozen and shared, never
         copied or compared whole."""
         r = self.run_
-        flush = self.shown.flush(r.renderer, r.prefix, snapshot=self.snapshot_first)
+        r.status.apply(lines.Tools(r.renderer.running_tool))  # "Running <tool>..." while a call has no result
+        flush = self.shown.flush(r.renderer, r.shown_prefix(), snapshot=self.snapshot_first)
         if flush is None:
+            if r.status.pending:
+                await self.say()  # after a claim: "Reconnected", "Resumed ..."
             return
         self.snapshot_first = False
         for event in flush.events:
             await self._emit(event)
+        if r.status.pending:
+            await self.say()
         try:
             await self.ctx.emitter.save_stream(r.ref.chat_id, r.message_id, flush.output)
         except Exception:
@@ -661,8 +747,9 @@ class _Writer:
             parts = [output_from_transcript(history, run_id) for run_id in r.chain]
             if all(parts):
                 # Never less than M showed (issue 24, item 5): a cut run's transcript lacks what a stop or a crash
-                # cut of its text after a tool call; M, written open by the cut run, kept it.
-                return never_less(r.prefix or [], [item for part in parts for item in part or []])
+                # cut of its text after a tool call; M, written open by the cut run, kept it. The seams between the
+                # runs' parts as M shows them (``owc.render.seam``).
+                return never_less(r.prefix or [], parts_joined(list(zip(r.chain, parts))))
         return list(r.prefix or [])
 
     def _maybe_out_of_order(self, parent_run: str | None) -> bool:
@@ -679,6 +766,9 @@ class _Writer:
         what the run left (its error is not shown: the run goes on), and the continuation shows it first."""
         r, ctx = self.run_, self.ctx
         r.kept_output = output
+        # Its line says M waits for a continuation (the Gateway's recovery, or owc's resume), until one claims M.
+        r.status.apply(lines.Waiting(by_owc=r.cut is not Owner.GATEWAY))
+        status = r.status.take()
         with trio.CancelScope(shield=True):
             try:
                 result: object = await ctx.store.write(
@@ -691,9 +781,12 @@ class _Writer:
                     meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at},
                     # The continuation (another process's, or a Gateway recovery it linked) wrote M already.
                     unless_continued=r.run_id,
+                    status=status,
                 )
             except StoreError as exc:
                 result = exc
+        if isinstance(result, Written):
+            await self._tell_status(result.statuses)
         if isinstance(result, AlreadyDone):
             log.info("runs.continued_elsewhere run=%s message=%s", r.run_id, r.message_id)
             await self._add_shown(output)
@@ -741,12 +834,12 @@ class _Writer:
             if len(output) != len(finished.output) or any(a is not b for a, b in zip(output, finished.output)):
                 log.info("runs.kept_shown run=%s (the transcript lacks what was streamed)", r.run_id)
                 finished = attrs.evolve(finished, output=output, content=output_text(output), cards=count_cards(output))
-        own_at = 0  # where this run's own part begins in M's output (``meta.openclaw_own_at``)
+        own_at = 0  # where this run's own part begins in M's output (``meta.openclaw_own_at``): at its seam
         if r.chain:
-            chained = self._chain_output(history)
-            own_at = len(chained)
-            finished = attrs.evolve(finished, output=[*chained, *finished.output])
-            finished = attrs.evolve(finished, content=output_text(finished.output))
+            # The earlier runs' part, the seam that says the reply was continued here, then this run's own part
+            # (``owc.render.seam``: rebuilt from the parts at every finalize, so never a seam twice).
+            output, own_at = joined(self._chain_output(history), r.run_id, finished.output)
+            finished = attrs.evolve(finished, output=output, content=output_text(output))
         if r.cut is Owner.GATEWAY and history is not None and ended_in(history, r.run_id):
             # Held for a recovery because no terminal reached owc before a new boot, but its last stored message
             # ended it (a final answer, an error): the boot recovers runs still running, not this one.
@@ -788,9 +881,15 @@ class _Writer:
         meta: dict[str, Any] = {"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else {}
         if short:
             meta[CORRECT_MARK] = True
+        # Its status lines end with M: "Stopped" for a Stop, else the open line (a tool, a wait) is closed. The store
+        # closes a line another party left open too: a finished message never keeps a spinning line.
+        stopped = r.life.stop or isinstance(self.handle.intent, Stop)
+        if not r.status.ended:  # a finalize tried again after the database refused says its end once
+            r.status.apply(lines.Stopped() if stopped else lines.Ended())
+        status = r.status.take()
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
         # transaction, bounded by the busy wait), and its result is reported before anything can cancel.
-        with trio.CancelScope(shield=True):
+        with trio.CancelScope(shield=True), _given_back_on_failure(r, status):
             result = await ctx.store.write(
                 r.ref.chat_id,
                 r.message_id,
@@ -812,6 +911,7 @@ class _Writer:
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.
                 run_order=run_order(history),
+                status=status,
             )
         if isinstance(result, AlreadyDone):
             log.info("runs.finished_elsewhere run=%s message=%s", r.run_id, r.message_id)
@@ -827,6 +927,7 @@ class _Writer:
                 result.detail,
             )
             ctx.apply(r, WriteResult(WriteOutcome.NOT_WRITTEN))
+            r.status.give_back(status)  # written with the retry's finalize
             await self._not_saved("it stayed locked" if result.locked else "it refused the write")
             return
         assert isinstance(result, Written)
@@ -863,6 +964,7 @@ class _Writer:
             finished_messages[result.parent["id"]] = result.parent
         if self.inserted and result.current_id is not None:
             finished_data["currentId"] = result.current_id
+        await self._tell_status(result.statuses)
         for moved in result.moved:  # links changed by putting the session's line in run order
             finished_messages[moved["id"]] = {
                 "id": moved["id"],

@@ -53,6 +53,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from owc.render.items import output_text
 from owc.render.never_less import gained_since_claim, shown_in_front
+from owc.render.seam import joined
 from owc.rules.finished import CORRECT_MARK, OPEN_MARK, awaits_correction, message_finished
 from owc.store import tree
 from owc.store.engine import FILE_ID, Serialized, file_id, is_locked_error, make_engine, sqlite_file
@@ -188,6 +189,8 @@ class Written:
     #: The run whose message M hangs right under (None: a user turn, the chat's root, a message of no run): M is
     #: then in a line of runs' messages that a transcript may have to put in start order (``put_in_order``).
     parent_run: str | None = None
+    #: The entries this write appended to M's ``statusHistory`` (what the tabs are told as ``status`` events).
+    statuses: tuple[dict[str, Any], ...] = ()
 
 
 @attrs.frozen
@@ -305,7 +308,19 @@ def _gained_since_claim(
         before = [old["openclaw_run"]] if isinstance(old.get("openclaw_run"), str) else None
     if before is None or [str(x) for x in before] != [str(x) for x in chain[:-1]]:
         return None
-    return gained_since_claim(held, output, own_at)
+    return gained_since_claim(held, output, own_at, str(chain[-1]))
+
+
+def _earlier_part(existing: dict[str, Any], run_id: str) -> list[Any] | None:
+    """M's earlier runs' part (its output before ``meta.openclaw_own_at``) when M is a chain whose last run is
+    ``run_id``; None when M is no such chain (its output is that run's alone)."""
+    meta = existing.get("meta") if isinstance(existing.get("meta"), dict) else {}
+    chain, own_at, output = meta.get("openclaw_chain"), meta.get("openclaw_own_at"), existing.get("output")
+    if not isinstance(chain, list) or len(chain) < 2 or str(chain[-1]) != run_id:
+        return None
+    if not isinstance(own_at, int) or not isinstance(output, list) or not 0 <= own_at <= len(output):
+        return None
+    return list(output[:own_at])
 
 
 class ChatStore:
@@ -546,6 +561,9 @@ class ChatStore:
             "meta": message.get("meta"),
             "updated_at": now,
         }
+        if "statusHistory" in message:
+            # Open WebUI reads a message's status lines from this column first (``DB_TO_JSON_KEY_MAP``).
+            changed["status_history"] = message.get("statusHistory")
         # One upsert, so a row Open WebUI inserts meanwhile (its chat_message backfill, its own
         # upsert_message) cannot make owc's insert fail on the primary key.
         upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
@@ -561,7 +579,6 @@ class ChatStore:
                 files=message.get("files"),
                 sources=message.get("sources"),
                 embeds=message.get("embeds"),
-                status_history=message.get("statusHistory"),
                 usage=message.get("usage"),
                 context_summary=message.get("contextSummary"),
                 created_at=message.get("timestamp") or now,
@@ -724,6 +741,8 @@ class ChatStore:
         continues: bool = False,
         unless_holds: str | None = None,
         fills: bool = False,
+        status: Sequence[Mapping[str, Any]] = (),
+        own_part: str | None = None,
     ) -> WriteResult:
         """Write M's content and output: a handover (``done=False``) or the finalize (``done=True``). ``run_order``:
         M's session's runs in transcript (start) order; the line of their messages around M is put in that order
@@ -735,7 +754,12 @@ class ChatStore:
         and the cut run has nothing to add (a process that saw the cut late must not write over it). ``unless_holds``:
         the same for a finished message whose chain holds that run: another process's copy of the same continuation
         finished it after this one's claim (two deploys linked the same recovery), and this write, from M as it was
-        at the claim, could only replace that finish with less."""
+        at the claim, could only replace that finish with less. ``status``: entries appended to M's
+        ``statusHistory`` in the same write (``tree.add_status``: a finishing write closes a line left open);
+        ``Written.statuses`` says what was appended. ``own_part``: ``output`` is that run's own part alone (a correction
+        from its transcript): when M is a chain whose last run it is, M's earlier runs' part (before
+        ``meta.openclaw_own_at``) stays in front, with the seam (``owc.render.seam.joined``), never the run's part
+        twice nor a second seam."""
 
         def decide(row: Any) -> _Plan[WriteResult]:
             # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
@@ -754,6 +778,11 @@ class ChatStore:
             if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
                 return _Plan(AlreadyDone(message=existing))
             new_content, new_output, new_meta = content, output, meta
+            if own_part is not None:
+                front = _earlier_part(existing, own_part)
+                if front is not None:
+                    new_output, own_at = joined(front, own_part, output)
+                    new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": own_at}
             gained = _gained_since_claim(existing, output, meta) if done and continues else None
             if gained is not None:
                 new_output = gained[0]
@@ -761,6 +790,7 @@ class ChatStore:
                 log.info("store.kept_gained chat=%s message=%s (M gained since the claim)", chat_id, message_id)
             now = int(time.time())
             finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
+            had = len(existing.get("statusHistory") or []) if isinstance(existing.get("statusHistory"), list) else 0
             message = tree.update_message(
                 chat,
                 message_id,
@@ -771,7 +801,9 @@ class ChatStore:
                 meta=new_meta,
                 continues=continues,
                 fills=fills,
+                status=status,
             )
+            statuses = tuple(message.get("statusHistory") or [])[had:]
             moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
             current = chat["history"].get("currentId") if moved else None
             parent = tree.messages_of(chat).get(message.get("parentId") or "")
@@ -788,6 +820,7 @@ class ChatStore:
                 if isinstance(chat["history"].get("currentId"), str)
                 else None,
                 parent_run=_run_of(parent),
+                statuses=statuses,
             )
             if finished_before is not None and not moved and orjson.dumps(message) == orjson.dumps(finished_before):
                 # A finalize of a message already finished with exactly this (another process finished the same run
@@ -1103,7 +1136,8 @@ class ChatStore:
                 return _Plan(NotAbsorbed("the cut run's message was continued, or holds no part of the recovery"))
             else:
                 runs = [str(x) for x in held] if isinstance(held, list) and source in held else [source]
-                output = [*(into.get("output") or []), *(other.get("output") or [])]
+                # The seam between M's part and the recovery's (``owc.render.seam``), as a finalize puts it.
+                output, own_at = joined(into.get("output") or [], recovery, other.get("output") or [])
                 error = other.get("error")
                 message = tree.update_message(
                     chat,
@@ -1112,7 +1146,7 @@ class ChatStore:
                     output=output,
                     done=True,
                     error=str(error.get("content")) if isinstance(error, dict) and error.get("content") else None,
-                    meta={"openclaw_chain": [*runs[: runs.index(source) + 1], recovery]},
+                    meta={"openclaw_chain": [*runs[: runs.index(source) + 1], recovery], "openclaw_own_at": own_at},
                     continues=True,
                 )
             if tree.above(messages, recovery_message_id, message_id):
@@ -1189,6 +1223,30 @@ class ChatStore:
             self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now)
             return True
+
+    def add_status(
+        self, chat_id: str, message_id: str, entries: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """Append status lines to M's ``statusHistory`` (in the chat JSON and its ``chat_message`` row), as Open WebUI's
+        own ``add_message_status_to_chat_by_id_and_message_id`` does for a request's ``status`` events: one short
+        transaction under the row lock, nothing else of M touched. What was appended; None, writing nothing, when M is
+        gone, not an assistant message, or finished (its lines were closed by the write that finished it: a line said
+        after that, such as a drop under a writer whose message another process finished, no longer holds). A database
+        that refuses writes raises (``REFUSALS``): the caller keeps the entries for its next write."""
+
+        def decide(row: Any) -> _Plan[list[dict[str, Any]] | None]:
+            if row is None or not entries:
+                return _Plan(None)
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+                return _Plan(None)
+            if message_finished(message):
+                return _Plan(None)
+            added = tree.add_status(message, entries, finished=False)
+            return _Plan(added, _serialized(chat), int(time.time()), mirror=(message,))
+
+        return self._transact(chat_id, decide)
 
     def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         """Remove ``CORRECT_MARK`` from a finished message whose correction found nothing better in the transcript
@@ -1320,6 +1378,11 @@ class TrioChatStore:
 
     async def save_message(self, chat_id: str, message_id: str, fields: dict[str, Any]) -> None:
         await self._write(self.sync.save_message, chat_id, message_id, fields)
+
+    async def add_status(
+        self, chat_id: str, message_id: str, entries: Sequence[Mapping[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        return await self._write(self.sync.add_status, chat_id, message_id, entries)
 
     async def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         return await self._write(self.sync.drop_correct_mark, chat_id, message_id)

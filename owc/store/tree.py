@@ -10,11 +10,12 @@ left alone, as Open WebUI's own backend writers leave it (the frontend rebuilds 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from owc.render.status import settle
 from owc.rules.finished import CORRECT_MARK, OPEN_MARK
 from owc.rules.owner import CUT_OFF, EMPTY_FINISH_NOTES
 
@@ -252,8 +253,10 @@ def update_message(
     meta: dict[str, Any] | None = None,
     continues: bool = False,
     fills: bool = False,
+    status: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Write a message's content and output (a handover or the finalize); mutates ``chat``. ``continues``: the write
+    """Write a message's content and output (a handover or the finalize); mutates ``chat``. ``status``: entries for
+    its ``statusHistory`` (``add_status``); a write that finishes it closes a line left open. ``continues``: the write
     of a continuation of the message's cut run (a recovery linked by rule E, a resume): a cut-off note an earlier
     finish of the message left (``CUT_OFF``: the cut run's own finish, by a process that did not see it continued)
     goes, since the run was continued after all (fuzz seed 40434: the note stayed under the recovery's text).
@@ -283,7 +286,22 @@ def update_message(
         merged[OPEN_MARK] = True
     if merged or "meta" in message:
         message["meta"] = merged
+    add_status(message, status, finished=done)
     return message
+
+
+def add_status(
+    message: dict[str, Any], entries: Sequence[Mapping[str, Any]], *, finished: bool
+) -> list[dict[str, Any]]:
+    """Append ``entries`` to the message's ``statusHistory`` (Open WebUI's list of its status lines, as
+    ``Chats.add_message_status_to_chat_by_id_and_message_id`` appends them), and, when the message is written
+    finished, the closing of a line it would leave open (``owc.render.status.settle``). Returns what was appended."""
+    history = message.get("statusHistory")
+    history = history if isinstance(history, list) else []
+    added = settle(history, entries, finished=finished)
+    if added:
+        message["statusHistory"] = [*history, *added]
+    return added
 
 
 def _is_cut_off(error: Any) -> bool:

@@ -65,7 +65,14 @@ class Pipe:
         return await pipes(self.valves)
 
     async def pipe(
-        self, body: dict, __user__=None, __metadata__=None, __request__=None, __task__=None, __task_body__=None
+        self,
+        body: dict,
+        __user__=None,
+        __metadata__=None,
+        __request__=None,
+        __task__=None,
+        __task_body__=None,
+        __event_emitter__=None,
     ):
         from owc.owui.pipe import pipe
 
@@ -77,4 +84,5 @@ class Pipe:
             request=__request__,
             task=__task__,
             task_body=__task_body__,
+            event_emitter=__event_emitter__,
         )
