@@ -52,7 +52,7 @@ from workloads import TOKEN, USER, CountingEmitter, FinishingRecorder, capture, 
 
 import owc
 from owc.gateway import open_gateway_connection
-from owc.gateway.active import FINISHED_CAP
+from owc.protocol.active import FINISHED_CAP
 from owc.runs.ledger import SETTLED_MEMORY
 from owc.runtime import RuntimeConfig, open_runtime
 from owc.sim import open_simulator

@@ -40,7 +40,6 @@ FORBIDDEN = [
 #: Pure modules that live beside their shell (their package's __init__ imports the shell, so check the source).
 PURE_FILES = [
     "owc/store/tree.py",
-    "owc/gateway/active.py",
     "owc/gateway/backoff.py",
     "owc/sim/model.py",
     "owc/sim/script.py",

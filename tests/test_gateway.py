@@ -647,8 +647,8 @@ def test_a_finished_run_is_forgotten_once_a_later_list_no_longer_shows_it() -> N
 def test_the_finished_run_set_has_a_hard_cap_oldest_first() -> None:
     """A connection that never lists again (no gap, no reconnect) keeps at most ``FINISHED_CAP`` finished runs."""
     from owc.gateway import ActiveRuns
-    from owc.gateway.active import FINISHED_CAP
     from owc.protocol import ChatEvent
+    from owc.protocol.active import FINISHED_CAP
 
     active = ActiveRuns()
     for i in range(FINISHED_CAP + 500):

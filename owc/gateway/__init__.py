@@ -1,6 +1,5 @@
 """The Trio shell around the protocol core: owc's connection to an OpenClaw Gateway."""
 
-from owc.gateway.active import ActiveRuns, Resync
 from owc.gateway.backoff import Backoff
 from owc.gateway.connection import (
     CloseInfo,
@@ -25,6 +24,7 @@ from owc.gateway.errors import (
     RequestTimeout,
     SessionClosed,
 )
+from owc.protocol.active import ActiveRuns, Resync
 
 __all__ = [
     "ActiveRuns",

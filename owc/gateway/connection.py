@@ -36,7 +36,6 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from owc import __version__, device
-from owc.gateway.active import ActiveRuns, Resync
 from owc.gateway.backoff import Backoff
 from owc.gateway.errors import (
     GatewayError,
@@ -65,6 +64,7 @@ from owc.protocol import (
     parse_subscribe,
     refusals,
 )
+from owc.protocol.active import ActiveRuns, Resync
 from owc.protocol.handshake import boot_started_at, missing_scopes_text, parse_challenge, scopes_missing
 from owc.protocol.machine import Answered, ConnectionMachine, Deliver, Handshake, Lost, RequestTooLarge
 from owc.protocol.refusals import Refusal, SettingNames

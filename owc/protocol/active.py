@@ -140,8 +140,3 @@ class ActiveRuns:
         the list no longer shows is reported ended)."""
         for key in keys:
             self.known.setdefault(key, 0)
-
-    def forget_all(self) -> None:
-        self.known.clear()
-        self.heard.clear()
-        self.finished.clear()

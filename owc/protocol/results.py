@@ -24,7 +24,6 @@ import attrs
 
 from owc.protocol import fields as f
 from owc.protocol.errors import ProtocolError
-from owc.protocol.events import message_text
 
 log = logging.getLogger("owc.protocol")
 
@@ -419,11 +418,6 @@ def older_page(older: ChatHistory, newer: ChatHistory) -> ChatHistory:
         next_offset=older.next_offset,
         unreadable=unreadable_older + tuple(i + shift for i in newer.unreadable),
     )
-
-
-def tool_result_text(message: HistoryMessage) -> str:
-    """The text of a ``toolResult`` message (its content parts joined)."""
-    return message_text(message.raw)
 
 
 #: Result parsers by method, for callers that correlate a response with the method they sent.

@@ -50,11 +50,6 @@ class Owed:
     first_ms: int | None = None
 
 
-def transcript_runs(history: ChatHistory) -> list[tuple[str, int]]:
-    """The runs a transcript window holds, in order of first appearance, with each one's newest timestamp."""
-    return [(run_id, newest) for run_id, (_, newest) in _run_times(history).items()]
-
-
 def transcript_places(history: ChatHistory) -> dict[str, tuple[int | None, int]]:
     """Each run of the window: (its first message's timestamp, its place among the window's runs). A session runs
     one run at a time, so the transcript's order is the runs' start order, exact even where times are equal."""

@@ -835,9 +835,6 @@ class Bridge:
         while not predicate():
             await self._changed.wait()
 
-    def open_writers(self) -> int:
-        return sum(1 for run in self.ledger.unsettled() if run.writer_live)
-
     def quiet(self) -> bool:
         """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no
         run that has ended without being settled (such a run waits for a connection to finish it)."""
