@@ -311,6 +311,14 @@ FIXED_BUGS = {
         " against the transcript's 'NO' took the sentinel for that text gone on, and the message showed"
         " ['NO', '_REPLY', 'NO'] (fuzz seed 322656)"
     ),
+    "unplaced-run-held-by-pass": (
+        "the next owc's events came before its subscribe's reply: it heard a cron run that said only NO_REPLY (nothing"
+        " of it in the transcript) and the next run end, and a heartbeat ended unheard, so the hello's pass owed it."
+        " The pass let the run its transcript placed claim before the heartbeat, but the silent run, placed by its own"
+        " Gateway time before that run, waited for the whole pass; the placed run waited for it, the heartbeat for the"
+        " placed run, the pass for the heartbeat: a circle, the play hung (fuzz seed 333762, about 1 play in 6). A run"
+        " with a Gateway time of its own goes by that place against the pass's next run, as a placed one does"
+    ),
     "gap-pass-cut": (
         "a slow connection lost every event of a speaking heartbeat; the connection closed while the gap's pass was"
         " under way, and the close moved the next pass's watermark to its last event, past the heartbeat's end: the"

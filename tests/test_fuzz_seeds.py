@@ -48,6 +48,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 322656: a silent sentinel in a joiner's run-wide text taken for the transcript's text gone on.
 #: 305323: a heartbeat a pass found, claimed under a later run, ordered by a read from before its claim
 #: (``order-read-before-claim``, ``Run.history_before_claim``).
+#: 333762: a silent run the transcript does not show, held for the whole pass while a later run the pass let go waited
+#: for it (``unplaced-run-held-by-pass``: a wait circle).
 CI_SEEDS = [
     *range(300),
     432,
@@ -86,6 +88,7 @@ CI_SEEDS = [
     320809,
     322656,
     305323,
+    333762,
 ]
 
 

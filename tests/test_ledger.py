@@ -682,6 +682,60 @@ async def test_a_run_whose_transcript_was_read_before_its_claim_is_put_in_order_
         assert env.illegal() == []
 
 
+async def test_a_run_the_transcript_does_not_show_claims_by_its_own_time_while_the_pass_owes_a_later_run(
+    tmp_path, mock_clock, db_url
+) -> None:
+    """Fuzz seed 333762: events reach owc before its subscribe's reply (the hello's list). A cron run Q says only
+    ``NO_REPLY`` (the transcript shows nothing of it), S then speaks, and a heartbeat B (its events go only to
+    subscribers) speaks and ends before the list comes. owc heard Q and S end, so the hello's pass owes B. S is in
+    the transcript: it claims once the pass has no earlier run to give; Q is not, so it waited for the whole pass,
+    although its own Gateway time (its events) put it before S, and S's claim waited for Q's; B's claim waited for
+    S's, and the pass for B: a circle, the play hung. A run with a Gateway time of its own is placed by it, as the
+    transcript places a run: Q claims first (and finds nothing to write), then S, then B."""
+    from fuzzing import PLAY_BOUND_S, virtual_time
+
+    async with virtual_time(mock_clock), open_env(tmp_path, db_url=db_url) as env:
+        chat_id, key = await env.chat()
+        held: list[tuple[Any, Any]] = []
+        answer = env.sim.rpc.answer
+
+        def hold_the_subscribe(conn, frame) -> None:  # type: ignore[no-untyped-def]
+            if frame.method == "sessions.subscribe" and not held:
+                held.append((conn, frame))  # answered below: events reach owc before the list
+            else:
+                answer(conn, frame)
+
+        env.sim.rpc.answer = hold_the_subscribe  # type: ignore[method-assign]
+        quiet = env.sim.start_run(key, "Q", origin="cron")  # begun before owc connects: its transcript decides
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(env.connect)
+            with trio.fail_after(PLAY_BOUND_S):
+                await env.sim.wait_for(lambda: bool(held))
+            bridge = env.bridges["A"]
+            quiet.text("NO_REPLY").end()
+            mock_clock.jump(1)  # S begins a second after Q's end (Q's place is strictly before S's)
+            env.sim.start_run(key, "S", origin="cron").text("Said.").end()
+            env.sim.start_run(key, "B", heartbeat=True, origin="heartbeat").text("The build is red.").end()
+
+            def claiming(run_id: str) -> bool:
+                run = bridge.ledger.get(key, run_id)
+                return run is not None and run.life.state is State.CLAIMING
+
+            with trio.fail_after(PLAY_BOUND_S):
+                await bridge.until(lambda: claiming("Q") and claiming("S"))
+            assert bridge.ledger.get(key, "B") is None  # owc heard nothing of the heartbeat
+            assert bridge.ledger.get(key, "Q").timed  # a Gateway time of its own (its agent events)
+            answer(*held[0])  # the list: the session's last run is B, which the pass owes
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        messages = await env.messages(chat_id)
+        said, beat = ids.message_id(key, "S"), ids.message_id(key, "B")
+        assert set(messages) == {"u1", said, beat}  # Q said nothing: no message
+        assert messages[said]["content"] == "Said." and messages[beat]["content"] == "The build is red."
+        assert messages[said]["parentId"] == "u1" and messages[beat]["parentId"] == said
+        assert all(bridge.ledger.is_settled(key, run) for run in ("Q", "S", "B"))
+
+
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
 async def test_a_crash_cut_run_whose_writer_died_is_finished_not_left_open(tmp_path, clock) -> None:
     """Process A claims and streams a run; B (another process) joins after the text was said and stands by. A

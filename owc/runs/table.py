@@ -230,10 +230,18 @@ class RunTable:
             if not run.reconciled and run.key not in self.carried:
                 if self.hello is None:
                     return False  # the hello's list (which says what the pass owes) is not in yet
-                if run.ref.chat_id in self.reconcile_pending and not (run.rank == 0 and self._before_next_owed(run)):
+                placed = run.rank == 0 or run.timed
+                if run.ref.chat_id in self.reconcile_pending and not (placed and self._before_next_owed(run)):
                     # The pass is due there. Once it has read the chat's transcript and placed this run in it, the
                     # run claims as soon as no earlier run is left for the pass to give (before, the pass gave
-                    # later runs their messages first: fuzzer, seed 5648).
+                    # later runs their messages first: fuzzer, seed 5648). A run the transcript does not show is
+                    # placed as exactly by a Gateway time of its own (``Run.timed``): an event of it at that time
+                    # says it began no later, so before any run whose first message is later. Claims follow that
+                    # place (``Ledger.claim_blocker``), so this hold must too: a run that stored nothing the
+                    # transcript shows (a cron run that said only NO_REPLY) held for the whole pass, while a later
+                    # run the transcript placed went before the pass's next run and waited for it, and that run
+                    # waited for the later one: a circle (fuzz seed 333762). Without a time of its own (placed at
+                    # a stand-in) it waits for the pass to be done with the chat, as before.
                     return False
             elif not run.reconciled and run.behind_pass:
                 # Carried from a connection whose pass was cut short before it was done with this chat: the
