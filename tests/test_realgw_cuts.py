@@ -319,6 +319,9 @@ def _ending_push(frames: list[dict[str, Any]], key: str, source: str) -> dict[st
     return ends[-1] if ends else None
 
 
+#: The error a turn admitted while a new boot's startup holds the state database's lifecycle coordinator fails with.
+CONTENTION = "StateDatabaseCoordinatorContentionError"
+
 #: mode -> the real Gateway's ``CutForm``, recorded by the real cuts above for the conformance tests below.
 REAL_CUTS: dict[str, CutForm] = {}
 
@@ -594,8 +597,17 @@ async def test_a_turn_sent_before_the_boots_recovery_begins_runs_after_the_recov
     # The recovery's turn comes right after the cut run's: nothing the other client sent ran before it. (Measured
     # on 2026.9.6, 3 plays: X's admission dispatched the recovery, X's chat ended ``final`` with no message and its
     # turn was never stored; the simulator runs X after the recovery instead, which keeps the same order.)
-    assert order[: order.index(recoveries[0]) + 1] == [source, recoveries[0]], facts
-    assert newer not in order or order.index(newer) > order.index(recoveries[0]), facts
+    before = order[: order.index(recoveries[0]) + 1]
+    contended = any(e[0] == newer and e[1] == "error" and CONTENTION in (e[4] or "") for e in facts["ends"])
+    if contended:
+        # Measured once under load (the seventh session, the suite on three workers): X was admitted while the new
+        # boot's startup held its state database's lifecycle coordinator; its turn was stored and its run failed at
+        # once, saying nothing ("StateDatabaseCoordinatorContentionError: another OpenClaw process owns
+        # state-lifecycle"), and the recovery came after it. The Gateway's variant, not owc's.
+        assert before == [source, newer, recoveries[0]], facts
+    else:
+        assert before == [source, recoveries[0]], facts
+        assert newer not in order or order.index(newer) > order.index(recoveries[0]), facts
     # The boot's time lies between the killed process's last event and the start of the boot's recovery.
     booted, recovered = facts["booted_at"], facts["row_after"].get("startedAt")
     assert booted is not None and isinstance(old_boot_last, int) and old_boot_last < booted, facts

@@ -231,10 +231,12 @@ async def write_run(
         # A failure of this run's writer (an unexpected database error, a bug) is this run's alone: it must not
         # close the connection, which would cancel every other run's writer with it.
         log.exception("runs.writer_failed run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)
-        ctx.apply(run, WriterFailed())
         if run.life.claimed:
+            # No line of its message keeps spinning for a writer that gave up; said before the run is settled (a
+            # settled run is out of the ledger's sight, so nothing waiting for quiet would wait for this write).
             with trio.CancelScope(shield=True):
-                await writer.say(lines.Ended())  # no line of its message keeps spinning for a writer that gave up
+                await writer.say(lines.Ended())
+        ctx.apply(run, WriterFailed())
     finally:
         if run.life.claimed and not run.life.settled and ctx.dropped():
             # The Gateway connection closed under the message this writer holds: the tabs are told why it stands
