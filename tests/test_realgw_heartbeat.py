@@ -254,15 +254,23 @@ def _check_live(got: dict[str, Any], side: str) -> None:
     # A wake that finds the key's lane still busy (the turn before it still settling) is told as a
     # ``skipped``/``requests-in-flight`` heartbeat and retried by the Gateway's wake queue (2026.9.6,
     # heartbeat-runner-run: skippedBusyStage; heartbeat-wake: retry). Seen once in CI, before H1; it is no run.
-    busy = [b for b in beats if (b["status"], b.get("reason")) == ("skipped", "requests-in-flight")]
+    # ``cron-in-progress`` is another of the wake queue's retry reasons (``RETRY_REASONS`` there: active-run,
+    # requests-in-flight, cron-in-progress, preempted, channel-not-ready); seen in the suite on three workers, where
+    # a retried wake also ran once more after H3 (one more ``no-route``, no run id: a heartbeat with nothing new).
+    busy = [b for b in beats if b["status"] == "skipped" and b.get("reason") in RETRY_REASONS]
     assert not [b for b in busy if "runId" in b or "sessionKey" in b], side
     beats = [b for b in beats if b not in busy]
-    assert [(b["status"], b.get("reason")) for b in beats] == [
-        ("skipped", "no-route"),
-        ("ok-empty", "wake"),
-        ("skipped", "no-route"),
-    ], side
+    expected = [("skipped", "no-route"), ("ok-empty", "wake"), ("skipped", "no-route")]
+    said = [(b["status"], b.get("reason")) for b in beats]
+    if busy and said[len(expected) :] == [("skipped", "no-route")]:
+        said = said[: len(expected)]  # the retried wake's run
+    assert said == expected, side
     assert not [b for b in beats if "runId" in b or "sessionKey" in b], side
+
+
+#: The heartbeat wake queue's retry reasons (OpenClaw 2026.9.6, ``heartbeat-wake``): a wake skipped for one of these
+#: is tried again, and its ``skipped`` event names no run.
+RETRY_REASONS = frozenset({"active-run", "requests-in-flight", "cron-in-progress", "preempted", "channel-not-ready"})
 
 
 async def _heartbeats_on(url: str, token: str, key: str, *, a: str, b: str, between: Any = None) -> dict[str, str]:
