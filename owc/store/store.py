@@ -1183,21 +1183,12 @@ class ChatStore:
         key. One key merged into ``meta`` under the row lock (``meta`` also holds the run, the writer and the open
         mark); False, writing nothing, when the message is gone, finished, held by another process's writer (the
         id names no task there) or already names it."""
-        with self._locked(chat_id) as (conn, row):
-            if row is None:
-                return False
-            chat = self._load(chat_id, row, None)
-            message = tree.messages_of(chat).get(message_id)
-            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
-                return False
-            meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
-            if not holds(meta.get("openclaw_writer")) or message_finished(message) or meta.get("task_id") == task_id:
-                return False
-            message["meta"] = {**meta, "task_id": task_id}
-            now = int(time.time())
-            self._mirror(conn, chat_id, row.user_id, message, now)
-            self._save(conn, chat_id, chat, now)
-            return True
+        return self._change_held_meta(
+            chat_id,
+            message_id,
+            holds,
+            lambda meta: None if meta.get("task_id") == task_id else {**meta, "task_id": task_id},
+        )
 
     def release(self, chat_id: str, message_id: str, *, holds: Callable[[str | None], bool]) -> bool:
         """Let go of an unfinished message held by a writer ``holds`` accepts (this process's:
@@ -1208,6 +1199,20 @@ class ChatStore:
         nor a working Stop). ``meta.openclaw_writer`` out under the row lock; the open mark stays (the message is
         still owed its finish). False, writing nothing, when the message is gone, finished or held by another
         process's writer."""
+        return self._change_held_meta(
+            chat_id, message_id, holds, lambda meta: {k: v for k, v in meta.items() if k != "openclaw_writer"}
+        )
+
+    def _change_held_meta(
+        self,
+        chat_id: str,
+        message_id: str,
+        holds: Callable[[str | None], bool],
+        change: Callable[[dict[str, Any]], dict[str, Any] | None],
+    ) -> bool:
+        """One write of an unfinished assistant message's ``meta`` under the row lock, while a writer ``holds``
+        accepts holds it: ``change`` gives the new ``meta`` (None: nothing to change). False, writing nothing, when
+        the message is gone, not an assistant's, finished, held by another writer, or unchanged."""
         with self._locked(chat_id) as (conn, row):
             if row is None:
                 return False
@@ -1218,7 +1223,10 @@ class ChatStore:
             meta = message.get("meta") if isinstance(message.get("meta"), dict) else {}
             if not holds(meta.get("openclaw_writer")) or message_finished(message):
                 return False
-            message["meta"] = {k: v for k, v in meta.items() if k != "openclaw_writer"}
+            changed = change(meta)
+            if changed is None:
+                return False
+            message["meta"] = changed
             now = int(time.time())
             self._mirror(conn, chat_id, row.user_id, message, now)
             self._save(conn, chat_id, chat, now)
