@@ -1,13 +1,18 @@
-"""The Trio Gateway connection: one nursery per WebSocket connection, no timer deciding anything but transport.
+"""The Trio Gateway connection: the supervisor that reconnects, and the pump around each connection's machine.
 
 ``GatewayClient.run`` is the supervisor: it opens a connection, runs it until it closes, waits its backoff and
-opens the next, forever (or until a refusal that cannot succeed). Each ``Connection`` is one WebSocket
-from challenge to close, and owns one nursery: its reader, its resync task and (later) every run writer of
-the runs it shows are children of that nursery, so a closing socket cancels them all and nothing outlives it.
+opens the next, forever (or until a refusal retrying cannot fix: raised, or held until new settings or a person's
+new attempt with ``GatewayConfig.hold_refusals``). Each ``Connection`` is one WebSocket from its hello-ok to its
+close, and owns one nursery: its reader, its liveness watchdog and its resync are children of it, and the handler's
+view of the connection (``handler.attach``: owc's run table, whose nursery holds one writer per run this connection
+writes, ``owc/runs/table.py``) is entered inside it, so a closing socket cancels them all and nothing outlives it
+(the runs themselves outlive it in the handler's ledger).
 
 What a connection knows and decides (the handshake's frames, requests and their positions in the frame stream,
-seq gaps and when to resync, the runs believed active) is the sans-I/O ``owc.protocol.machine``; this module is
-the pump around it: the WebSocket (``owc.gateway.websocket``), the request waiters, the handler, the tasks.
+seq gaps and when to resync, the runs believed active) is the sans-I/O ``owc.protocol.machine``; what owc presents
+and checks to be let in (the TLS context and pin, the device identity and its pairing, a refusal's line, the
+granted scopes) is ``owc.gateway.admission``; this module is the pump around them: the WebSocket
+(``owc.gateway.websocket``), the handshake's steps, the request waiters, the handler, the tasks.
 
 The only timers here are the transport's own, each in one place:
 
