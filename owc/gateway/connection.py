@@ -1,13 +1,18 @@
-"""The Trio Gateway connection: one nursery per WebSocket connection, no timer deciding anything but transport.
+"""The Trio Gateway connection: the supervisor that reconnects, and the pump around each connection's machine.
 
 ``GatewayClient.run`` is the supervisor: it opens a connection, runs it until it closes, waits its backoff and
-opens the next, forever (or until a refusal that cannot succeed). Each ``Connection`` is one WebSocket
-from challenge to close, and owns one nursery: its reader, its resync task and (later) every run writer of
-the runs it shows are children of that nursery, so a closing socket cancels them all and nothing outlives it.
+opens the next, forever (or until a refusal retrying cannot fix: raised, or held until new settings or a person's
+new attempt with ``GatewayConfig.hold_refusals``). Each ``Connection`` is one WebSocket from its hello-ok to its
+close, and owns one nursery: its reader, its liveness watchdog and its resync are children of it, and the handler's
+view of the connection (``handler.attach``: owc's run table, whose nursery holds one writer per run this connection
+writes, ``owc/runs/table.py``) is entered inside it, so a closing socket cancels them all and nothing outlives it
+(the runs themselves outlive it in the handler's ledger).
 
 What a connection knows and decides (the handshake's frames, requests and their positions in the frame stream,
-seq gaps and when to resync, the runs believed active) is the sans-I/O ``owc.protocol.machine``; this module is
-the pump around it: the WebSocket (``owc.gateway.websocket``), the request waiters, the handler, the tasks.
+seq gaps and when to resync, the runs believed active) is the sans-I/O ``owc.protocol.machine``; what owc presents
+and checks to be let in (the TLS context and pin, the device identity and its pairing, a refusal's line, the
+granted scopes) is ``owc.gateway.admission``; this module is the pump around them: the WebSocket
+(``owc.gateway.websocket``), the handshake's steps, the request waiters, the handler, the tasks.
 
 The only timers here are the transport's own, each in one place:
 
@@ -21,7 +26,6 @@ The only timers here are the transport's own, each in one place:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import ssl
@@ -35,7 +39,8 @@ import attrs
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
-from owc import __version__, device
+from owc import __version__
+from owc.gateway.admission import Admission, check_pin, connect_refused, parse_pin, present_device
 from owc.gateway.backoff import Backoff
 from owc.gateway.errors import (
     GatewayError,
@@ -57,7 +62,6 @@ from owc.protocol import (
     Event,
     HelloOk,
     ProtocolError,
-    Response,
     SeqTracker,
     Shutdown,
     parse_hello_ok,
@@ -65,18 +69,12 @@ from owc.protocol import (
     refusals,
 )
 from owc.protocol.active import ActiveRuns, Resync
-from owc.protocol.handshake import boot_started_at, missing_scopes_text, parse_challenge, scopes_missing
+from owc.protocol.handshake import boot_started_at, parse_challenge
 from owc.protocol.machine import Answered, ConnectionMachine, Deliver, Handshake, Lost, RequestTooLarge
 from owc.protocol.refusals import Refusal, SettingNames
 from owc.protocol.results import parse_sessions_list
 
 log = logging.getLogger("owc.gateway")
-
-#: Refusals that retrying cannot fix (reference section 6).
-PERMANENT_DETAIL_CODES = frozenset(
-    {"AUTH_TOKEN_MISMATCH", "PROTOCOL_MISMATCH", "DEVICE_IDENTITY_REQUIRED", "CONTROL_UI_DEVICE_IDENTITY_REQUIRED"}
-)
-PERMANENT_CODES = frozenset({"NOT_PAIRED", "FORBIDDEN"})
 
 
 @attrs.frozen
@@ -103,7 +101,7 @@ class GatewayConfig:
     #: ``wss://``: the Gateway certificate's SHA-256 fingerprint (hex, colons allowed). The connection is accepted
     #: only with exactly that certificate, whoever signed it and whatever names it holds (the real Gateway's
     #: generated certificate has no subjectAltName: measured); OpenClaw's own clients pin it the same way.
-    pin_sha256: str | None = attrs.field(default=None, converter=lambda text: parse_pin(text))
+    pin_sha256: str | None = attrs.field(default=None, converter=parse_pin)
     #: Where owc's device identity lives (``owc/device.py``): with it, ``connect`` carries the signed ``device``
     #: proof and the device token, which a Gateway on another host requires. None: token only (loopback).
     device_dir: Path | None = None
@@ -516,7 +514,7 @@ class GatewayClient:
                     fatal = fatal or exc
                     log.error("gateway.refused url=%s code=%s: %s", self.url, exc.refusal.code, exc.refusal.line)
                 else:
-                    if exc.refusal.kind is not refusals.Kind.PAIRING:  # pairing: its own line (``_device_refusal``)
+                    if exc.refusal.kind is not refusals.Kind.PAIRING:  # pairing: its own line (``Admission.refused``)
                         log.warning(
                             "gateway.refused_retryable url=%s code=%s: %s",
                             self.url,
@@ -545,19 +543,6 @@ class GatewayClient:
 
     # ------------------------------------------------------------------ one connection
 
-    def _ssl(self) -> ssl.SSLContext | None:
-        if check_gateway_url(self._url).scheme != "wss":  # the parsed scheme: ``WSS://`` is TLS too
-            return None
-        cfg = self.config
-        if cfg.ssl_context is not None:
-            return cfg.ssl_context
-        context = ssl.create_default_context(cafile=str(cfg.ca_file) if cfg.ca_file is not None else None)
-        if cfg.pin_sha256 is not None:
-            # The pin is the check (``_open_websocket``): the chain and the names are not asked for.
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        return context  # otherwise: verifies certificates and host names; never a silent downgrade to ws://
-
     async def _connection_once(self) -> None:
         async with self._opened() as (ws, hello):
             await self._serve(ws, hello)
@@ -571,11 +556,18 @@ class GatewayClient:
         async with self._opened() as (_, hello):
             return hello
 
+    @property
+    def admission(self) -> Admission:
+        """What this client presents and checks to be let in (``owc.gateway.admission``), for its settings now."""
+        return Admission(self.url, self.config)
+
     @asynccontextmanager
     async def _opened(self) -> AsyncIterator[tuple[WebSocket, HelloOk]]:
         cfg = self.config
-        pin = cfg.pin_sha256 if cfg.ssl_context is None else None
-        async with _open_websocket(self._url, self._ssl(), cfg.connect_timeout, cfg.origin, pin) as ws:
+        admission = self.admission
+        async with _open_websocket(
+            self._url, admission.tls_context(self._url), cfg.connect_timeout, cfg.origin, admission.pin
+        ) as ws:
             try:
                 with trio.fail_after(cfg.connect_timeout):
                     hello = await self._handshake(ws)
@@ -593,15 +585,9 @@ class GatewayClient:
             instance_id=self.config.instance_id,
         )
         body = params.to_json()
-        identity = await self._device()
+        identity = await self.admission.identity()
         if identity is not None:
-            if identity.device_token is not None:
-                body["auth"]["deviceToken"] = identity.device_token
-            signed = parse_challenge(challenge.payload)
-            if signed.ts is None:
-                raise ProtocolError("connect.challenge without a ts to sign")
-            nonce, ts = signed.nonce, signed.ts
-            body["device"] = identity.sign_connect_params(body, nonce=nonce, signed_at_ms=ts)
+            present_device(body, identity, challenge.payload)
         await ws.send_message(steps.connect(body))
         frame = None
         while frame is None:  # events may not precede hello-ok, but tolerate them rather than fail the handshake
@@ -618,102 +604,19 @@ class GatewayClient:
                         await ws.get_message()
                 except ConnectionClosed as exc:
                     code = _close_of(exc)[0]
-            raise await self._device_refused(_refusal(frame, code), identity)
+            refused = await self.admission.refused(connect_refused(frame, code), identity)
+            if refused.refusal.kind is refusals.Kind.PAIRING and identity is not None:
+                self.pairing = refused.refusal.line
+            raise refused
         hello = parse_hello_ok(frame.payload)
         # When this boot began, on the Gateway's clock (the owner rule's "since the boot", fuzz seed 141731).
         now_ts = hello.snapshot_ts if hello.snapshot_ts is not None else _challenge_ts(challenge.payload)
         hello = attrs.evolve(hello, booted_at_ms=boot_started_at(now_ts, hello.uptime_ms))
         self.pairing = None
         if identity is not None:
-            await self._device_paired(identity, frame.payload)
-        self.limited = self._check_scopes(hello, identity)
+            await self.admission.paired(identity, frame.payload)
+        self.limited = self.admission.check_scopes(hello, identity)
         return hello
-
-    def _check_scopes(self, hello: HelloOk, identity: device.DeviceIdentity | None) -> str | None:
-        """Say at once what the granted scopes disable, rather than fail on the first call. Without
-        ``operator.read`` nothing works: ``MissingScopes``, final. Without ``operator.write`` owc still shows the
-        agent's runs; what needs it is refused with the returned text (user turns: ``Runtime.user_turn``). Without
-        ``operator.admin`` only a Stop of another client's run fails (a warning now, the Gateway's refusal then)."""
-        missing = scopes_missing(hello) if hello.auth_role is not None else ()
-        if not missing:
-            return None
-        device_id = identity.device_id if identity is not None else None
-        refusal = refusals.explain_missing_scopes(missing, self.config.names, device_id=device_id)
-        if "operator.read" in missing:
-            raise MissingScopes(missing, refusal)
-        text = f"{missing_scopes_text(missing)}: {refusal.fix}."
-        log.log(
-            logging.ERROR if "operator.write" in missing else logging.WARNING,
-            "gateway.scopes_missing url=%s missing=%s: %s",
-            self.url,
-            ",".join(missing),
-            text,
-        )
-        return text if "operator.write" in missing else None
-
-    async def _device(self) -> device.DeviceIdentity | None:
-        folder = self.config.device_dir
-        if folder is None:
-            return None
-        return await trio.to_thread.run_sync(device.load_or_create, folder)
-
-    async def _device_paired(self, identity: device.DeviceIdentity, payload: Any) -> None:
-        """Keep the device token the Gateway issued (``hello-ok.auth.deviceToken``) for the next connects."""
-        auth = payload.get("auth") if isinstance(payload, dict) else None
-        token = auth.get("deviceToken") if isinstance(auth, dict) else None
-        if isinstance(token, str) and token and token != identity.device_token:
-            assert self.config.device_dir is not None
-            await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, token)
-            log.info(
-                "gateway.device_paired url=%s device=%s (its device token is stored)", self.url, identity.device_id
-            )
-
-    async def _device_refused(self, refused: Refused, identity: device.DeviceIdentity | None) -> Refused:
-        """A refusal about the device: pairing is a person's step on the Gateway host, so owc says exactly which
-        and keeps retrying on its backoff (connecting as soon as it is approved); a device token the Gateway no
-        longer knows (revoked, removed) is dropped, and the next connect asks for pairing again. Every refusal
-        leaves with its line in this client's words (``refused.refusal``)."""
-        await self._device_refusal(refused, identity)
-        refused.refusal = refusals.explain(
-            refused.error,
-            self.config.names,
-            device_id=identity.device_id if identity is not None else None,
-            retryable=refused.retryable,
-        )
-        if refused.refusal.kind is refusals.Kind.PAIRING and identity is not None:
-            self.pairing = refused.refusal.line
-        return refused
-
-    async def _device_refusal(self, refused: Refused, identity: device.DeviceIdentity | None) -> None:
-        if identity is None:
-            return
-        error = refused.error
-        details = error.details if isinstance(error.details, dict) else {}
-        if error.detail_code == "PAIRING_REQUIRED" or (error.code == "NOT_PAIRED" and details.get("requestId")):
-            if identity.device_token is not None:
-                # A device removed or revoked on the Gateway host: owc sends the shared token too, so the Gateway
-                # answers with a new pairing request (measured on 2026.9.6: reason not-paired after ``devices
-                # remove``, role-upgrade after ``revoke``), never AUTH_DEVICE_TOKEN_MISMATCH. The stored token is
-                # dead: drop it (approval issues a new one in hello-ok) rather than keep sending and exporting it.
-                await self._drop_device_token(identity, f"the Gateway asks to pair again: {details.get('reason')}")
-            request = details.get("requestId")
-            log.error(
-                "gateway.pairing_required url=%s device=%s request=%s: approve this device on the Gateway host with"
-                " `openclaw devices approve %s` (`openclaw devices list` shows it); owc connects once it is approved",
-                self.url,
-                identity.device_id,
-                request,
-                request,
-            )
-            refused.retryable = True  # a person approves it: owc connects on its backoff, no restart
-        elif error.detail_code == "AUTH_DEVICE_TOKEN_MISMATCH" and identity.device_token is not None:
-            await self._drop_device_token(identity, "the Gateway no longer knows it: pairing again")
-            refused.retryable = True
-
-    async def _drop_device_token(self, identity: device.DeviceIdentity, why: str) -> None:
-        assert self.config.device_dir is not None
-        await trio.to_thread.run_sync(device.set_device_token, self.config.device_dir, None)
-        log.warning("gateway.device_token_dropped url=%s device=%s (%s)", self.url, identity.device_id, why)
 
     async def _serve(self, ws: WebSocket, hello: HelloOk) -> None:
         conn: Connection | None = None
@@ -900,7 +803,7 @@ async def _open_websocket(
                 stream = trio.SSLStream(stream, ssl_context, server_hostname=parts.hostname, https_compatible=True)
                 await stream.do_handshake()
                 if pin_sha256 is not None:
-                    _check_pin(stream, pin_sha256)
+                    check_pin(stream, pin_sha256)
         except BaseException:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
@@ -939,47 +842,6 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
     for exc in group.exceptions:
         out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
     return out
-
-
-def parse_pin(text: str | None) -> str | None:
-    """A certificate pin as people paste it (``AB:CD:...`` from ``openssl x509 -fingerprint -sha256``, or plain
-    hex, any case) as 64 lower-case hex digits; ``ValueError`` for anything else, so a typo is a configuration
-    error at start and not a refused certificate on every connect. None or blank: no pin."""
-    if text is None or not text.strip():
-        return None
-    raw = text.strip()
-    if "=" in raw:  # ``sha256 Fingerprint=AB:CD:...`` pasted whole
-        raw = raw.rsplit("=", 1)[1]
-    hexed = raw.replace(":", "").replace(" ", "").lower()
-    if len(hexed) != 64 or any(c not in "0123456789abcdef" for c in hexed):
-        raise ValueError("a TLS pin is the certificate's SHA-256 fingerprint: 64 hex digits (colons allowed)")
-    return hexed
-
-
-def _check_pin(stream: trio.SSLStream[trio.SocketStream], pin_sha256: str) -> None:
-    """The Gateway's certificate is the pinned one (SHA-256 of its DER form, as ``openssl x509 -fingerprint
-    -sha256`` prints it), else the connection is refused as a bad certificate (retrying will not help)."""
-    der = stream.getpeercert(binary_form=True)
-    want = pin_sha256
-    got = hashlib.sha256(der).hexdigest() if der else ""
-    if got != want:
-        raise ssl.SSLCertVerificationError(f"the Gateway's certificate is not the pinned one (its SHA-256 is {got})")
-
-
-def _refusal(frame: Response, close_code: int | None) -> Refused:
-    if frame.error is None:
-        raise ProtocolError("connect refused without an error")
-    refused = Refused(frame.error, close_code)
-    if frame.error.detail_code in PERMANENT_DETAIL_CODES or frame.error.code in PERMANENT_CODES:
-        refused.retryable = False
-    elif frame.error.detail_code == "AUTH_RATE_LIMITED":
-        # Too many failed sign-ins from this address (10 in 60 s: locked out 5 min): ``INVALID_REQUEST`` with
-        # ``retryable`` and ``retryAfterMs`` (2026.9.6, ``message-handler-D5c0StBB.mjs:1059-1063``). It passes:
-        # retried no sooner than the Gateway says, never a final refusal (``owc run`` went on exiting 4 for it).
-        refused.retryable = True
-    elif frame.error.code == "INVALID_REQUEST":
-        refused.retryable = False  # invalid connect params / bad handshake: owc's own bug, not transient
-    return refused
 
 
 def _challenge_ts(payload: object) -> int | None:

@@ -145,7 +145,7 @@ def _device_dir(valves: Any, env: Mapping[str, str], data_dir: Path | None) -> P
 
 
 def _tls(valves: Any, env: Mapping[str, str]) -> tuple[Path | None, str | None]:
-    from owc.gateway.connection import parse_pin
+    from owc.gateway.admission import parse_pin
 
     ca = _value(valves, "GATEWAY_CA_FILE") or env.get("OWC_GATEWAY_CA_FILE", "").strip()
     if ca and not Path(ca).is_file():

@@ -1,10 +1,15 @@
 """A run's lifecycle as a pure state machine: typed inputs in, a new state and the shell's actions out.
 
 In the manner of h11's ``_state.py``: no I/O, no Trio, no clock. The run table and the run writer (``owc/runs``)
-feed it what happened (a showable item, the run's terminal, a claim's result, a closed connection ...) and do
-what it answers (start a writer, end a writer's stream with a typed intent, abort the run at the Gateway,
-retire the run). Every question "who writes this message now, and what happens next" is answered here, so the
-no-timer end rules are structural: nothing but an input moves a run, and no input is a clock.
+feed it what happened (a showable item, the run's terminal, a Stop, a claim's result, a Pipe request's handover, a
+closed connection ...) and do what it answers (start a writer, end a streaming writer's stream with the
+``Terminal`` or ``Stop`` that ended it, abort the run at the Gateway, retire the run). A ``Handover`` ends no
+writer: it ends the Pipe request's hold (``INLINE``) and starts one. It answers what one run does next; the
+questions around that are answered beside it: which run of a chat claims first (``RunTable.claim_turn``,
+``Ledger.claim_blocker``: a writer waits its turn before it claims), who continues a cut run's message
+(``owc.rules.owner``, ``owc.rules.link``, driven by ``owc/runs/cuts.py``), whether another writer holds the message
+(the store's claim, whose answer comes back as a ``ClaimResult``). The no-timer end rules are structural: nothing
+but an input moves a run, and no input is a clock.
 
 States (seed 000 sections 2.2-2.7; NOTES.md has the diagram)::
 

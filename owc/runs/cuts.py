@@ -60,6 +60,7 @@ from owc.rules.owner import (
 )
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run
+from owc.runs.writer import history_params, read_history_page
 from owc.store import Absorbed, AlreadyDone, StoreError, Written
 
 if TYPE_CHECKING:
@@ -917,7 +918,6 @@ class Cuts:
         """Before ``run`` claims: if the transcript says it recovers a cut run, it writes into that run's message
         (after what M holds). The newest transcript page holds the run's user turn (written as it starts); a read
         that fails is tried again at the Gateway's next tick."""
-        from owc.runs.writer import history_params, read_history_page  # the writer imports this module's callers
 
         def told_of(page: ChatHistory) -> bool:
             return any(m.user_run_id == run.run_id for m in page.messages)
