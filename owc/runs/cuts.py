@@ -64,7 +64,7 @@ from owc.runs.writer import history_params, read_history_page
 from owc.store import Absorbed, AlreadyDone, StoreError, Written
 
 if TYPE_CHECKING:
-    from owc.runs.table import Bridge, RunTable
+    from owc.runs.ports import Keeper, Table
 
 log = logging.getLogger("owc.runs")
 
@@ -146,7 +146,7 @@ def _row(source: SessionRow | SessionsChanged) -> Row:
 class Cuts:
     """The bridge's cut runs (one per session at most: a session runs one run at a time), across connections."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Keeper) -> None:
         self.bridge = bridge
         self.by_key: dict[str, Cut] = {}
         #: The newest row seen per session key (a push with the row, or a list): busy or not, aborted last run.
@@ -203,7 +203,7 @@ class Cuts:
 
     # ------------------------------------------------------------------ the owner rule
 
-    def decide(self, table: RunTable, run: Run, row: Row, seen: Seen) -> Owner | None:
+    def decide(self, table: Table, run: Run, row: Row, seen: Seen) -> Owner | None:
         """The owner rule for ``run``, cut (an abnormal terminal, or none before a new boot). Returns the decision,
         or None for a run the rule does not cover (a run already decided)."""
         if run.cut is not None or run.life.settled:
@@ -249,7 +249,7 @@ class Cuts:
         )
         return decision
 
-    def settled(self, table: RunTable, run: Run) -> None:
+    def settled(self, table: Table, run: Run) -> None:
         """``run`` is settled here. If it was cut, M is written open: its continuation may go (or, if nobody
         continues it after all, M ends now)."""
         cut = self.by_key.get(run.session_key)
@@ -286,7 +286,7 @@ class Cuts:
             return
         self._act(table, cut)
 
-    def _act(self, table: RunTable, cut: Cut) -> None:
+    def _act(self, table: Table, cut: Cut) -> None:
         if not cut.ready or cut.sending:
             return
         if cut.owner is Owner.RESUME:
@@ -320,7 +320,7 @@ class Cuts:
 
     # ------------------------------------------------------------------ rows and hellos
 
-    def row(self, table: RunTable, source: SessionRow | SessionsChanged) -> None:
+    def row(self, table: Table, source: SessionRow | SessionsChanged) -> None:
         """A row of a session (a push that carries it, or a list's): a cut waiting on the session looks again."""
         key = source.session_key if isinstance(source, SessionsChanged) else source.key
         if key is None or source.has_active_run is None:
@@ -368,7 +368,7 @@ class Cuts:
             del self.by_key[cut.session_key]
         self.bridge.wake()
 
-    def _redecide(self, table: RunTable, cut: Cut, decision: Owner) -> None:
+    def _redecide(self, table: Table, cut: Cut, decision: Owner) -> None:
         log.info("runs.cut_again chat=%s run=%s owner=%s", cut.ref.chat_id, cut.source, decision.value)
         if continues(decision):
             cut.owner = decision
@@ -411,7 +411,7 @@ class Cuts:
             self.owed.pop(row.key, None)
 
     def seen_chat(
-        self, table: RunTable, chat_id: str, messages: dict[str, Any], history: ChatHistory | None = None
+        self, table: Table, chat_id: str, messages: dict[str, Any], history: ChatHistory | None = None
     ) -> None:
         """A chat's messages as a reconcile pass read them: a cut whose message another process has continued (its
         chain goes on past the cut run) or ended (with a cut-off note) is no longer this process's to continue; one
@@ -457,7 +457,7 @@ class Cuts:
                     table.spawn(self._write_shown, cut)
                 self.bridge.wake()
 
-    def _not_recovered(self, table: RunTable, cut: Cut, history: ChatHistory) -> bool:
+    def _not_recovered(self, table: Table, cut: Cut, history: ChatHistory) -> bool:
         """The transcript shows another run begun after the held cut run's last message with no recovery turn
         before it (``next_run_began``): the boot did not recover the cut run before that run, and the Gateway
         recovers a session before any turn admitted after the boot, so no recovery of it will come. It was not cut:
@@ -512,7 +512,7 @@ class Cuts:
                 return recovery, message_id
         return None
 
-    def tick(self, table: RunTable) -> None:
+    def tick(self, table: Table) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
         held for the next hello is tried now (a refused one is held again, under the same run id, for the next tick or
         hello). Issue 24, item 13: a notice the Gateway never followed with a close left M ``done: false`` until a
@@ -525,7 +525,7 @@ class Cuts:
                 log.info("runs.resume_after_notice chat=%s (a tick after the shutdown notice)", cut.ref.chat_id)
                 self._act(table, cut)
 
-    def hello(self, table: RunTable) -> None:
+    def hello(self, table: Table) -> None:
         """A new connection said hello-ok (its list is in): held resumes go now."""
         for cut in list(self.by_key.values()):
             if cut.owner is Owner.RESUME and cut.ready and not cut.sending:
@@ -539,13 +539,13 @@ class Cuts:
         same cut send the same idempotency key, and the Gateway starts one run."""
         return ids.resume_run_id(cut.ref.chat_id, cut.message_id, str(cut.resumes))
 
-    async def _resume(self, table: RunTable, cut: Cut) -> None:
+    async def _resume(self, table: Table, cut: Cut) -> None:
         try:
             await self._send_resume(table, cut)
         finally:
             cut.sending = False
 
-    async def _send_resume(self, table: RunTable, cut: Cut) -> None:
+    async def _send_resume(self, table: Table, cut: Cut) -> None:
         if cut.held is None:
             counted = max(cut.resumes, await self._counted(cut))
             try:
@@ -673,7 +673,7 @@ class Cuts:
 
     # ------------------------------------------------------------------ ending M without a continuation
 
-    def _end(self, table: RunTable, cut: Cut, note: str | None) -> None:
+    def _end(self, table: Table, cut: Cut, note: str | None) -> None:
         if self.by_key.get(cut.session_key) is cut:
             del self.by_key[cut.session_key]
         cut.ending, cut.note = True, note
@@ -682,7 +682,7 @@ class Cuts:
         else:
             self._ending[cut.source] = cut  # M is being written open: it ends once that is done
 
-    def _spawn_end(self, table: RunTable, cut: Cut, note: str | None) -> None:
+    def _spawn_end(self, table: Table, cut: Cut, note: str | None) -> None:
         self._writing += 1
         table.spawn(self._write_end, cut, note)
 
@@ -755,7 +755,7 @@ class Cuts:
         assert cut.absorb is not None and cut.recovery is not None
         return await self._make_one(cut.ref, cut.message_id, cut.source, cut.recovery, cut.absorb)
 
-    def finished_recovery(self, table: RunTable, run: Run) -> None:
+    def finished_recovery(self, table: Table, run: Run) -> None:
         """``run``, a restart recovery, has finished its message: ``one_reply`` looks for a double, in a task of its
         own (counted in ``busy``, so a settle waits for it; it wakes the bridge when done: the writer's own end
         wakes nobody)."""
@@ -914,7 +914,7 @@ class Cuts:
         row = self.rows.get(run.session_key)
         return bool(row is not None and row.aborted_last_run and row.status == "running")
 
-    async def link(self, table: RunTable, run: Run) -> None:
+    async def link(self, table: Table, run: Run) -> None:
         """Before ``run`` claims: if the transcript says it recovers a cut run, it writes into that run's message
         (after what M holds). The newest transcript page holds the run's user turn (written as it starts); a read
         that fails is tried again at the Gateway's next tick."""

@@ -27,7 +27,7 @@ from owc.runs.run import Run
 from owc.store import AlreadyThere, StoreError, TakenOver
 
 if TYPE_CHECKING:
-    from owc.runs.table import Bridge, RunTable
+    from owc.runs.ports import InlineKeeper, Table
 
 log = logging.getLogger("owc.runs")
 
@@ -51,7 +51,7 @@ class Step:
 class InlineTurn:
     """One user turn's inline side: the request pulls from it, and tells it when Open WebUI's task has ended."""
 
-    def __init__(self, bridge: Bridge, run: Run) -> None:
+    def __init__(self, bridge: InlineKeeper, run: Run) -> None:
         self.bridge = bridge
         self.run = run
 
@@ -91,8 +91,8 @@ class InlineTurn:
 
 
 async def start_user_turn(
-    bridge: Bridge,
-    table: RunTable,
+    bridge: InlineKeeper,
+    table: Table,
     session_key: str,
     run_id: str,
     message: str,
@@ -136,7 +136,7 @@ async def start_user_turn(
     return InlineTurn(bridge, run)
 
 
-async def _hold(bridge: Bridge, table: RunTable, run: Run) -> None:
+async def _hold(bridge: InlineKeeper, table: Table, run: Run) -> None:
     """Record this process's writer as M's holder (Open WebUI made M with no writer): other processes then back
     off, and if this one dies the next one's reconcile finishes M. A database that refuses is logged: the turn is
     sent all the same (Open WebUI's request writes M; the handover tries the database again)."""

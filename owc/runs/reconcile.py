@@ -23,13 +23,13 @@ from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
 
 if TYPE_CHECKING:
-    from owc.runs.table import RunTable
+    from owc.runs.ports import PassTable
 
 log = logging.getLogger("owc.runs")
 
 
 async def reconcile(
-    table: RunTable, resync: Resync, *, watermark_ms: int | None, limit: int, retry: bool = False
+    table: PassTable, resync: Resync, *, watermark_ms: int | None, limit: int, retry: bool = False
 ) -> bool:
     """Returns whether the pass covered every candidate (none left for a later hello, none cut short). Raises
     ``SessionClosed`` / ``NotConnected`` when its connection closed under it (``RunTable._reconcile``).
@@ -100,7 +100,7 @@ async def reconcile(
 
 
 async def _session(
-    table: RunTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool, host_time: bool
+    table: PassTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool, host_time: bool
 ) -> int:
     history: ChatHistory = await read_history_page(table.request, history_params(row.key))
     chat = await table.bridge.store.read_chat(ref.chat_id)
