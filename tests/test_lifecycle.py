@@ -165,6 +165,15 @@ def test_transition(state: State, name: str, expected: str) -> None:
     assert [a.name for a in actions] == acts
 
 
+def test_only_a_terminal_or_a_stop_ends_a_stream_and_a_handover_starts_a_writer() -> None:
+    """What ``owc.runs.run.StreamEnd`` says (issue 26, item 3): the cells that end a writer's stream answer a
+    ``Terminal`` or a ``Stop``, and every cell a ``Handover`` moves starts a writer and ends none."""
+    ends = {name for _, name, expected in _cells() if "END_STREAM" in expected.split("+")}
+    assert ends == {"Terminal", "Stop"}
+    moved = [(state, expected) for state, name, expected in _cells() if name == "Handover" and "+" in expected]
+    assert moved == [(State.INLINE, "CLAIMING+START_WRITER")]
+
+
 def test_settled_states_always_retire() -> None:
     for state, name, expected in _cells():
         if expected.split("+")[0] in ("DONE", "ABANDONED") and state not in (State.DONE, State.ABANDONED):

@@ -63,7 +63,7 @@ WRITING = frozenset({State.CLAIMING, State.STREAMING, State.CHECKING, State.FINI
 
 class Action(enum.Enum):
     START_WRITER = "start_writer"  # start the run's writer task (it reads the state to know what to do)
-    END_STREAM = "end_stream"  # end the writer's streaming scope with the input as its intent
+    END_STREAM = "end_stream"  # end the writer's streaming scope with the input (a Terminal or a Stop)
     ABORT_RUN = "abort_run"  # ask the Gateway to abort the run (``chat.abort``)
     RETIRE = "retire"  # the run is settled: drop its renderer
 

@@ -17,27 +17,31 @@ from owc.protocol import ChatHistory
 from owc.render import TurnRenderer
 from owc.render.seam import with_live_seam
 from owc.render.status import StatusLines
-from owc.rules.lifecycle import Handover, Lifecycle, Stop, Terminal
+from owc.rules.lifecycle import Lifecycle, Stop, Terminal
 from owc.rules.owner import Heard, Owner
 
 RunKey = tuple[str, str]  # (session key, run id)
-#: Why a writer's streaming ended: the run's own terminal, the user's Stop, or a handover.
-Intent = Terminal | Stop | Handover
+#: What ends a writer's streaming phase: the run's own terminal, or the user's Stop (the lifecycle's
+#: ``STREAMING`` cells that answer ``END_STREAM``). A handover is not one: it ends the Pipe request's inline phase
+#: (``INLINE``), whose request Open WebUI ends, and it *starts* a writer (``INLINE`` + ``Handover`` answers
+#: ``START_WRITER``); no writer is streaming then, so none is ended by it.
+StreamEnd = Terminal | Stop
 
 
 class WriterHandle:
     """What a writer task hands back when it has started (``nursery.start``): the cancel scope of its
-    streaming phase, made inside the task, and the way to end it with a typed intent."""
+    streaming phase, made inside the task, and the way to end it with what ended it."""
 
     def __init__(self) -> None:
         self.scope = trio.CancelScope()
-        self.intent: Intent | None = None
+        #: What ended the streaming phase (None: it has not ended, or the writer left it by itself).
+        self.ended_by: StreamEnd | None = None
         self.finished = trio.Event()
 
-    def end(self, intent: Intent) -> None:
-        """End the streaming phase (the first intent wins); the writer goes on to finalize."""
-        if self.intent is None:
-            self.intent = intent
+    def end(self, why: StreamEnd) -> None:
+        """End the streaming phase (the first end wins); the writer goes on to finalize."""
+        if self.ended_by is None:
+            self.ended_by = why
         self.scope.cancel()
 
 

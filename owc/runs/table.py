@@ -177,7 +177,7 @@ class RunTable:
             if action is Action.START_WRITER:
                 self._start_writer(run)
             elif action is Action.END_STREAM:
-                if run.writer is not None and isinstance(event, (Terminal, Stop, Handover)):
+                if run.writer is not None and isinstance(event, (Terminal, Stop)):
                     run.writer.end(event)
             elif action is Action.ABORT_RUN:
                 self._start_soon(abort_run, self.conn.request, run, name=f"owc.abort:{run.run_id}")

@@ -6,9 +6,9 @@ the run's lifecycle state says, one step at a time, until the state needs no wri
 * ``CHECKING``: the run ended showing nothing but its stream may have missed content: read its transcript;
 * ``CLAIMING``: claim the message at the chat's true tail (or adopt one: a dead writer's, Open WebUI's orphan
   stub) under the row lock, and tell the tabs;
-* ``STREAMING``: flush the renderer's changes to the tabs and wait for the next, **with no timeout**: only an
-  intent ends it: the run's terminal, a Stop (``RunTable.stop``), or a handover (a lifecycle input already;
-  nothing delivers it until the Pipe's inline turns exist);
+* ``STREAMING``: flush the renderer's changes to the tabs and wait for the next, **with no timeout**: only the
+  run's own terminal or a Stop (``RunTable.stop``) ends it, through the handle's cancel scope (``StreamEnd``). A
+  handover never reaches a streaming writer: it ends the Pipe request's inline phase and starts this task;
 * ``FINALIZING`` / ``FINISHING``: read the transcript once, write the finished message in one transaction
   (conditional, for a message another process held), tell the tabs.
 
@@ -661,7 +661,7 @@ class _Writer:
     async def _stream(self) -> None:
         r = self.run_
         await self._emit({"type": "chat:active", "data": {"active": True}})
-        with self.handle.scope:  # only an intent cancels it: the run's terminal, a Stop, a handover
+        with self.handle.scope:  # only the run's terminal or a Stop cancels it (``WriterHandle.end``)
             while True:
                 await self._flush()
                 await r.wait_changed()
@@ -814,7 +814,7 @@ class _Writer:
 
     async def _finalize(self, *, unless_done: bool) -> None:
         r, ctx = self.run_, self.ctx
-        if (r.life.stop or isinstance(self.handle.intent, Stop)) and r.life.terminal is None and not self.aborted:
+        if (r.life.stop or isinstance(self.handle.ended_by, Stop)) and r.life.terminal is None and not self.aborted:
             await self._abort()
         history = await self._history()
         terminal = r.life.terminal
@@ -885,7 +885,7 @@ class _Writer:
             meta[CORRECT_MARK] = True
         # Its status lines end with M: "Stopped" for a Stop, else the open line (a tool, a wait) is closed. The store
         # closes a line another party left open too: a finished message never keeps a spinning line.
-        stopped = r.life.stop or isinstance(self.handle.intent, Stop)
+        stopped = r.life.stop or isinstance(self.handle.ended_by, Stop)
         if not r.status.ended:  # a finalize tried again after the database refused says its end once
             r.status.apply(lines.Stopped() if stopped else lines.Ended())
         status = r.status.take()
