@@ -178,7 +178,12 @@ def indistinct_link(sim: Any, recovery: Any, source: str) -> bool:
     into ``source`` still running (``source`` cut and recovered: the Gateway's default queue mode is ``steer``,
     measured: ``effectiveQueueMode``), and the row cannot tell either: a running row has no ``lastRunId`` on
     2026.9.6 (measured: the lifecycle start clears it; after a restart cut "no lastRunId"). So owc's link to the
-    cut it holds is right in one case and wrong in the other, and the oracle takes it in both."""
+    cut it holds is right in one case and wrong in the other, and the oracle takes it in both.
+
+    So too when ``source`` ended with a silent reply (``NO_REPLY``) before the completion began a run of its own
+    (fuzz seed 371031): ``chat.history`` hides that reply as it hides the completion, so ``source``'s last message
+    owc can read is still its tool call or result, and the seq gap after it (two hidden messages) is the same as two
+    completions steered into ``source`` still running. "Ended" is judged on the messages owc can read."""
     truth = getattr(recovery, "recovers", None)
     session = sim.sessions.get(recovery.key)
     if truth is None or truth == source or session is None:
@@ -187,14 +192,36 @@ def indistinct_link(sim: Any, recovery: Any, source: str) -> bool:
     turn = next((i for i, m in enumerate(transcript) if m.get("idempotencyKey") == f"{recovery.run_id}:user"), None)
     if turn is None:
         return False
-    own = [i for i, m in enumerate(transcript[:turn]) if (m.get("__openclaw") or {}).get("runId") == source]
+    own = [
+        i
+        for i, m in enumerate(transcript[:turn])
+        if (m.get("__openclaw") or {}).get("runId") == source and not _silent_reply(m)
+    ]
     if not own or _run_messages(transcript, truth):
         return False
     last = transcript[own[-1]]
     if last.get("openclawAbort") or last.get("stopReason") in ("stop", "error"):
         return False  # its transcript says it ended: owc can tell
     between = transcript[own[-1] + 1 : turn]
-    return bool(between) and all(_hidden_inter_session(m) for m in between)
+    hidden = [m for m in between if not (_silent_reply(m) and (m.get("__openclaw") or {}).get("runId") == source)]
+    return bool(hidden) and all(_hidden_inter_session(m) for m in hidden)
+
+
+#: The silent replies the Gateway's display projection hides from ``chat.history`` (2026.9.6,
+#: ``isHeartbeatOkResponse``; the simulator's ``ACKS``).
+HIDDEN_REPLIES = {"HEARTBEAT_OK", "NO_REPLY"}
+
+
+def _silent_reply(message: dict[str, Any]) -> bool:
+    """An assistant message that only says a silent word (``NO_REPLY``): ``chat.history`` hides it."""
+    if message.get("role") != "assistant" or message.get("toolCalls") or message.get("tool_calls"):
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        if any(isinstance(part, dict) and part.get("type") not in (None, "text") for part in content):
+            return False
+        content = "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return isinstance(content, str) and content.strip().upper() in HIDDEN_REPLIES
 
 
 def chat_of(key: str) -> str | None:

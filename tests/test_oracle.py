@@ -516,6 +516,39 @@ STEERED = (
 )
 
 
+#: Fuzz seed 371031 shrunk: as NEW_RUN, but r2 ends ``final`` with a silent reply (``NO_REPLY``, hidden from
+#: chat.history like the completion) before the announce begins its own run, and a stop-mode restart cuts that run.
+#: STEERED_TWICE: two completions steered into r2 still running. The same page again: two hidden messages after r2's
+#: tool result in both.
+_SILENT_START = """
+{"op": "chat", "chat": "b", "user": "u1"}
+{"op": "connect", "deploy": "owc"}
+{"op": "run", "run": "r2", "chat": "b", "origin": "cron"}
+{"op": "tool", "run": "r2", "name": "exec", "args": {"i": 4}, "result": "ok"}
+{"op": "disconnect"}
+"""
+_SILENT_END = """
+{"op": "restart", "mode": "stop"}
+{"op": "await_clients", "count": 1}
+{"op": "wait"}
+{"op": "expect", "run": "r2", "contains": "Recovered after the Gateway restart.", "done": true, "cards": 1}
+{"op": "expect", "chat": "b", "count": 1}
+"""
+SILENT_NEW_RUN = (
+    _SILENT_START
+    + """{"op": "text", "run": "r2", "text": "NO_REPLY"}
+{"op": "end", "run": "r2", "state": "final"}
+{"op": "run", "run": "r5", "chat": "b", "origin": "subagent_announce"}"""
+    + _SILENT_END
+)
+STEERED_TWICE = (
+    _SILENT_START
+    + """{"op": "steer", "run": "r2", "text": "[Subagent completed] one."}
+{"op": "steer", "run": "r2", "text": "[Subagent completed] two."}"""
+    + _SILENT_END
+)
+
+
 def _page_shape(played: Played) -> list[tuple[Any, ...]]:
     """What ``chat.history`` shows owc of chat b's session, with run ids named by the run's role (the cut one, the
     recovery) so that two plays compare."""
@@ -564,6 +597,24 @@ def test_both_plays_show_owc_the_same_page(tmp_path) -> None:
                                                      ("assistant", 6)]  # fmt: skip
 
 
+@pytest.mark.parametrize("text", [SILENT_NEW_RUN, STEERED_TWICE], ids=["silent-new-run", "steered-twice"])
+def test_a_recovery_linked_after_a_hidden_silent_reply_passes(text: str, tmp_path) -> None:
+    played = trio.run(play_scenario, text, f"sqlite:///{tmp_path / 'owc.db'}")
+    sim = played.player.sim
+    assert played.failures == [] and played.missing == []
+    chat = played.player.chats["b"]
+    assert check_database(sim, f"sqlite:///{tmp_path / 'owc.db'}", {chat.chat_id: "b"}) == []
+    recovery = next(r for r in sim.runs.values() if getattr(r, "origin", None) == "recovery")
+    assert (recovery.recovers == played.player.run_ids["r2"]) is (text == STEERED_TWICE)
+
+
+def test_a_hidden_silent_reply_shows_owc_the_page_two_steered_completions_do(tmp_path) -> None:
+    silent = trio.run(play_scenario, SILENT_NEW_RUN, f"sqlite:///{tmp_path / 'a.db'}")
+    steered = trio.run(play_scenario, STEERED_TWICE, f"sqlite:///{tmp_path / 'b.db'}")
+    assert _page_shape(silent) == _page_shape(steered)
+    assert [s[:2] for s in _page_shape(silent)][:4] == [("user", 1), ("assistant", 2), ("toolResult", 3), ("user", 6)]
+
+
 def _indistinct_cell(between: list[dict[str, Any]], *, last: dict[str, Any] | None = None, truth_says: bool = False):
     from types import SimpleNamespace
 
@@ -595,3 +646,11 @@ def test_a_link_is_indistinct_only_where_the_page_cannot_tell() -> None:
     assert not _indistinct_cell([send])  # a sessions_send's turn shows
     prompt = {"role": "user", "content": "[OpenClaw heartbeat poll]"}
     assert not _indistinct_cell([prompt])  # a heartbeat's prompt marks the next message (turnBoundary)
+    # Seed 371031: S's silent final reply is hidden too, so the last message owc reads of S is its tool result.
+    silent = {"role": "assistant", "__openclaw": {"runId": "S"}, "stopReason": "stop", "content": "NO_REPLY"}
+    assert _indistinct_cell([silent, ANNOUNCE])
+    assert not _indistinct_cell([silent])  # no completion hidden there: nothing looks steered into S
+    other = {"role": "assistant", "__openclaw": {"runId": "Y"}, "stopReason": "stop", "content": "NO_REPLY"}
+    assert not _indistinct_cell([other, ANNOUNCE])  # another run's reply: a run began after S
+    said = {"role": "assistant", "__openclaw": {"runId": "S"}, "stopReason": "stop", "content": "All done."}
+    assert not _indistinct_cell([said, ANNOUNCE])  # a final reply chat.history shows: S ended, owc can tell
