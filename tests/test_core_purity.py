@@ -19,6 +19,7 @@ CORE = [
     "owc.render",
     "owc.render.seam",
     "owc.render.status",
+    "owc.rules.claim",
     "owc.rules.intent",
     "owc.rules.lifecycle",
     "owc.rules.link",

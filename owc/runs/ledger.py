@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from owc import ids
 from owc.render import TurnRenderer
+from owc.rules.claim import Claimer, holds_up
 from owc.rules.lifecycle import State
 from owc.rules.owner import Heard
 from owc.runs.run import Run, RunKey
@@ -156,24 +157,23 @@ class Ledger:
     def claim_blocker(self, run: Run, carried: frozenset[RunKey] | set[RunKey] = frozenset()) -> Run | None:
         """An earlier run of the same chat whose claim (or the transcript check that may lead to one) is still
         under way: ``run`` claims after it, so the chain follows run-start order, not the database lock's luck
-        (claims run in worker threads, and SQLite's busy wait is not first-come, first-served).
-
-        Only a run with a live writer blocks (one without waits for a connection and holds nobody up). On one
-        session key the Gateway runs one run at a time, so an earlier run is past its terminal, or nearly.
-        A reconciled run (it ended while owc was away) ended before any run first seen on this connection
-        began: only another reconciled run, one ``carried`` from an earlier connection, or one the pass placed by
-        the transcript (``Run.rank``) can come before it.
-        Runs first seen on this connection wait for the pass instead (``RunTable``), carried ones do not, so no
-        two claims ever wait on each other."""
+        (claims run in worker threads, and SQLite's busy wait is not first-come, first-served). Which run holds
+        which up is the rule's (``owc.rules.claim.holds_up``); this gathers the chat's claiming runs."""
+        me = _claimer(run, carried)
         for other in self._claiming.get(run.ref.chat_id, {}).values():
-            if (
-                other is not run
-                and (not run.reconciled or other.reconciled or other.key in carried or other.rank == 0)
-                and other.place < run.place
-                and other.life.state in _HOLDS_CLAIMS
-                and other.writer_live
-                and not other.check_waits
-                and not other.linking
-            ):
+            if other is not run and holds_up(_claimer(other, carried), me):
                 return other
         return None
+
+
+def _claimer(run: Run, carried: frozenset[RunKey] | set[RunKey]) -> Claimer:
+    """``run`` as claim order sees it (``owc.rules.claim``)."""
+    return Claimer(
+        place=run.place,
+        reconciled=run.reconciled,
+        carried=run.key in carried,
+        by_transcript=run.rank == 0,
+        on_its_way=run.life.state in _HOLDS_CLAIMS and run.writer_live,
+        check_waits=run.check_waits,
+        linking=run.linking,
+    )

@@ -33,6 +33,7 @@ from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChang
 from owc.protocol.events import is_internal_run_id
 from owc.registry import WRITERS, WriterRegistry
 from owc.render import status as lines
+from owc.rules.claim import ClaimFacts, Turn, claim_turn
 from owc.rules.lifecycle import (
     Action,
     ClaimOutcome,
@@ -222,39 +223,29 @@ class RunTable:
             await self.bridge.cuts.link(self, run)  # a restart recovery writes into the message of the run it recovers
 
         def may_claim() -> bool:
-            if run.life.state is not State.CLAIMING:
-                return True
-            if self.bridge.cuts.awaited(run):
-                # A recovery waits for this cut run's message: it goes first, whatever a pass still owes the chat.
-                return self.ledger.claim_blocker(run, self.carried) is None
-            if not run.reconciled and run.key not in self.carried:
-                if self.hello is None:
-                    return False  # the hello's list (which says what the pass owes) is not in yet
-                placed = run.rank == 0 or run.timed
-                if run.ref.chat_id in self.reconcile_pending and not (placed and self._before_next_owed(run)):
-                    # The pass is due there. Once it has read the chat's transcript and placed this run in it, the
-                    # run claims as soon as no earlier run is left for the pass to give (before, the pass gave
-                    # later runs their messages first: fuzzer, seed 5648). A run the transcript does not show is
-                    # placed as exactly by a Gateway time of its own (``Run.timed``): an event of it at that time
-                    # says it began no later, so before any run whose first message is later. Claims follow that
-                    # place (``Ledger.claim_blocker``), so this hold must too: a run that stored nothing the
-                    # transcript shows (a cron run that said only NO_REPLY) held for the whole pass, while a later
-                    # run the transcript placed went before the pass's next run and waited for it, and that run
-                    # waited for the later one: a circle (fuzz seed 333762). Without a time of its own (placed at
-                    # a stand-in) it waits for the pass to be done with the chat, as before.
-                    return False
-            elif not run.reconciled and run.behind_pass:
-                # Carried from a connection whose pass was cut short before it was done with this chat: the
-                # runs that pass owed may have begun before this one. It claims once this connection's pass has
-                # no earlier run left to give there (it never waits for the whole pass: the pass's later runs
-                # wait for it in turn, ``Ledger.claim_blocker``, and nothing waits in a circle).
-                if self.hello is None or not self._before_next_owed(run):
-                    return False
-            return self.ledger.claim_blocker(run, self.carried) is None
+            return claim_turn(self._claim_facts(run)) is Turn.GO
 
-        if not may_claim():
-            log.info("runs.claim_waits run=%s chat=%s (an earlier run of the chat first)", run.run_id, run.ref.chat_id)
+        turn = claim_turn(self._claim_facts(run))
+        if turn is not Turn.GO:
+            log.info("runs.claim_waits run=%s chat=%s for=%s", run.run_id, run.ref.chat_id, turn.value)
             await self.bridge.until(may_claim)
+
+    def _claim_facts(self, run: Run) -> ClaimFacts:
+        """What claim order needs to know of ``run`` now (``owc.rules.claim``): gathered here, judged there."""
+        claiming = run.life.state is State.CLAIMING
+        carried = run.key in self.carried
+        return ClaimFacts(
+            claiming=claiming,
+            awaited=claiming and self.bridge.cuts.awaited(run),
+            reconciled=run.reconciled,
+            carried=carried,
+            behind_pass=run.behind_pass,
+            hello=self.hello is not None,
+            pass_due=run.ref.chat_id in self.reconcile_pending,
+            placed=run.rank == 0 or run.timed,
+            before_owed=claiming and not run.reconciled and self._before_next_owed(run),
+            earlier=claiming and self.ledger.claim_blocker(run, self.carried) is not None,
+        )
 
     def _before_next_owed(self, run: Run) -> bool:
         chat = run.ref.chat_id
