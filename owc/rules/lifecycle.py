@@ -11,7 +11,7 @@ questions around that are answered beside it: which run of a chat claims first (
 (the store's claim, whose answer comes back as a ``ClaimResult``). The no-timer end rules are structural: nothing
 but an input moves a run, and no input is a clock.
 
-States (seed 000 sections 2.2-2.7; NOTES.md has the diagram)::
+States (seed 000 sections 2.2-2.7; ``docs/lifecycle.md`` has the diagram, generated from the table)::
 
     OPEN        known here, no message claimed by this process; waits for its first showable item or its end
     CLAIMING    a writer claims the message at the chat's tail (or adopts an existing one)
