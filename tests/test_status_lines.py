@@ -285,3 +285,14 @@ def test_every_opened_line_is_closed_on_every_path(path: str, before: list[Any])
     assert not history or history[-1]["done"] is True
     # And the store agrees: finishing the message appends nothing more.
     assert settle(history, [], finished=True) == []
+
+
+def test_a_run_says_resumed_once_whatever_claims_its_writers_make() -> None:
+    """A continuation's writer may claim M more than once (a drop, another connection): its "Resumed ..." line is
+    said once per run, by the machine (``StatusLines.resumed``), not by a flag each caller keeps."""
+    from owc.render.status import Resumed, StatusLines
+
+    machine = StatusLines()
+    first = machine.apply(Resumed("r2"))
+    assert first and machine.resumed
+    assert machine.apply(Resumed("r2")) == []

@@ -213,6 +213,8 @@ class StatusLines:
     known: bool = False
     #: The message's end was said (``Stopped`` or ``Ended``).
     ended: bool = False
+    #: The run's "Resumed ..." line was said: once per run, whatever claims its writers make.
+    resumed: bool = False
 
     def apply(self, event: Input) -> list[dict[str, Any]]:
         handler = _TABLE[(self.open.kind if self.open is not None else None, type(event))]
@@ -356,6 +358,9 @@ def _waiting_again(lines: StatusLines, event: Input) -> list[dict[str, Any]]:
 @_on(_OPEN_KINDS, Resumed)
 def _resumed(lines: StatusLines, event: Input) -> list[dict[str, Any]]:
     assert isinstance(event, Resumed)
+    if lines.resumed:
+        return []
+    lines.resumed = True
     return lines._close(said(seam.words(event.run_id)))
 
 

@@ -23,7 +23,7 @@ import attrs
 from owc.gateway import GatewayError
 from owc.render.status import Started, StatusLines, Tools
 from owc.rules.lifecycle import Handover, Inline, State, Terminal, WriteOutcome, WriteResult
-from owc.runs.run import Run
+from owc.runs.run import HandoverState, Run
 from owc.store import AlreadyThere, StoreError, TakenOver
 
 if TYPE_CHECKING:
@@ -79,11 +79,10 @@ class InlineTurn:
         run = self.run
         if run.life.state is not State.INLINE:
             return
-        run.handed_over = True
         table = self.bridge.table
+        run.handover = HandoverState.DONE if table is not None else HandoverState.PENDING
         if table is None:
             # No connection now: the next connection's hello hands it over (``RunTable.on_hello``).
-            run.handover_pending = True
             log.info("runs.handover_waits run=%s (no Gateway connection now)", run.run_id)
             return
         log.info("runs.handover run=%s chat=%s message=%s", run.run_id, run.ref.chat_id, run.message_id)

@@ -7,6 +7,7 @@ message, or that it ended.
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
@@ -46,6 +47,29 @@ class WriterHandle:
 
 
 @attrs.define(eq=False)
+class WriterSlot:
+    """A run's writer task as its table sees it. ``nursery.start`` returns the handle only once the task has
+    started, and meanwhile the run must count as written (a second writer would be started otherwise)."""
+
+    #: ``nursery.start`` has not returned yet.
+    starting: bool = False
+    #: What the task handed back when it started (None: never started here, or not yet).
+    handle: WriterHandle | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.starting or (self.handle is not None and not self.handle.finished.is_set())
+
+
+class HandoverState(enum.Enum):
+    """Where a user turn's handover stands: the Pipe's request ended, and a writer takes its message over."""
+
+    NONE = "none"  # not a user turn, or its request has not ended
+    PENDING = "pending"  # its request ended while no connection was up: the next connection's hello hands it over
+    DONE = "done"  # handed over: its writer takes back the message the request's own save marked done
+
+
+@attrs.define(eq=False)
 class Run:
     session_key: str
     run_id: str
@@ -60,9 +84,8 @@ class Run:
     #: claim may have landed under; the finalize reads it again for the order it puts that line in (fuzz seed
     #: 305323).
     history_before_claim: bool = False
-    writer: WriterHandle | None = None
-    #: A writer is being started for it (``nursery.start`` has not returned yet).
-    starting: bool = False
+    #: Its writer task as the table sees it: being started, or started (its handle).
+    writer: WriterSlot = attrs.field(factory=lambda: WriterSlot())
     #: Where the run stands in its chat's run-start order: (the Gateway time it was first known to have run,
     #: the ledger's count when it was opened). Claims on one chat go in this order (``Ledger.claim_blocker``).
     order: tuple[int, int] = (0, 0)
@@ -94,10 +117,8 @@ class Run:
     linking: bool = False
     #: The tabs were told its message is not saved yet (once; they hear again when it is).
     told_unsaved: bool = False
-    #: A user turn whose request ended: its writer takes back the message the request's own save marked done.
-    handed_over: bool = False
-    #: Handed over while no connection was up: the next connection's hello starts its writer.
-    handover_pending: bool = False
+    #: A user turn's handover (``HandoverState``).
+    handover: HandoverState = HandoverState.NONE
     #: The owner rule kept its message open for a continuation (``owc/runs/cuts.py``): its writer writes M open.
     cut: Owner | None = None
     #: The note its message ends with when nobody continues it (a newer run took the session).
@@ -118,12 +139,9 @@ class Run:
     #: The status lines of its message as this process says them (``owc.render.status``): fed by the table, the
     #: writer and the Pipe's request; delivered by whoever writes the message now (the request while inline).
     status: StatusLines = attrs.field(factory=StatusLines)
-    #: Its status line said that it continues its message ("Resumed ..."): said once, whatever claims it makes.
-    said_resumed: bool = False
     #: ``prefix`` with the seam after it, as the writer shows it live (kept, so its identity changes with ``prefix``).
     _seamed: tuple[object, list[dict[str, Any]] | None] = (None, None)
-    #: Counts the run's changes (events, inputs): what a wait for "the run's next change" watches.
-    changes: int = 0
+    #: Set at the run's next change (an event, an input): what its writer waits on while it streams.
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     @property
@@ -143,11 +161,10 @@ class Run:
 
     @property
     def writer_live(self) -> bool:
-        return self.starting or (self.writer is not None and not self.writer.finished.is_set())
+        return self.writer.live
 
     def poke(self) -> None:
         """Something about the run changed (an event, a state): wake its writer."""
-        self.changes += 1
         self._changed.set()
 
     async def wait_changed(self) -> None:

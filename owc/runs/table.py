@@ -58,7 +58,7 @@ from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
-from owc.runs.run import Run, RunKey
+from owc.runs.run import HandoverState, Run, RunKey
 from owc.runs.writer import Stats, WriterContext, abort_run, history_reads, write_run
 from owc.store import TrioChatStore
 
@@ -178,8 +178,8 @@ class RunTable:
             if action is Action.START_WRITER:
                 self._start_writer(run)
             elif action is Action.END_STREAM:
-                if run.writer is not None and isinstance(event, (Terminal, Stop)):
-                    run.writer.end(event)
+                if run.writer.handle is not None and isinstance(event, (Terminal, Stop)):
+                    run.writer.handle.end(event)
             elif action is Action.ABORT_RUN:
                 self._start_soon(abort_run, self.conn.request, run, name=f"owc.abort:{run.run_id}")
             elif action is Action.RETIRE:
@@ -196,7 +196,7 @@ class RunTable:
         if run.writer_live:
             return  # the run's writer reads the new state when it looks next (it was poked)
         if self._start_soon(self._spawn, run, name=f"owc.writer:{run.run_id}"):
-            run.starting = True
+            run.writer.starting = True
 
     def _start_soon(self, fn: Callable[..., Awaitable[object]], *args: object, name: str) -> bool:
         """Start a task of this connection, unless the connection has ended (a caller holding this table past its
@@ -209,9 +209,9 @@ class RunTable:
 
     async def _spawn(self, run: Run) -> None:
         try:
-            run.writer = await self._nursery.start(write_run, self.ctx, run, name=f"owc.writer:{run.run_id}")
+            run.writer.handle = await self._nursery.start(write_run, self.ctx, run, name=f"owc.writer:{run.run_id}")
         finally:
-            run.starting = False
+            run.writer.starting = False
             self.bridge.wake()
 
     async def claim_turn(self, run: Run) -> None:
@@ -433,8 +433,8 @@ class RunTable:
             # Back: a "connection lost" line its message shows is closed (by its writer's next write, or its request).
             run.status.apply(lines.Reconnected())
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
-            if run.handover_pending and run.life.state is State.INLINE:
-                run.handover_pending = False  # its request ended while no connection was up
+            if run.handover is HandoverState.PENDING and run.life.state is State.INLINE:
+                run.handover = HandoverState.DONE  # its request ended while no connection was up
                 self.apply(run, Handover())
             if run.life.settled or run.life.ended:
                 continue

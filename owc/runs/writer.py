@@ -56,7 +56,7 @@ from owc.rules.lifecycle import (
 from owc.rules.link import ended_in, taken_over_first
 from owc.rules.owner import EMPTY_FINISH_NOTES, Owner, empty_finish_note
 from owc.rules.reconcile import run_order
-from owc.runs.run import Run, WriterHandle
+from owc.runs.run import HandoverState, Run, WriterHandle
 from owc.store import (
     Absent,
     AlreadyDone,
@@ -538,14 +538,13 @@ class _Writer:
         """A continuation holds M now: its line says M goes on ("Resumed after the Gateway restarted", or owc's
         resume), once per run, closing the line M waited under (``_keep_open``)."""
         r = self.run_
-        if r.chain and not r.said_resumed:
-            r.said_resumed = True
-            r.status.apply(lines.Resumed(r.run_id))
+        if r.chain:
+            r.status.apply(lines.Resumed(r.run_id))  # said once per run (``StatusLines.resumed``)
 
     @property
     def takes_back(self) -> bool:
         """Its claim takes M back even if M was marked done: a handover, or a continuation of a cut run."""
-        return self.run_.handed_over or bool(self.run_.chain)
+        return self.run_.handover is not HandoverState.NONE or bool(self.run_.chain)
 
     async def _stored_message(self) -> dict[str, Any] | None:
         r = self.run_
