@@ -311,6 +311,12 @@ FIXED_BUGS = {
         " against the transcript's 'NO' took the sentinel for that text gone on, and the message showed"
         " ['NO', '_REPLY', 'NO'] (fuzz seed 322656)"
     ),
+    "earlier-run-end-lost": (
+        "a speaking heartbeat's end was lost in a drop and a cron run queued behind it started: it claimed at once,"
+        " while owc still held the heartbeat for running, and the heartbeat's message went after it; a crash left no"
+        " transcript of the cron run to put them back in start order (fuzz seed 375143). A run of the same session"
+        " that began earlier and has not ended here holds a later run's claim up: its end is on its way"
+    ),
     "unplaced-run-held-by-pass": (
         "the next owc's events came before its subscribe's reply: it heard a cron run that said only NO_REPLY (nothing"
         " of it in the transcript) and the next run end, and a heartbeat ended unheard, so the hello's pass owed it."

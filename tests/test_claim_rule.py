@@ -114,3 +114,15 @@ def test_holds_up() -> None:
     assert holds_up(attrs.evolve(earlier, carried=True), reconciled)
     assert holds_up(attrs.evolve(earlier, by_transcript=True), reconciled)
     assert not holds_up(attrs.evolve(earlier, place=run.place), run)  # the same place: strictly earlier only
+
+
+def test_an_earlier_run_of_the_session_not_ended_here_holds_a_later_one_up() -> None:
+    """Fuzz seed 375143: one session runs one run at a time, so an earlier run still open here has ended, and its end
+    is on its way (lost in a gap, or reordered): it claims (or shows nothing) in its place first."""
+    run = Claimer(place=(10, 1, 5), session_key="k")
+    open_earlier = Claimer(place=(9, 1, 4), session_key="k", running=True, on_its_way=False)
+    assert holds_up(open_earlier, run)
+    assert not holds_up(attrs.evolve(open_earlier, session_key="other"), run)  # another session of the chat
+    assert not holds_up(attrs.evolve(open_earlier, place=(11, 1, 6)), run)  # it began later
+    assert not holds_up(attrs.evolve(open_earlier, running=False), run)  # ended (or holds a message): no hold
+    assert not holds_up(run, attrs.evolve(open_earlier, running=False))  # and never the other way round

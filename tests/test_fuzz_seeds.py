@@ -50,6 +50,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: (``order-read-before-claim``, ``Run.history_before_claim``).
 #: 333762: a silent run the transcript does not show, held for the whole pass while a later run the pass let go waited
 #: for it (``unplaced-run-held-by-pass``: a wait circle).
+#: 375143: a heartbeat's end lost in a drop, the cron run queued behind it claimed first (``earlier-run-end-lost``).
 #: 371031: as 150995, after the cut run's silent final reply, which chat.history hides like the completion (the
 #: oracle judges "ended" on what owc can read).
 CI_SEEDS = [
@@ -92,6 +93,7 @@ CI_SEEDS = [
     305323,
     333762,
     371031,
+    375143,
 ]
 
 

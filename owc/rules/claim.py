@@ -103,6 +103,10 @@ class Claimer:
     check_waits: bool = False
     #: Waiting, before its claim, for the message of the cut run it continues (``Cuts.link``).
     linking: bool = False
+    #: Its session key (one session runs one run at a time).
+    session_key: str = ""
+    #: Not ended as far as this process knows, and no message claimed yet (``OPEN``): it may still claim one.
+    running: bool = False
 
 
 def holds_up(other: Claimer, run: Claimer) -> bool:
@@ -110,7 +114,16 @@ def holds_up(other: Claimer, run: Claimer) -> bool:
     claim holds anyone up (one without waits for a connection, and holds nobody). A run whose check waits for the
     next tick, or which waits for a cut run's message (it waits on that run), holds nobody up either: either could
     wait on ``run`` in turn. A reconciled run ended before any run first seen on this connection began, so only
-    another reconciled run, a carried one, or one the pass placed by the transcript can come before it."""
+    another reconciled run, a carried one, or one the pass placed by the transcript can come before it.
+
+    A run of the same session that began before ``run`` and has not ended here, with no message yet, holds it up
+    too: a session runs one run at a time, so that run has ended and its end is on its way (reordered by the
+    Gateway's debounce, or lost in a gap, whose list then ends it): once it has, it claims (or shows nothing) in
+    its place. Before, ``run`` claimed first, and the earlier run's message went after it (fuzz seed 375143: a
+    heartbeat's end lost in a drop, a cron run after it claimed, and a crash left no transcript to put the two
+    back in order)."""
+    if other.running and other.session_key == run.session_key and other.place < run.place:
+        return True
     if not other.on_its_way or other.check_waits or other.linking or not other.place < run.place:
         return False
     return not run.reconciled or other.reconciled or other.carried or other.by_transcript

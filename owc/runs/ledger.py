@@ -38,9 +38,10 @@ _HOLDS_CLAIMS = frozenset({State.CLAIMING, State.CHECKING})
 class Ledger:
     def __init__(self, *, strict: bool = False) -> None:
         self.runs: dict[RunKey, Run] = {}
-        #: Per chat, its runs whose lifecycle is CLAIMING or CHECKING (``moved``): the only ones that can hold a
-        #: claim up, so ``claim_blocker`` looks at these, not at every run (it is asked by every waiting claim at
-        #: every wake: scanning all runs made 1,000 runs starting together on one chat take minutes to claim).
+        #: Per chat, its runs whose lifecycle is CLAIMING or CHECKING, or OPEN and not ended (``moved``): the only
+        #: ones that can hold a claim up, so ``claim_blocker`` looks at these, not at every run (it is asked by every
+        #: waiting claim at every wake: scanning all runs made 1,000 runs starting together on one chat take minutes
+        #: to claim).
         self._claiming: dict[str, dict[RunKey, Run]] = {}
         #: Settled runs, each with the number of its first event heard here (``heard``), or None.
         self._settled: OrderedDict[RunKey, int | None] = OrderedDict()
@@ -110,6 +111,7 @@ class Ledger:
         self._opened += 1
         run.order = (seen_ms if seen_ms is not None else self._latest_ms, self._opened)
         run.timed = seen_ms is not None
+        self.moved(run)  # OPEN and not ended: it may hold a later run's claim up (``owc.rules.claim.holds_up``)
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
 
@@ -141,7 +143,7 @@ class Ledger:
 
     def moved(self, run: Run) -> None:
         """``run``'s lifecycle state may have changed (the run table calls this after every input it feeds)."""
-        if run.life.state in _HOLDS_CLAIMS and self.runs.get(run.key) is run:
+        if (run.life.state in _HOLDS_CLAIMS or _may_claim_later(run)) and self.runs.get(run.key) is run:
             self._claiming.setdefault(run.ref.chat_id, {})[run.key] = run
         else:
             self._drop_claiming(run)
@@ -176,4 +178,11 @@ def _claimer(run: Run, carried: frozenset[RunKey] | set[RunKey]) -> Claimer:
         on_its_way=run.life.state in _HOLDS_CLAIMS and run.writer_live,
         check_waits=run.check_waits,
         linking=run.linking,
+        session_key=run.session_key,
+        running=_may_claim_later(run),
     )
+
+
+def _may_claim_later(run: Run) -> bool:
+    """``run`` has not ended here and holds no message yet: it may still claim one (``owc.rules.claim``)."""
+    return run.life.state is State.OPEN and not run.life.ended
