@@ -20,6 +20,8 @@ CORE = [
     "owc.render.seam",
     "owc.render.status",
     "owc.rules.intent",
+    "owc.rules.cut",
+    "owc.rules.cut_graph",
     "owc.rules.lifecycle",
     "owc.rules.link",
     "owc.rules.owner",
