@@ -21,6 +21,8 @@ CORE = [
     "owc.render.status",
     "owc.rules.claim",
     "owc.rules.intent",
+    "owc.rules.cut",
+    "owc.rules.cut_graph",
     "owc.rules.lifecycle",
     "owc.rules.link",
     "owc.rules.owner",

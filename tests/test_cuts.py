@@ -1089,3 +1089,30 @@ async def test_a_run_joined_after_its_tool_call_keeps_the_text_a_crash_lost(tmp_
         assert final["done"] is True
         assert final["content"] == f"Working on it.\n{GW}\nPicked up."
         assert [i["type"] for i in final["output"]] == ["function_call", "function_call_output", *["message"] * 3]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_illegal_input_to_the_cut_machine_is_recorded_and_changes_nothing(strict: bool) -> None:
+    """The driver (``Cuts._feed``) treats a cell the cut machine does not take as the run table treats the
+    lifecycle's: a bug, logged and recorded in ``Ledger.illegal`` (the tests fail on it; ``strict`` raises), the cut
+    left as it was and still held on its session."""
+    from types import SimpleNamespace
+
+    from owc.rules.cut import CutState, IllegalTransition, Uncut
+    from owc.rules.owner import Owner, Seen
+    from owc.runs.cuts import Cut, Cuts
+    from owc.runs.ledger import Ledger
+
+    ledger = Ledger(strict=strict)
+    cuts = Cuts(SimpleNamespace(ledger=ledger, wake=lambda: None))  # type: ignore[arg-type]
+    ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
+    cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1")
+    cut.machine.state = CutState.HELD
+    cuts.by_key["k"] = cut
+    if strict:
+        with pytest.raises(IllegalTransition):
+            cuts._feed(None, cut, Uncut())
+    else:
+        assert cuts._feed(None, cut, Uncut()) == ()
+    assert ledger.illegal == ["cut S: Uncut is not an input of a cut in state held"]
+    assert cut.machine.state is CutState.HELD and cuts.by_key["k"] is cut

@@ -1,19 +1,23 @@
-"""Cut runs and their one continuation (seed 000 section 2.7; issue 14): the owner rule and link rule E, applied.
+"""Cut runs and their one continuation (seed 000 section 2.7; issue 14): the driver of the cut machine.
 
 When a Gateway restart, stop, container stop or crash cuts a run S, exactly one party continues it, into S's
 message M: the Gateway (its restart recovery R', linked to M by rule E), owc (a resume run
 ``msg-<chat>-<M>-resume-<t>``, which the identity rule maps to M), or nobody (a Stop, a real error: M is finalized
-as always). The pure rules are ``owc/rules/owner.py`` and ``owc/rules/link.py``; this module holds what they need
-across connections, and acts:
+as always). Which, and what happens next, is the cut machine's (``owc/rules/cut.py``, calling the owner rule of
+``owc/rules/owner.py``; issue 26, item 1): a cut's states and transitions, as data. This module holds the cuts across
+connections, computes the facts the machine reads (a row, a hello, a tick after a notice, a send's result, what a
+transcript or a chat says: link rule E's reading, ``owc/rules/link.py``, is such a fact) and performs its actions
+(write M open, send the resume, end M with its note, add what was shown, wake the waiters). It decides nothing of its
+own beyond those facts:
 
-* ``decide`` at S's terminal (or, for a run no terminal reached, at the first hello after it): the owner rule. A
-  continuing decision registers a ``Cut`` on S's session and marks S: its writer writes M *open* (``done:
-  false``, with the chain of runs M holds) instead of finalizing it.
-* when S is settled here (``settled``), a resume is sent at once, unless the Gateway is going down (its
-  ``shutdown`` notice came on this connection) or the session is busy: then it waits for the next hello-ok or
-  the busy run's settled row. A refused ``chat.send`` is held on the cut and sent again, under the same run id
-  (the idempotency key: never two runs), at the next hello-ok. At most ``MAX_RESUMES`` per M, counted on M
-  (``meta.openclaw_resumes``); after that M ends with a cut-off note.
+* ``decide`` at S's terminal (or, for a run no terminal reached, at the first hello after it) feeds the owner rule's
+  row (``Classify``). A continuing decision registers a ``Cut`` on S's session and marks S: its writer writes M
+  *open* (``done: false``, with the chain of runs M holds) instead of finalizing it.
+* when S is settled here (``settled``), the machine holds M for the Gateway, waits for a busy session, or asks how
+  the session is (``LOOK``): a resume is sent at once, unless the Gateway is going down (its ``shutdown`` notice came
+  on this connection) or the session is busy. A refused ``chat.send`` is held on the cut and sent again, under the
+  same run id (the idempotency key: never two runs), at the next hello-ok. At most ``MAX_RESUMES`` per M, counted on
+  M (``meta.openclaw_resumes``); after that M ends with a cut-off note.
 * a run that may be a recovery (its session has a cut the Gateway owns, or its row says ``abortedLastRun``)
   waits, before it claims, for the transcript to say (``link``): a recovery writes into M, after what M holds.
 
@@ -31,6 +35,29 @@ from owc import ids
 from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.protocol import ChatHistory, ProtocolError, SessionRow, SessionsChanged
 from owc.render import output_text
+from owc.rules.cut import (
+    Action,
+    Classify,
+    ContinuedElsewhere,
+    CutMachine,
+    CutState,
+    IllegalTransition,
+    Input,
+    Linked,
+    NobodyContinues,
+    Reserved,
+    SendAbandoned,
+    SendOutcome,
+    Sent,
+    Session,
+    Settled,
+    SettleOutcome,
+    Tick,
+    Uncut,
+    Why,
+)
+from owc.rules.cut import Hello as HelloIn
+from owc.rules.cut import SessionRow as RowIn
 from owc.rules.finished import message_finished
 from owc.rules.lifecycle import State
 from owc.rules.link import (
@@ -44,18 +71,12 @@ from owc.rules.link import (
     recovery_source,
 )
 from owc.rules.owner import (
-    BUDGET_NOTE,
     CUT_OFF,
     MAX_RESUMES,
-    NEWER_RUN_NOTE,
-    RECOVERY_FAILED_NOTE,
     RESUME_DIRECTIVE,
     Owner,
     Row,
     Seen,
-    continues,
-    may_resume,
-    owner,
     settled_before_boot,
 )
 from owc.rules.reconcile import run_order
@@ -71,41 +92,27 @@ log = logging.getLogger("owc.runs")
 
 @attrs.define(eq=False)
 class Cut:
-    """A message whose run was cut and whose continuation is owed."""
+    """A message whose run was cut and whose continuation is owed: its data, and its state in the cut machine
+    (``machine``, ``owc/rules/cut.py``), which alone says what happens next."""
 
     session_key: str
     ref: ids.SessionRef
     message_id: str
     #: The runs M holds, in order; the cut one is last.
     chain: tuple[str, ...]
-    owner: Owner
+    #: The owner rule's decision at the cut (the machine starts from it: ``owner`` is the machine's from then on).
+    decided: Owner = attrs.field(alias="owner")
     seen: Seen
     #: The boot the cut run was sent under (a recovery comes from a later one).
     boot_id: str | None
     resumes: int = 0
     #: M's output as the cut run left it (what a continuation shows before its own), once the cut run is settled.
     output: list[dict[str, Any]] | None = None
-    #: The cut run is settled here: M is written open (or the run had nothing to write).
-    ready: bool = False
-    #: The cut run is settled here, whatever became of M (``Cuts.settled``: written open, dropped, or finished by
-    #: another process): what a recovery waiting for M (``link``) waits for, so no way of settling it leaves the
-    #: recovery waiting for ever (fuzzer, seed 172).
-    settled: bool = False
-    #: A resume run id whose ``chat.send`` did not go through: sent again, under the same id, at the next hello.
+    #: The resume run id reserved for this cut (its n-th on M): a ``chat.send`` that did not go through is sent again
+    #: under it (``CutState.SEND_HELD``).
     held: str | None = None
-    sending: bool = False
-    #: The Gateway said it is stopping: the resume waits for the next hello-ok.
-    after_hello: bool = False
-    #: A Gateway tick came after its ``shutdown`` notice on the same connection: it is still serving, so the resume
-    #: is tried without waiting for a hello that may never come (a notice never followed by a close).
-    past_notice: bool = False
     #: The ledger's open count when the cut was decided: a run opened after it is newer than the cut run.
     opened: int = 0
-    #: Nobody continues it: M ends (with this note, or none) as soon as the cut run is settled here.
-    ending: bool = False
-    note: str | None = None
-    #: The cut run turned out to have no message (``settled``): nothing to continue, nothing to link to.
-    dropped: bool = False
     #: A recovery waits for M to be written open (``link``): the cut run claims without waiting for a reconcile
     #: pass that owes the recovery its message (each would wait on the other).
     awaited: bool = False
@@ -121,10 +128,36 @@ class Cut:
     #: recovery's part and the recovery's message goes (``ChatStore.absorb_recovery``): one reply for the cut run and
     #: its continuation (issue 24, item 4's shape D).
     absorb: str | None = None
+    machine: CutMachine = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.machine = CutMachine(self.source, self.seen, state=CutState.OPENING, owner=self.decided)
 
     @property
     def source(self) -> str:
         return self.chain[-1]
+
+    @property
+    def owner(self) -> Owner | None:
+        return self.machine.owner
+
+    @property
+    def settled(self) -> bool:
+        """The cut run is settled here, whatever became of M (what a recovery waiting in ``link`` waits for)."""
+        return self.machine.settled
+
+    @property
+    def dropped(self) -> bool:
+        """Nothing to continue, nothing to link to: the cut run has no message, or was not cut."""
+        return self.machine.gone
+
+    @property
+    def ending(self) -> bool:
+        return self.machine.ending
+
+    @property
+    def note(self) -> str | None:
+        return self.machine.note
 
 
 def resumes_message(run_id: str | None, message_id: str, chain: tuple[str, ...]) -> bool:
@@ -170,10 +203,7 @@ class Cuts:
         message takes one of its own."""
         cut = self.by_key.get(run.session_key)
         if cut is not None and cut.source == run.run_id:
-            log.info("runs.uncut run=%s chat=%s", run.run_id, cut.ref.chat_id)
-            cut.dropped = True
-            del self.by_key[run.session_key]
-            self.bridge.wake()
+            self._feed(None, cut, Uncut())
 
     def awaited(self, run: Run) -> bool:
         """A recovery waits for ``run``'s message, written open for it (``link``)."""
@@ -209,44 +239,46 @@ class Cuts:
         if run.cut is not None or run.life.settled:
             return None
         self.adopt(run)
-        if resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id)):
-            # The session's last run is M's own resume (another process, or this one before a restart, sent it):
-            # the cut is being continued. M is written open (never over what the resume wrote: ``unless_continued``)
-            # and no second resume goes (its count on M would give it another id: a double continuation).
+        machine = CutMachine(run.run_id, seen)
+        resume_of_m = resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id))
+        actions = machine.apply(Classify(row, resume_of_m))
+        decision = machine.owner
+        assert decision is not None
+        if resume_of_m:
             log.info("runs.cut_continued run=%s chat=%s by=%s", run.run_id, run.ref.chat_id, row.last_run_id)
-            run.cut = Owner.RESUME
-            return Owner.RESUME
-        decision = owner(run.run_id, row, seen)
-        log.info(
-            "runs.cut run=%s chat=%s owner=%s status=%s error=%s notice=%s",
-            run.run_id,
-            run.ref.chat_id,
-            decision.value,
-            row.status,
-            (row.last_run_error or "")[:120],
-            seen.notice_before_terminal,
-        )
-        if decision is Owner.NEWER_RUN:
-            run.cut_note = NEWER_RUN_NOTE
-            return decision
-        if not continues(decision):
-            return decision
-        run.cut = decision
-        older = self.by_key.get(run.session_key)
-        if older is not None and older.source not in run.chain:
-            # A newer run took the session before the older cut's continuation came, and was cut in turn.
-            self._end(table, older, NEWER_RUN_NOTE)
-        self.by_key[run.session_key] = Cut(
-            session_key=run.session_key,
-            ref=run.ref,
-            message_id=run.message_id,
-            chain=(*run.chain, run.run_id),
-            owner=decision,
-            seen=seen,
-            boot_id=run.life.boot_id or (table.hello.hello.boot_id if table.hello else None),
-            resumes=run.resumes,
-            opened=self.bridge.ledger.opened,
-        )
+        else:
+            log.info(
+                "runs.cut run=%s chat=%s owner=%s status=%s error=%s notice=%s",
+                run.run_id,
+                run.ref.chat_id,
+                decision.value,
+                row.status,
+                (row.last_run_error or "")[:120],
+                seen.notice_before_terminal,
+            )
+        for action in actions:
+            if action is Action.NOTE:
+                run.cut_note = machine.note
+            elif action is Action.KEEP_OPEN:
+                run.cut = decision
+            elif action is Action.REGISTER:
+                older = self.by_key.get(run.session_key)
+                if older is not None and older.source not in run.chain:
+                    # A newer run took the session before the older cut's continuation came, and was cut in turn.
+                    self._feed(table, older, NobodyContinues(Why.SUPERSEDED))
+                cut = Cut(
+                    session_key=run.session_key,
+                    ref=run.ref,
+                    message_id=run.message_id,
+                    chain=(*run.chain, run.run_id),
+                    owner=decision,
+                    seen=seen,
+                    boot_id=run.life.boot_id or (table.hello.hello.boot_id if table.hello else None),
+                    resumes=run.resumes,
+                    opened=self.bridge.ledger.opened,
+                )
+                cut.machine = machine
+                self.by_key[run.session_key] = cut
         return decision
 
     def settled(self, table: Table, run: Run) -> None:
@@ -257,66 +289,74 @@ class Cuts:
             cut = self._ending.pop(run.run_id, None)
         if cut is None or cut.settled:
             return
-        cut.settled = True  # set before any branch returns: a recovery waiting in ``link`` goes on after each of them
         if run.life.state is State.ABANDONED:
-            # The run has no message: its transcript shows nothing of it and nothing was streamed. It may be a
-            # heartbeat's turn that had said nothing yet (whose empty start chat.history cannot tell: a resume would
-            # make it speak), and nothing of it was ever shown to continue (fuzzer, seed 4: a container stop under a
-            # heartbeat).
-            log.info(
-                "runs.cut_dropped run=%s chat=%s (it has no message: nothing to continue)", run.run_id, cut.ref.chat_id
-            )
-            cut.dropped = True
-            if self.by_key.get(cut.session_key) is cut:
-                del self.by_key[cut.session_key]
-            self.bridge.wake()
-            return
-        if run.kept_output is None and run.life.state is State.DONE:
-            # Its message was finished by another process (which saw the same cut and its continuation end). A
-            # recovery this process linked to M goes on into M (``link``): its claim finds M finished and backs off.
-            log.info("runs.cut_finished_elsewhere run=%s message=%s", run.run_id, cut.message_id)
-            if self.by_key.get(cut.session_key) is cut:
-                del self.by_key[cut.session_key]
-            self.bridge.wake()
-            return
-        cut.ready = True
-        cut.output = run.kept_output if run.kept_output is not None else []
-        if cut.ending:
-            self._spawn_end(table, cut, cut.note)
-            return
-        self._act(table, cut)
+            outcome = SettleOutcome.NO_MESSAGE  # nothing was streamed and its transcript shows nothing of it
+        elif run.kept_output is None and run.life.state is State.DONE:
+            outcome = SettleOutcome.FINISHED_ELSEWHERE  # another process finished M (``_keep_open`` met it done)
+        else:
+            outcome = SettleOutcome.OPEN
+            cut.output = run.kept_output if run.kept_output is not None else []
+        self._feed(table, cut, Settled(outcome))
 
-    def _act(self, table: Table, cut: Cut) -> None:
-        if not cut.ready or cut.sending:
-            return
-        if cut.owner is Owner.RESUME:
-            if cut.after_hello:
-                return  # the next hello-ok sends it
-            if (
-                table.conn.notice is not None
-                and table.conn.notice.restart_expected_ms is None
-                and cut.held is None
-                and not cut.past_notice
-            ):
-                # The Gateway said it is stopping: a send now would be refused or cut again. The next hello sends.
-                cut.after_hello = True
-                log.info(
-                    "runs.resume_waits chat=%s (the Gateway is going down; the next hello sends it)", cut.ref.chat_id
-                )
-                return
-            row = self.rows.get(cut.session_key)
-            if row is not None and row.has_active_run and cut.held is None:
-                cut.owner = Owner.WAIT
-                log.info("runs.resume_waits chat=%s (the session is busy)", cut.ref.chat_id)
-                return
-            if row is not None and row.last_run_id not in (None, *cut.chain, cut.held):
-                if resumes_message(row.last_run_id, cut.message_id, cut.chain):
-                    self._continued(cut, row.last_run_id)
-                else:
-                    self._end(table, cut, NEWER_RUN_NOTE)  # a newer run took the session: it decides
-                return
-            cut.sending = True
-            table.spawn(self._resume, table, cut)
+    # ------------------------------------------------------------------ the machine
+
+    def _feed(self, table: Table | None, cut: Cut, event: Input) -> tuple[Action, ...]:
+        """Feed one fact to ``cut``'s machine and do what it answers. An illegal input is a bug: logged and recorded
+        (``Ledger.illegal``: tests fail on it, ``strict`` raises), never a crash of the connection."""
+        machine = cut.machine
+        before = machine.state
+        try:
+            actions = machine.apply(event)
+        except IllegalTransition as exc:
+            ledger = self.bridge.ledger
+            ledger.illegal.append(f"cut {cut.source}: {exc}")
+            log.error("runs.cut_illegal_input run=%s %s", cut.source, exc)
+            if ledger.strict:
+                raise
+            return ()
+        log.log(
+            logging.INFO if machine.state is not before or actions else logging.DEBUG,
+            "runs.cut_step run=%s chat=%s %s -> %s on %s%s",
+            cut.source,
+            cut.ref.chat_id,
+            before.value,
+            machine.state.value,
+            event,
+            f" do={','.join(a.value for a in actions)}" if actions else "",
+        )
+        if not machine.live and self.by_key.get(cut.session_key) is cut:
+            del self.by_key[cut.session_key]
+        if machine.state is CutState.ENDING:
+            self._ending[cut.source] = cut  # M is being written open: it ends once that is done
+        for action in actions:
+            if action is Action.LOOK:
+                assert table is not None
+                self._feed(table, cut, self._session(table, cut))
+            elif action is Action.SEND:
+                assert table is not None
+                table.spawn(self._resume, table, cut)
+            elif action is Action.END:
+                assert table is not None
+                self._spawn_end(table, cut, machine.note)
+            elif action is Action.ADD_SHOWN:
+                assert table is not None
+                self._writing += 1
+                table.spawn(self._write_shown, cut)
+            elif action is Action.WAKE:
+                self.bridge.wake()
+        return actions
+
+    def _session(self, table: Table, cut: Cut) -> Session:
+        """The session now, for a resume owed (``LOOK``): the connection's ``shutdown`` notice, and the newest row."""
+        notice = table.conn.notice
+        row = self.rows.get(cut.session_key)
+        newer = row is not None and row.last_run_id not in (None, *cut.chain, cut.held)
+        return Session(
+            stopping=notice is not None and notice.restart_expected_ms is None,
+            busy=row is not None and bool(row.has_active_run),
+            newer=newer,
+            resume_of_m=newer and row is not None and resumes_message(row.last_run_id, cut.message_id, cut.chain),
+        )
 
     # ------------------------------------------------------------------ rows and hellos
 
@@ -327,54 +367,23 @@ class Cuts:
             return
         self.rows[key] = source
         cut = self.by_key.get(key)
-        if cut is None or not cut.ready or source.has_active_run:
+        if cut is None:
             return
         row = _row(source)
-        if cut.owner is Owner.WAIT and resumes_message(row.last_run_id, cut.message_id, cut.chain):
-            self._continued(cut, row.last_run_id)  # the busy run was M's own resume (another process sent it)
-        elif cut.owner is Owner.WAIT:
-            # The busy run settled: decide again (a newer run that took the session ends M; else resume).
-            decision = owner(cut.source, row, cut.seen)
-            self._redecide(table, cut, Owner.RESUME if decision is Owner.WAIT else decision)
-        elif cut.owner is Owner.GATEWAY and row.status not in ("running", None) and row.last_run_id == cut.source:
-            # The Gateway let the row go without a recovery (a later boot marked it killed or failed).
-            self._redecide(table, cut, owner(cut.source, row, attrs.evolve(cut.seen, terminal=True)))
-        elif (
-            cut.owner is Owner.GATEWAY
-            and row.status == "failed"
-            and row.last_run_id not in (None, *cut.chain)
-            and not self._seen_run(key, row.last_run_id)
-        ):
-            # The Gateway gave the recovery up (seed 004: attempts that fail before the agent starts, each under a
-            # fresh run id, until the budget is spent and the session is tombstoned): the row failed under a run no
-            # connection ever showed. Nobody continues the cut run; M ends with why (issue 24, item 7: before, M
-            # waited for a row naming the cut run itself, which never came, and stayed ``done: false``).
-            log.info("runs.recovery_gave_up chat=%s run=%s last=%s", cut.ref.chat_id, cut.source, row.last_run_id)
-            error = (row.last_run_error or "no reason given").strip()[:300]
-            self._end(table, cut, RECOVERY_FAILED_NOTE.format(error=error))
+        self._feed(
+            table,
+            cut,
+            RowIn(
+                row,
+                resume_of_m=resumes_message(row.last_run_id, cut.message_id, cut.chain),
+                unseen=row.last_run_id not in (None, *cut.chain) and not self._seen_run(key, row.last_run_id),
+            ),
+        )
 
     def _seen_run(self, key: str, run_id: str | None) -> bool:
         """A run this process has heard of (open, or settled here): its own path decides what it did to a cut."""
         ledger = self.bridge.ledger
         return run_id is not None and (ledger.get(key, run_id) is not None or ledger.is_settled(key, run_id))
-
-    def _continued(self, cut: Cut, resume: str | None) -> None:
-        """The session's last run is M's own resume, sent by another process (or by this one before it restarted):
-        it continues M, and this process neither sends a second one nor ends M. Before, the resume was taken for a
-        newer run that took the session, and M was ended with the note over what the resume wrote (fuzzer, seed
-        20808, under load: two deploys that both saw a container stop cut the run)."""
-        log.info("runs.cut_continued run=%s chat=%s by=%s", cut.source, cut.ref.chat_id, resume)
-        if self.by_key.get(cut.session_key) is cut:
-            del self.by_key[cut.session_key]
-        self.bridge.wake()
-
-    def _redecide(self, table: Table, cut: Cut, decision: Owner) -> None:
-        log.info("runs.cut_again chat=%s run=%s owner=%s", cut.ref.chat_id, cut.source, decision.value)
-        if continues(decision):
-            cut.owner = decision
-            self._act(table, cut)
-        else:
-            self._end(table, cut, NEWER_RUN_NOTE if decision is Owner.NEWER_RUN else None)
 
     def boot_row(self, row: SessionRow, boot_id: str | None, booted_at: int | None = None) -> None:
         """A later boot's hello listed ``row``: a cut the Gateway owns there (one a boot before this one made), whose
@@ -416,7 +425,7 @@ class Cuts:
         """A chat's messages as a reconcile pass read them: a cut whose message another process has continued (its
         chain goes on past the cut run) or ended (with a cut-off note) is no longer this process's to continue; one
         whose expected recovery already has a finished message of its own (``_recovered_elsewhere``) ends."""
-        for key, cut in list(self.by_key.items()):
+        for cut in list(self.by_key.values()):
             if cut.ref.chat_id != chat_id:
                 continue
             if cut.owner is Owner.GATEWAY and (elsewhere := self._recovered_elsewhere(cut, messages, history)):
@@ -434,11 +443,9 @@ class Cuts:
                 meta = messages[found].get("meta")
                 if meta.get("openclaw_run") == cut.recovery:
                     cut.absorb = found  # its own message: M takes its part when it ends (``_absorb``)
-                self._end(table, cut, NEWER_RUN_NOTE)
+                self._feed(table, cut, NobodyContinues(Why.RECOVERED_ELSEWHERE))
                 continue
             if cut.owner is Owner.GATEWAY and history is not None and self._not_recovered(table, cut, history):
-                continue
-            if not cut.ready:
                 continue
             message = messages.get(cut.message_id)
             meta = message.get("meta") if isinstance(message, dict) else None
@@ -450,12 +457,8 @@ class Cuts:
             if isinstance(message, dict) and (
                 (message.get("done") is True and ended) or (isinstance(chain, list) and len(chain) > len(cut.chain))
             ):
-                log.info("runs.cut_continued_elsewhere chat=%s message=%s", chat_id, cut.message_id)
-                del self.by_key[key]
-                if cut.output:
-                    self._writing += 1
-                    table.spawn(self._write_shown, cut)
-                self.bridge.wake()
+                # (M not written open yet: its writer finds it continued, ``unless_continued``.)
+                self._feed(table, cut, ContinuedElsewhere(shown=bool(cut.output)))
 
     def _not_recovered(self, table: Table, cut: Cut, history: ChatHistory) -> bool:
         """The transcript shows another run begun after the held cut run's last message with no recovery turn
@@ -470,7 +473,7 @@ class Cuts:
         log.info(
             "runs.not_recovered run=%s chat=%s (a later run began before any recovery)", cut.source, cut.ref.chat_id
         )
-        self._end(table, cut, None)
+        self._feed(table, cut, NobodyContinues(Why.NOT_RECOVERED))
         return True
 
     def _recovered_elsewhere(
@@ -514,23 +517,16 @@ class Cuts:
 
     def tick(self, table: Table) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
-        held for the next hello is tried now (a refused one is held again, under the same run id, for the next tick or
-        hello). Issue 24, item 13: a notice the Gateway never followed with a close left M ``done: false`` until a
-        reconnect."""
+        held for the next hello is tried now (``CutState.AFTER_HELLO``, ``SEND_HELD``; issue 24, item 13)."""
         if table.conn.notice is None:
             return
         for cut in list(self.by_key.values()):
-            if cut.owner is Owner.RESUME and cut.ready and not cut.sending and (cut.after_hello or cut.held):
-                cut.after_hello, cut.past_notice = False, True
-                log.info("runs.resume_after_notice chat=%s (a tick after the shutdown notice)", cut.ref.chat_id)
-                self._act(table, cut)
+            self._feed(table, cut, Tick())
 
     def hello(self, table: Table) -> None:
         """A new connection said hello-ok (its list is in): held resumes go now."""
         for cut in list(self.by_key.values()):
-            if cut.owner is Owner.RESUME and cut.ready and not cut.sending:
-                cut.after_hello = False
-                self._act(table, cut)
+            self._feed(table, cut, HelloIn())
 
     # ------------------------------------------------------------------ resume
 
@@ -540,12 +536,18 @@ class Cuts:
         return ids.resume_run_id(cut.ref.chat_id, cut.message_id, str(cut.resumes))
 
     async def _resume(self, table: Table, cut: Cut) -> None:
+        answered = False
         try:
-            await self._send_resume(table, cut)
+            answered = await self._send_resume(table, cut)
         finally:
-            cut.sending = False
+            if not answered:
+                # Its connection closed before the Gateway answered: the next hello sends it (under the run id
+                # reserved, if one was).
+                self._feed(table, cut, SendAbandoned(reserved=cut.held is not None))
 
-    async def _send_resume(self, table: Table, cut: Cut) -> None:
+    async def _send_resume(self, table: Table, cut: Cut) -> bool:
+        """Reserve the resume's number on M (unless a run id is held) and send it; True once the machine was told
+        how it went."""
         if cut.held is None:
             counted = max(cut.resumes, await self._counted(cut))
             try:
@@ -563,9 +565,9 @@ class Cuts:
             except StoreError as exc:  # M not there (the cut run showed nothing): the count lives on the cut alone
                 log.info("runs.resume_count_unsaved chat=%s message=%s (%s)", cut.ref.chat_id, cut.message_id, exc)
                 n, new = counted + 1, True
-            if not may_resume(n - 1):
-                self._end(table, cut, BUDGET_NOTE.format(n=n))
-                return
+            self._feed(table, cut, Reserved(n))
+            if not cut.machine.held:
+                return True  # the budget is spent: M ends with its note
             if not new:
                 log.info(
                     "runs.resume_shared chat=%s message=%s n=%d (another process resumed this cut)",
@@ -583,17 +585,19 @@ class Cuts:
             await table.conn.request("chat.send", params)
         except (NotConnected, SessionClosed) as exc:
             log.info("runs.resume_held run=%s (%s; sent at the next hello)", run_id, exc)
-            return
+            self._feed(table, cut, Sent(SendOutcome.HELD))
+            return True
         except (GatewayError, ProtocolError) as exc:
             if getattr(exc, "retryable", False) or getattr(exc, "code", None) == "UNAVAILABLE":
                 # The Gateway is draining or starting (or its store did not answer): the next hello sends it.
                 log.info("runs.resume_held run=%s (%s; sent at the next hello)", run_id, exc)
-                return
+                self._feed(table, cut, Sent(SendOutcome.HELD))
+                return True
             log.error("runs.resume_refused run=%s error=%s", run_id, exc)
             self.by_key.pop(cut.session_key, None)
             self._expected.pop(run_id, None)
-            self._end(table, cut, f"{CUT_OFF}, and the Gateway refused its resume: {exc}")
-            return
+            self._feed(table, cut, Sent(SendOutcome.REFUSED, str(exc)))
+            return True
         log.info(
             "runs.resumed run=%s chat=%s message=%s count=%d", run_id, cut.ref.chat_id, cut.message_id, cut.resumes
         )
@@ -603,8 +607,8 @@ class Cuts:
         elif self.bridge.ledger.is_settled(cut.session_key, run_id):
             self._expected.pop(run_id, None)
         self.resumes_sent.append(run_id)
-        if self.by_key.get(cut.session_key) is cut:
-            del self.by_key[cut.session_key]  # the resume run carries the chain now
+        self._feed(table, cut, Sent(SendOutcome.SENT))  # the resume run carries the chain now
+        return True
 
     async def _kept_open(self, run: Run, history: ChatHistory) -> tuple[str, tuple[str, ...]] | None:
         """The message of the chat a cut run left for the recovery ``run`` (its id, and the runs it holds), if there is
@@ -672,15 +676,6 @@ class Cuts:
         return count if isinstance(count, int) else 0
 
     # ------------------------------------------------------------------ ending M without a continuation
-
-    def _end(self, table: Table, cut: Cut, note: str | None) -> None:
-        if self.by_key.get(cut.session_key) is cut:
-            del self.by_key[cut.session_key]
-        cut.ending, cut.note = True, note
-        if cut.ready:
-            self._spawn_end(table, cut, note)
-        else:
-            self._ending[cut.source] = cut  # M is being written open: it ends once that is done
 
     def _spawn_end(self, table: Table, cut: Cut, note: str | None) -> None:
         self._writing += 1
@@ -972,7 +967,7 @@ class Cuts:
                 # recovery found no cut to wait for and read M before the cut run wrote it open (fuzz seed 40958:
                 # M lost the streamed tail the transcript lacks).
                 log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
-                self._end(table, cut, NEWER_RUN_NOTE)
+                self._feed(table, cut, NobodyContinues(Why.NEWER_RUN))
             elif run.order[1] > cut.opened:
                 log.info(
                     "runs.link_admitted run=%s held=%s (admitted before the recovery: M waits)", run.run_id, cut.source
@@ -1016,7 +1011,8 @@ class Cuts:
             log.info("runs.link_named_elsewhere run=%s source=%s held=%s", run.run_id, link.source, cut.source)
             # No note when a run began after the held one's last message before any recovery (``next_run_began``):
             # the held run had ended on its own (an abort after a tool call stores no ending message), nothing cut it.
-            self._end(table, cut, None if next_run_began(history, cut.source) else NEWER_RUN_NOTE)
+            ended_first = next_run_began(history, cut.source)
+            self._feed(table, cut, NobodyContinues(Why.ENDED_FIRST if ended_first else Why.RECOVERED_OTHER))
             cut = None
         beat = cut is not None and heartbeat_recovered(history, cut.source, run.run_id)
         if (
@@ -1033,7 +1029,8 @@ class Cuts:
             # No note when that later run began before any recovery (``next_run_began``, or the heartbeat): the held
             # run had ended on its own before it, nothing cut it (fuzz seed 77089: the note on a run that ended
             # ``aborted``).
-            self._end(table, cut, None if beat or next_run_began(history, cut.source) else NEWER_RUN_NOTE)
+            ended_first = beat or next_run_began(history, cut.source)
+            self._feed(table, cut, NobodyContinues(Why.ENDED_FIRST if ended_first else Why.RECOVERED_OTHER))
             self.bridge.wake()
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:
@@ -1077,8 +1074,7 @@ class Cuts:
                 return
             # ``cut.output`` is None when another process finished M: M's output is then read at the claim.
             run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
-            if self.by_key.get(run.session_key) is cut:
-                del self.by_key[run.session_key]
+            self._feed(table, cut, Linked())
         else:
             # A cut this process did not see: M's output is read at the claim.
             run.chain = (link.source,) if link.source else kept_chain
