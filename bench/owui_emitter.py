@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from owc.emit import RecordingEmitter
-from owc.owui import guest
+from owc.owui import trio_host
 from owc.owui.emitter import OwuiEmitter
 
 EVENT = {"type": "chat:completion", "data": {"output": [{"type": "message", "content": [{"text": "x" * 80}]}]}}
@@ -84,7 +84,7 @@ def guest_mode(n: int, loop_factory: Any) -> dict[str, float]:
         await trio.sleep_forever()
 
     async def main() -> dict[str, float]:
-        host = await guest.start(idle)
+        host = await trio_host.start(idle)
         try:
             emitter = OwuiEmitter(host, NullOpenWebUI())
 

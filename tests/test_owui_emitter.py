@@ -2,7 +2,7 @@
 
 ``FakeOpenWebUI`` (``tests/owui/fake_surface.py``) behaves as Open WebUI 0.12.4's own objects do where owc touches
 them. The real server is the W tier's. Plain asyncio, as
-in ``test_owui_guest.py``: each test runs its own loop; nothing waits on a clock.
+in ``test_owui_trio_host.py``: each test runs its own loop; nothing waits on a clock.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from owc.owui import guest
+from owc.owui import trio_host
 from owc.owui.emitter import OwuiEmitter
 from owc.owui.intent_hook import install_code
 
@@ -22,7 +22,7 @@ from owui.fake_surface import FakeOpenWebUI
 def _run(body: Any) -> Any:
     with asyncio.Runner() as runner:
         result = runner.run(body())
-    host = guest._HOST
+    host = trio_host._HOST
     assert host is None or host.ended, f"a test left the guest running: {host!r}"
     return result
 
@@ -35,7 +35,7 @@ async def _idle(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNOR
 def test_events_reach_open_webuis_emitter_one_per_message() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
 
@@ -60,7 +60,7 @@ def test_events_reach_open_webuis_emitter_one_per_message() -> None:
 def test_a_writer_is_a_task_of_its_chat_with_a_live_copy_until_it_closes() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             cancels: list[str] = []
@@ -139,7 +139,7 @@ def _reannounced(owui: FakeOpenWebUI, message_id: str) -> list[dict[str, Any]]:
 def test_a_stop_the_page_tagged_stops_every_writer_it_cancelled() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -162,7 +162,7 @@ def test_a_stop_the_page_tagged_stops_every_writer_it_cancelled() -> None:
 def test_send_now_keeps_the_writer_writing_under_a_new_task() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -193,7 +193,7 @@ def test_a_stop_before_the_task_began_is_not_its_own() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -215,7 +215,7 @@ def test_a_stop_close_behind_a_send_now_wins() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -238,7 +238,7 @@ def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() 
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -273,7 +273,7 @@ def test_records_that_cannot_be_read_make_a_cancel_unknown() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -304,7 +304,7 @@ def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_ta
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -342,7 +342,7 @@ def test_a_writer_that_closes_while_its_cancel_is_handled_leaves_no_task_behind(
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -377,7 +377,7 @@ def test_a_stop_before_the_message_is_introduced_stops_at_once() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -401,7 +401,7 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -448,7 +448,7 @@ def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_read_as_the_sende
     async def body() -> None:
         owui = FakeOpenWebUI()
         owui.authors[("c", "m")] = "bea"  # Open WebUI's reply stub, made by insert_chat_turn for the sender
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -472,7 +472,7 @@ def test_a_user_turns_cancelled_request_is_stopped_only_by_a_stop_made_for_it() 
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()

@@ -34,8 +34,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from owc.owui.guest import HostError, TrioHost
 from owc.owui.intent_hook import install_code
+from owc.owui.trio_host import HostError, TrioHost
 from owc.rules.intent import Intent, Mark, StopRecord, decide, mark_of, read
 
 log = logging.getLogger("owc.owui")

@@ -1,4 +1,4 @@
-"""The host bridge (``owc/owui/guest.py``): Trio as a guest on an asyncio loop, as Open WebUI hosts it.
+"""The host bridge (``owc/owui/trio_host.py``): Trio as a guest on an asyncio loop, as Open WebUI hosts it.
 
 Plain asyncio: each test is a sync function that runs its own loop (``asyncio.Runner``; uvloop too when the venv
 has it), so pytest-trio's ``trio_mode`` does not touch it. Nothing waits on a clock: every wait is on an event or a
@@ -20,8 +20,8 @@ import pytest
 import sniffio
 import trio
 
-from owc.owui import guest
-from owc.owui.guest import AsyncioCancelled, HostClosed, HostError, HostMismatch, TrioHost
+from owc.owui import trio_host
+from owc.owui.trio_host import AsyncioCancelled, HostClosed, HostError, HostMismatch, TrioHost
 
 HAVE_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
@@ -46,7 +46,7 @@ def run(request) -> Callable[[Callable[[], Awaitable[Any]]], Any]:
             return loop_runner.run(body())
 
     yield runner
-    host = guest._HOST
+    host = trio_host._HOST
     assert host is None or host.ended, f"a test left the guest running: {host!r}"
 
 
@@ -56,8 +56,8 @@ async def idle_main(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_I
 
 
 @asynccontextmanager
-async def hosted(main: guest.MainFn = idle_main) -> AsyncIterator[TrioHost]:
-    host = await guest.start(main)
+async def hosted(main: trio_host.MainFn = idle_main) -> AsyncIterator[TrioHost]:
+    host = await trio_host.start(main)
     try:
         yield host
     finally:
@@ -75,7 +75,7 @@ def test_start_and_round_trip_both_ways(run) -> None:
     async def body() -> None:
         async with hosted() as host:
             assert host.running and host.started_value == "idle-ready"
-            assert guest.current_host() is host
+            assert trio_host.current_host() is host
 
             async def asyncio_side(x: int) -> tuple[int, str, bool]:
                 # Open WebUI's coroutines must see asyncio, not the Trio task that awaits them (httpx / anyio
@@ -92,7 +92,7 @@ def test_start_and_round_trip_both_ways(run) -> None:
             # Many crossings in a row, both ways, keep their order and values.
             results = [await host.run_in_trio(trio_side, i) for i in range(50)]
             assert [r[1][0] for r in results] == [2 * i for i in range(50)]
-        assert host.ended and not host.running and guest.current_host() is None
+        assert host.ended and not host.running and trio_host.current_host() is None
 
     run(body)
 
@@ -219,7 +219,7 @@ def test_a_spawned_task_that_fails_while_the_host_closes_ends_the_guest_cleanly(
                 finally:
                     raise ValueError("cleanup broke")
 
-        host = await guest.start(idle_main)
+        host = await trio_host.start(idle_main)
         host.spawn(writer)
         await inside
         await host.aclose()
@@ -389,19 +389,19 @@ def test_once_per_process(run) -> None:
             await trio.sleep_forever()
 
         # The startup Event Function and the first pipe() race to start: one guest run, one main.
-        first, second = await asyncio.gather(guest.start(main), guest.start(main))
+        first, second = await asyncio.gather(trio_host.start(main), trio_host.start(main))
         try:
             assert first is second and starts == [1] and first.started_value == 1
-            assert await guest.start(main) is first
+            assert await trio_host.start(main) is first
             with pytest.raises(HostMismatch, match="idle_main"):
-                await guest.start(idle_main)
+                await trio_host.start(idle_main)
             # A second guest run in this thread is what Trio refuses; the singleton never tries one.
             assert first.running
         finally:
             await first.aclose()
         # After the close, the process's host stays closed on this loop (a pipe() during shutdown).
         with pytest.raises(HostClosed):
-            await guest.start(main)
+            await trio_host.start(main)
         assert starts == [1]
 
     run(body)
@@ -421,7 +421,7 @@ def test_a_new_loop_gets_a_new_host(run) -> None:
 
 def test_aclose_is_idempotent_and_closes_the_bridge(run) -> None:
     async def body() -> None:
-        host = await guest.start(idle_main)
+        host = await trio_host.start(idle_main)
         await asyncio.gather(host.aclose(), host.aclose())
         await host.aclose()
         assert host.ended and host.closing and not host.running
@@ -451,7 +451,7 @@ def test_aclose_with_work_still_running(run) -> None:
             finally:
                 order.append("main ended")
 
-        host = await guest.start(main)
+        host = await trio_host.start(main)
         started = [loop.create_future() for _ in range(3)]
 
         def trio_forever(index: int, label: str) -> Callable[[], Awaitable[None]]:
@@ -517,14 +517,14 @@ def test_a_guest_that_ends_with_an_error_is_logged(run, caplog) -> None:
             await crash.wait()
             raise RuntimeError("main broke")
 
-        host = await guest.start(main)
+        host = await trio_host.start(main)
         host.run_sync_soon(host.started_value.set)  # type: ignore[attr-defined]
         await host.wait_ended()  # not closed: the error is reported when it happens
         [record] = records(caplog, "owui.guest_failed")
         assert record.levelno == logging.ERROR
         error = record.exc_info[1] if record.exc_info else None
         assert isinstance(error, BaseExceptionGroup) and error.subgroup(RuntimeError) is not None
-        assert host.ended and not host.running and guest.current_host() is None
+        assert host.ended and not host.running and trio_host.current_host() is None
         with pytest.raises(HostClosed):
             await host.run_in_trio(_echo, 1)
 
@@ -538,7 +538,7 @@ def test_a_guest_that_ends_with_an_error_is_logged(run, caplog) -> None:
         assert len(records(caplog, "owui.guest_failed")) == 1
         # Closed (the shutdown hook's aclose): a later start on this loop is refused, as for a clean close.
         with pytest.raises(HostClosed):
-            await guest.start(idle_main)
+            await trio_host.start(idle_main)
 
     run(body)
 
@@ -550,7 +550,7 @@ def test_a_main_that_fails_before_it_started(run, caplog) -> None:
             raise ValueError("bad configuration")
 
         with pytest.raises(HostError, match="before main") as info:
-            await guest.start(main)
+            await trio_host.start(main)
         cause = info.value.__cause__
         assert isinstance(cause, BaseExceptionGroup) and cause.subgroup(ValueError) is not None
         assert records(caplog, "owui.guest_failed")
