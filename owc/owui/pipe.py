@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from typing import Any
 
+import anyio.to_thread
 import attrs
 
 from owc import ids
@@ -248,7 +249,9 @@ async def _attachments(turn: Turn) -> tuple[list[dict[str, Any]], list[str]]:
         return [], []
     try:
         read = await attachments.owui_file_reader(list(turn.files), turn.user) if turn.files else None
-        return await asyncio.to_thread(attachments.attachments_from, turn.content, list(turn.files), read=read)
+        build = partial(attachments.attachments_from, turn.content, list(turn.files), read=read)
+        # Off the loop; a Stop while it reads does not wait for the read (the thread finishes it, unwanted).
+        return await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
     except Exception:
         log.exception("owui.attachments_failed chat=%s", turn.chat_id)
         return [], ["The attached files could not be read, so only the text was sent."]
