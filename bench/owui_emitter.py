@@ -37,9 +37,17 @@ class NullOpenWebUI:
 
         return emit
 
-    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> str:
-        asyncio.get_running_loop().create_task(coroutine)
-        return "task"
+    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> tuple[str, asyncio.Task[None]]:
+        return "task", asyncio.get_running_loop().create_task(coroutine)  # as Open WebUI's registry: its own task
+
+    async def stop_records(self, chat_id: str) -> tuple[Any, ...]:
+        return ()
+
+    async def message_user(self, chat_id: str, message_id: str) -> str | None:
+        return None
+
+    def room_sessions(self, chat_id: str) -> frozenset[str]:
+        return frozenset()
 
     async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
         return None
