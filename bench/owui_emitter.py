@@ -22,7 +22,7 @@ from typing import Any
 import trio
 
 from owc.emit import RecordingEmitter
-from owc.owui import guest
+from owc.owui import trio_host
 from owc.owui.emitter import OwuiEmitter
 
 EVENT = {"type": "chat:completion", "data": {"output": [{"type": "message", "content": [{"text": "x" * 80}]}]}}
@@ -37,9 +37,17 @@ class NullOpenWebUI:
 
         return emit
 
-    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> str:
-        asyncio.get_running_loop().create_task(coroutine)
-        return "task"
+    async def create_task(self, coroutine: Coroutine[Any, Any, None], chat_id: str) -> tuple[str, asyncio.Task[None]]:
+        return "task", asyncio.get_running_loop().create_task(coroutine)  # as Open WebUI's registry: its own task
+
+    async def stop_records(self, chat_id: str) -> tuple[Any, ...]:
+        return ()
+
+    async def message_user(self, chat_id: str, message_id: str) -> str | None:
+        return None
+
+    def room_sessions(self, chat_id: str) -> frozenset[str]:
+        return frozenset()
 
     async def save_response_stream(self, task_id: str, chat_id: str, message_id: str, output: list[Any]) -> None:
         return None
@@ -84,7 +92,7 @@ def guest_mode(n: int, loop_factory: Any) -> dict[str, float]:
         await trio.sleep_forever()
 
     async def main() -> dict[str, float]:
-        host = await guest.start(idle)
+        host = await trio_host.start(idle)
         try:
             emitter = OwuiEmitter(host, NullOpenWebUI())
 

@@ -2,7 +2,7 @@
 
 ``FakeOpenWebUI`` (``tests/owui/fake_surface.py``) behaves as Open WebUI 0.12.4's own objects do where owc touches
 them. The real server is the W tier's. Plain asyncio, as
-in ``test_owui_guest.py``: each test runs its own loop; nothing waits on a clock.
+in ``test_owui_trio_host.py``: each test runs its own loop; nothing waits on a clock.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import trio
 
-from owc.owui import guest
+from owc.owui import trio_host
 from owc.owui.emitter import OwuiEmitter
 from owc.owui.intent_hook import install_code
 
@@ -22,7 +22,7 @@ from owui.fake_surface import FakeOpenWebUI
 def _run(body: Any) -> Any:
     with asyncio.Runner() as runner:
         result = runner.run(body())
-    host = guest._HOST
+    host = trio_host._HOST
     assert host is None or host.ended, f"a test left the guest running: {host!r}"
     return result
 
@@ -35,7 +35,7 @@ async def _idle(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNOR
 def test_events_reach_open_webuis_emitter_one_per_message() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
 
@@ -60,7 +60,7 @@ def test_events_reach_open_webuis_emitter_one_per_message() -> None:
 def test_a_writer_is_a_task_of_its_chat_with_a_live_copy_until_it_closes() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             cancels: list[str] = []
@@ -114,7 +114,8 @@ class _Writers:
 async def _settled(emitter: OwuiEmitter) -> None:
     """Until every cancel has been handled (registered again, its records read, decided)."""
     while pending := [a for asks in emitter._asks.values() for a in asks if not a.done()]:
-        await asyncio.wait(pending)
+        for ask in pending:
+            await ask.wait()
 
 
 async def _writing(host: Any, emitter: OwuiEmitter, writers: _Writers, *messages: str) -> None:
@@ -139,7 +140,7 @@ def _reannounced(owui: FakeOpenWebUI, message_id: str) -> list[dict[str, Any]]:
 def test_a_stop_the_page_tagged_stops_every_writer_it_cancelled() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -159,10 +160,64 @@ def test_a_stop_the_page_tagged_stops_every_writer_it_cancelled() -> None:
     _run(body)
 
 
+def test_a_stop_whose_writer_callback_raises_costs_only_that_writer(caplog) -> None:
+    """The guarded crossing (``trio_host._soon``), on the emitter's own paths into Trio: a writer's Stop callback and
+    a user turn's that raise are one ``owui.callback_failed`` line each (named, without arguments); the guest run
+    goes on, the other writer of the same Stop still hears it, and a later Stop is heard too: nothing else lost."""
+
+    async def body() -> None:
+        owui = FakeOpenWebUI()
+        host = await trio_host.start(_idle)
+        try:
+            emitter = OwuiEmitter(host, owui)
+            writers = _Writers()
+
+            def broken_writer() -> None:
+                raise KeyError("the ledger had no such run")
+
+            async def open_broken() -> None:
+                await emitter.open_task("c", "bad", "u", broken_writer)
+                await emitter.emit("c", "bad", "u", {"type": "chat:messages", "data": {"messages": {"bad": {}}}})
+
+            await host.run_in_trio(open_broken)
+            await _writing(host, emitter, writers, "m")
+            assert await owui.stop_chat("c", "stop") == 2
+            await host.run_in_trio(writers.wait_heard, 1)
+            await _settled(emitter)
+            assert writers.heard == ["m"] and host.running
+            [failed] = [r for r in caplog.records if r.getMessage().startswith("owui.callback_failed")]
+            assert "broken_writer" in failed.getMessage() and "ledger" not in failed.getMessage()
+            assert failed.exc_info and isinstance(failed.exc_info[1], KeyError)
+
+            # A user turn's request cancelled by a Stop, whose stop callback raises: the same, one line.
+            mark = await emitter.stop_mark("c2")
+            owui.record_stop("c2", "stop")
+            emitter.decide_after_request_cancel("c2", "m2", "u", mark, broken_writer)
+            for asked in list(emitter._inline_asks):
+                await asked.wait()
+            await host.run_in_trio(_checkpoint)  # the token's callbacks run in order: the bad one has run
+            assert len([r for r in caplog.records if r.getMessage().startswith("owui.callback_failed")]) == 2
+
+            # Still serving: a new writer's Stop is heard.
+            await _writing(host, emitter, writers, "m3")
+            await owui.stop_chat("c", "stop")
+            await host.run_in_trio(writers.wait_heard, 2)
+            assert writers.heard == ["m", "m3"] and host.running
+            assert not [r for r in caplog.records if r.getMessage().startswith("owui.guest_failed")]
+        finally:
+            await host.aclose()
+
+    _run(body)
+
+
+async def _checkpoint() -> None:
+    await trio.lowlevel.checkpoint()
+
+
 def test_send_now_keeps_the_writer_writing_under_a_new_task() -> None:
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -193,7 +248,7 @@ def test_a_stop_before_the_task_began_is_not_its_own() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -215,7 +270,7 @@ def test_a_stop_close_behind_a_send_now_wins() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -238,7 +293,7 @@ def test_a_cancel_nobody_explains_keeps_writing_and_tells_the_tabs_it_goes_on() 
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -273,7 +328,7 @@ def test_records_that_cannot_be_read_make_a_cancel_unknown() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -304,7 +359,7 @@ def test_the_page_hook_goes_to_the_tabs_when_the_message_is_introduced_and_to_ta
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -342,7 +397,7 @@ def test_a_writer_that_closes_while_its_cancel_is_handled_leaves_no_task_behind(
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -377,7 +432,7 @@ def test_a_stop_before_the_message_is_introduced_stops_at_once() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -401,7 +456,7 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -422,13 +477,15 @@ def test_a_writer_registered_again_is_told_its_new_task_id_in_trio() -> None:
             [before] = owui.item_tasks["c"]
             assert await owui.stop_chat("c", "send_now") == 1
             await _settled(emitter)
-            await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
+            for naming in [n for ns in emitter._namings.values() for n in ns]:
+                await naming.wait()
             [after] = owui.item_tasks["c"]
             assert after != before and told == [after] and writers.heard == []
             await owui.stop_chat("c", "send_now")
             await owui.stop_chat("c", "send_now")
             await _settled(emitter)
-            await asyncio.gather(*[n for ns in emitter._namings.values() for n in ns])
+            for naming in [n for ns in emitter._namings.values() for n in ns]:
+                await naming.wait()
             [newest] = owui.item_tasks["c"]
             assert told[-1] == newest and newest not in told[:-1]
             await host.run_in_trio(emitter.close_task, "c", "m")
@@ -448,7 +505,7 @@ def test_a_stop_of_a_reply_in_a_chat_shared_with_its_sender_is_read_as_the_sende
     async def body() -> None:
         owui = FakeOpenWebUI()
         owui.authors[("c", "m")] = "bea"  # Open WebUI's reply stub, made by insert_chat_turn for the sender
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -472,7 +529,7 @@ def test_a_user_turns_cancelled_request_is_stopped_only_by_a_stop_made_for_it() 
 
     async def body() -> None:
         owui = FakeOpenWebUI()
-        host = await guest.start(_idle)
+        host = await trio_host.start(_idle)
         try:
             emitter = OwuiEmitter(host, owui)
             writers = _Writers()
@@ -481,7 +538,8 @@ def test_a_user_turns_cancelled_request_is_stopped_only_by_a_stop_made_for_it() 
                 mark = await emitter.stop_mark("c")
                 owui.record_stop("c", said)
                 emitter.decide_after_request_cancel("c", "m", "u", mark, writers.on_cancel(f"m-{said}"))
-                await asyncio.gather(*emitter._inline_asks)
+                for asked in list(emitter._inline_asks):
+                    await asked.wait()
                 if stopped:
                     await host.run_in_trio(writers.wait_heard, 1)
             assert writers.heard == ["m-stop"]

@@ -125,7 +125,7 @@ def test_a_turn_in_a_chat_another_user_shared_goes_to_the_owners_session(monkeyp
     """Issue 24, item 13: a user writing in a chat shared with them (Open WebUI 0.12.4's ``continue`` share: the
     request names the owner's chat, ``__user__`` is the sender) sends to the chat's own session, its owner's
     (``Runtime.chat_session_key``), never to a second session keyed by the sender."""
-    from owc.owui import host as owui_host
+    from owc.owui import process as owui_process
     from owc.runs.inline import UserTurnError
 
     asked: list[tuple[str, str, str]] = []
@@ -149,7 +149,7 @@ def test_a_turn_in_a_chat_another_user_shared_goes_to_the_owners_session(monkeyp
         async def run_in_trio(self, fn: Any, *args: Any) -> Any:
             return await fn(*args)
 
-    monkeypatch.setattr(owui_host, "current_runtime", lambda: (Host(), Runtime()))
+    monkeypatch.setattr(owui_process, "current_runtime", lambda: (Host(), Runtime()))
     turn = _turn_from(VALVES, _body(), {"id": USER}, {"chat_id": CHAT, "message_id": M})
     assert isinstance(turn, Turn)
 

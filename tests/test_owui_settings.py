@@ -3,7 +3,7 @@ connection closed and the next opened with it, found through ``pipe()`` / ``pipe
 the saved valves, or the ``function.valves_updated`` event); a refusal is said in the model picker and the reply;
 settings that cannot be used are one line naming the valve.
 
-As ``tests/test_owui_host.py``: owc hosted as a Trio guest on this test's asyncio loop with ``FakeOpenWebUI``, the
+As ``tests/test_owui_process.py``: owc hosted as a Trio guest on this test's asyncio loop with ``FakeOpenWebUI``, the
 Gateway simulator in its own thread on loopback; waits are on events the other side sets, never on a clock."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import attrs
 import pytest
 import trio
 
-from owc.owui import guest, host
 from owc.owui import pipe as owui_pipe
-from owc.owui.host import HostSettings, connection_changes
+from owc.owui import process, trio_host
+from owc.owui.process import HostSettings, connection_changes
 
 from conftest import secret
 from owui.fake_surface import FakeOpenWebUI
@@ -112,17 +112,17 @@ def test_a_saved_url_valve_moves_owc_to_the_other_gateway_without_a_restart(open
 
         async def body() -> None:
             first = owui_pipe.settings_from(_valves(old.url, TOKEN))
-            runtime = await host.ensure_started(first, FakeOpenWebUI())
+            runtime = await process.ensure_started(first, FakeOpenWebUI())
             try:
                 client = runtime.client
-                await guest.process_host().run_in_trio(runtime.connected)
+                await trio_host.process_host().run_in_trio(runtime.connected)
                 assert _subscribed(old, old_token) == 1
                 # The admin saves the other Gateway's URL and token: Open WebUI's next pipes() call has them.
                 listed = await owui_pipe.pipes(_valves(new.url, OTHER_TOKEN))
                 assert listed[0]["id"] == "main"
                 await _until_subscribed(new, new_token, 1)
                 await _until_subscribed(old, old_token, 0)
-                assert host.current_runtime()[1] is runtime and client.url == new.url
+                assert process.current_runtime()[1] is runtime and client.url == new.url
                 # Back, through the event the worker that saved the valves publishes (Open WebUI 0.12.4's
                 # ``function.valves_updated``, subject the Pipe), with the valves as saved.
                 open_webui.update(GATEWAY_URL=old.url, GATEWAY_TOKEN=TOKEN, DEVICE_DIR="off")
@@ -134,7 +134,7 @@ def test_a_saved_url_valve_moves_owc_to_the_other_gateway_without_a_restart(open
                 await owui_pipe.on_event(other, None)  # another Function's valves: nothing
                 assert client.connections_opened == 3
             finally:
-                await host.shutdown()
+                await process.shutdown()
             applied = [r.getMessage() for r in caplog.records if "owui.settings_applied" in r.getMessage()]
             assert (
                 applied == ["owui.settings_applied changed=GATEWAY_URL,GATEWAY_TOKEN (reconnecting with them now)"] * 2
@@ -149,17 +149,17 @@ def test_a_wrong_token_is_said_in_the_picker_and_in_the_reply_and_a_saved_token_
 
         async def body() -> None:
             wrong = owui_pipe.settings_from(_valves(sim.url, OTHER_TOKEN))
-            runtime = await host.ensure_started(wrong, FakeOpenWebUI())
+            runtime = await process.ensure_started(wrong, FakeOpenWebUI())
             try:
-                await guest.process_host().run_in_trio(runtime.client.wait_held)
+                await trio_host.process_host().run_in_trio(runtime.client.wait_held)
                 listed = await owui_pipe.pipes(_valves(sim.url, OTHER_TOKEN))
                 assert listed == [{"id": "main", "name": "OpenClaw (wrong token: see GATEWAY_TOKEN valve)"}]
                 # The saved right token: applied by the next call, connected without a restart.
                 listed = await owui_pipe.pipes(_valves(sim.url, TOKEN))
-                await guest.process_host().run_in_trio(runtime.connected)
-                assert _subscribed(sim, sim_token) == 1 and host.current_runtime()[1] is runtime
+                await trio_host.process_host().run_in_trio(runtime.connected)
+                assert _subscribed(sim, sim_token) == 1 and process.current_runtime()[1] is runtime
             finally:
-                await host.shutdown()
+                await process.shutdown()
             assert not any(r.exc_info for r in caplog.records if r.name.startswith("owc"))  # no traceback
             refused = [r for r in caplog.records if r.getMessage().startswith("gateway.refused ")]
             assert len(refused) == 1 and "AUTH_TOKEN_MISMATCH" in refused[0].getMessage()

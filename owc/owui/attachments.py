@@ -56,7 +56,6 @@ database, imported lazily). Nothing here logs, and no problem line ever holds a 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import os
@@ -67,6 +66,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import anyio.to_thread
 import attrs
 
 #: ``hello-ok.policy.attachments.maxBytes`` of the real Gateway 2026.9.6 (default config): decoded bytes of one
@@ -207,7 +207,7 @@ async def owui_file_reader(files: Any, user: Any, *, max_bytes: int = MAX_BYTES)
     ``retrieval/utils.py:1532-1538``), from the row's own path (a local copy from remote storage:
     ``Storage.get_file``), inside Open WebUI's upload folder. ``user``: the Pipe's ``__user__``. Any failure
     makes that file unreadable (a line for the user), never an exception. The reads are blocking: call
-    ``attachments_from`` with this reader in a thread (``asyncio.to_thread``), not on Open WebUI's loop."""
+    ``attachments_from`` with this reader in a thread (``anyio.to_thread.run_sync``), not on Open WebUI's loop."""
     from open_webui.config import UPLOAD_DIR
     from open_webui.models.files import Files
     from open_webui.models.users import UserModel
@@ -232,7 +232,8 @@ async def owui_file_reader(files: Any, user: Any, *, max_bytes: int = MAX_BYTES)
                 continue
             if not (who.role == "admin" or row.user_id == who.id or await has_access_to_file(ref.id, "read", who)):
                 continue
-            paths[ref.id] = await asyncio.to_thread(Storage.get_file, row.path)
+            # A local copy from remote storage: blocking, so off the loop (abandoned, as before, on a Stop).
+            paths[ref.id] = await anyio.to_thread.run_sync(Storage.get_file, row.path, abandon_on_cancel=True)
         except Exception:
             continue
 

@@ -34,8 +34,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from owc.owui.guest import HostError, TrioHost
 from owc.owui.intent_hook import install_code
+from owc.owui.trio_host import HostError, OwnedTask, TrioHost
 from owc.rules.intent import Intent, Mark, StopRecord, decide, mark_of, read
 
 log = logging.getLogger("owc.owui")
@@ -118,12 +118,14 @@ class OwuiEmitter:
         self._tasks: dict[tuple[str, str], _Task] = {}
         #: Per chat, the room's sessions that were sent the page hook (dropped with the chat's last task).
         self._hooked: dict[str, frozenset[str]] = {}
+        # The asyncio tasks the emitter starts are the host's task group's (``TrioHost.start_asyncio``); these hold
+        # them by what they are for, so each ends with it (``close_task``, ``release_all``), not only with the host.
         #: Per chat, the handling of cancels in flight (ended with the chat's last task).
-        self._asks: dict[str, set[asyncio.Task[None]]] = {}
+        self._asks: dict[str, set[OwnedTask]] = {}
         #: Decisions after a user turn's request was cancelled (ended when decided, or at shutdown).
-        self._inline_asks: set[asyncio.Task[None]] = set()
+        self._inline_asks: set[OwnedTask] = set()
         #: Per message, the ``meta.task_id`` writes in flight after a re-registration (ended with its task).
-        self._namings: dict[tuple[str, str], set[asyncio.Task[None]]] = {}
+        self._namings: dict[tuple[str, str], set[OwnedTask]] = {}
 
     # ------------------------------------------------------------------ events
 
@@ -210,7 +212,8 @@ class OwuiEmitter:
             return None
 
     async def _register(self, task: _Task) -> None:
-        """(Re-)register ``task``'s writer with Open WebUI under a new task id: a coroutine that only waits."""
+        """(Re-)register ``task``'s writer with Open WebUI under a new task id: a coroutine that only waits, as a
+        task Open WebUI makes and owns (its Stop cancels it), ended by ``release``."""
         release = asyncio.Event()
         task.release = release  # set from here on by close_task, even while create_task is still running
         coroutine = release.wait()
@@ -238,11 +241,10 @@ class OwuiEmitter:
         if self._tasks.get(task.key) is not task or task.stopping:
             return
         log.info("owui.task_cancelled chat=%s message=%s task=%s", task.chat_id, task.message_id, task.task_id)
-        # Owned by the emitter, per chat (self._asks): cancelled by close_task and release_all.
-        ask = asyncio.get_running_loop().create_task(self._after_cancel(task))  # task-ok: self._asks
-        asks = self._asks.setdefault(task.chat_id, set())
-        asks.add(ask)
-        ask.add_done_callback(asks.discard)
+        try:
+            self._host.start_asyncio(self._after_cancel, task, owner=self._asks.setdefault(task.chat_id, set()))
+        except HostError:  # owc is closing: its writer ends with it, and the next process finishes the message
+            log.info("owui.cancel_after_close chat=%s message=%s", task.chat_id, task.message_id)
 
     async def _after_cancel(self, task: _Task) -> None:
         try:
@@ -279,11 +281,10 @@ class OwuiEmitter:
         not before it (a database wait must not delay a Stop), by an asyncio task that ends with the writer's."""
         if task.on_task_id is None or self._tasks.get(task.key) is not task:
             return
-        # Owned by the emitter, per message (self._namings): cancelled by close_task and release_all.
-        naming = asyncio.get_running_loop().create_task(self._write_task_id(task))  # task-ok: self._namings
-        namings = self._namings.setdefault(task.key, set())
-        namings.add(naming)
-        naming.add_done_callback(namings.discard)
+        try:
+            self._host.start_asyncio(self._write_task_id, task, owner=self._namings.setdefault(task.key, set()))
+        except HostError:
+            log.info("owui.task_id_after_close chat=%s message=%s", task.chat_id, task.message_id)
 
     async def _write_task_id(self, task: _Task) -> None:
         assert task.on_task_id is not None
@@ -388,10 +389,11 @@ class OwuiEmitter:
                 except HostError:
                     log.info("owui.stop_after_close chat=%s message=%s", chat_id, message_id)
 
-        # Owned by the emitter (self._inline_asks), outside the dying request: cancelled by release_all.
-        decided = asyncio.get_running_loop().create_task(decide_it())  # task-ok: self._inline_asks
-        self._inline_asks.add(decided)
-        decided.add_done_callback(self._inline_asks.discard)
+        # Outside the dying request: a task of the host's group, held here until decided (cancelled by release_all).
+        try:
+            self._host.start_asyncio(decide_it, owner=self._inline_asks)
+        except HostError:
+            log.info("owui.stop_after_close chat=%s message=%s", chat_id, message_id)
 
     def _stop(self, task: _Task) -> None:
         """A Stop: the writer aborts the run and finalizes its message with what it has."""
@@ -527,6 +529,10 @@ class OpenWebUISurface:
         return emitter
 
     async def create_task(self, coroutine: Coroutine[Any, Any, Any], chat_id: str) -> tuple[str, asyncio.Task[Any]]:
+        # Open WebUI's own API, not an owc task: the task it makes is Open WebUI's, in its registry, so that its Stop
+        # can cancel it and its tabs show the chat generating (the held coroutine only waits for ``release``). owc
+        # ends it by setting ``release`` (``close_task``, ``release_all``); the AST check of owc/owui exempts this
+        # call by name (``tests/test_owui_task_owners.py``).
         from open_webui.tasks import create_task
 
         task_id, task = await create_task(self._redis, coroutine, id=chat_id)

@@ -29,7 +29,7 @@ None of this is a documented Open WebUI API (like ``EVENT_SINKS``): re-check the
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import os
 import uuid
@@ -38,8 +38,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import attrs
 
+from owc.owui import trio_host
 from owc.owui.intent_hook import LOADER_SCRIPT, VERSION, install_code
 from owc.rules.intent import HEADER, KEEP, MAX_ID, Kind, StopLog, StopRecord, kind_of
 
@@ -117,8 +119,8 @@ class _Page:
     undo: list[Callable[[], None]] = attrs.field(factory=list)
     #: Sessions sent the hook at their first open of a chat.
     opened: OrderedDict[tuple[str, str], None] = attrs.field(factory=OrderedDict)
-    #: The hook's sends in flight (owned here: cancelled by ``uninstall``).
-    sends: set[asyncio.Task[None]] = attrs.field(factory=set)
+    #: The hook's sends in flight: tasks of the host's task group, held here so ``uninstall`` ends them.
+    sends: set[trio_host.OwnedTask] = attrs.field(factory=set)
 
 
 #: This process's patches (Open WebUI's app is one per process; a Function file re-executed keeps them).
@@ -246,7 +248,9 @@ def _version_loader_url(page: _Page) -> Callable[[], None]:
         if not (is_page and isinstance(response, FileResponse) and file.endswith(".html")):
             return response
         if file not in rewritten:
-            html = await asyncio.to_thread(Path(file).read_text, encoding="utf-8")
+            # Off the loop; a cancelled request does not wait for the read (as Open WebUI's own page handling).
+            read = functools.partial(Path(file).read_text, encoding="utf-8")
+            html = await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
             rewritten[file] = html.replace(LOADER_TAG, f'src="{LOADER_URL}"').encode("utf-8")
         return Response(
             rewritten[file],
@@ -383,10 +387,11 @@ def _opened(page: _Page, sid: Any, data: Any) -> None:
     page.opened[key] = None
     while len(page.opened) > OPENED_KEEP:
         page.opened.popitem(last=False)
-    # Owned by the page (page.sends): cancelled by uninstall; each ends with its one emit.
-    send = asyncio.get_running_loop().create_task(_send_hook(sid, chat_id))  # task-ok: _Page.sends
-    page.sends.add(send)
-    send.add_done_callback(page.sends.discard)
+    # A task of the host's group, held by the page (ended by uninstall); each ends with its one emit.
+    host = trio_host.process_host()
+    if host is None:
+        raise trio_host.HostClosed("owc has not started in this process")
+    host.start_asyncio(_send_hook, sid, chat_id, owner=page.sends)
 
 
 async def _send_hook(sid: str, chat_id: str) -> None:

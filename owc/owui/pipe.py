@@ -19,14 +19,15 @@ from collections.abc import AsyncIterator, Mapping
 from functools import partial
 from typing import Any
 
+import anyio.to_thread
 import attrs
 
 from owc import ids
 from owc.gateway import MissingScopes, Refused
 from owc.owui import attachments, background, models
 from owc.owui.emitter import OwuiEmitter
-from owc.owui.guest import HostError
-from owc.owui.host import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
+from owc.owui.process import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
+from owc.owui.trio_host import HostError
 from owc.render.diff import diff
 from owc.render.status import Ended, Queued, StatusLines
 from owc.runs.inline import UserTurnError
@@ -60,7 +61,7 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
     whitelist = str(getattr(valves, "MODEL_WHITELIST", "") or "")
     cap = getattr(valves, "MAX_MODELS", 30)
-    from owc.owui.host import current_runtime
+    from owc.owui.process import current_runtime
 
     try:
         host, runtime = current_runtime()
@@ -248,7 +249,9 @@ async def _attachments(turn: Turn) -> tuple[list[dict[str, Any]], list[str]]:
         return [], []
     try:
         read = await attachments.owui_file_reader(list(turn.files), turn.user) if turn.files else None
-        return await asyncio.to_thread(attachments.attachments_from, turn.content, list(turn.files), read=read)
+        build = partial(attachments.attachments_from, turn.content, list(turn.files), read=read)
+        # Off the loop; a Stop while it reads does not wait for the read (the thread finishes it, unwanted).
+        return await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
     except Exception:
         log.exception("owui.attachments_failed chat=%s", turn.chat_id)
         return [], ["The attached files could not be read, so only the text was sent."]
@@ -288,7 +291,7 @@ async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict
     end, a Stop, "Send now", a closed tab, Open WebUI stopping), its task's end hands the run to owc's writer.
     The turn's status lines (``owc.render.status``: queued, a tool running, the Gateway connection lost and back)
     go through the request's ``event_emitter`` (Open WebUI appends them to the reply's ``statusHistory``)."""
-    from owc.owui.host import current_runtime
+    from owc.owui.process import current_runtime
 
     try:
         host, runtime = current_runtime()

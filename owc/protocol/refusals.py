@@ -68,7 +68,7 @@ def cli_names(token_source: str) -> SettingNames:
     return attrs.evolve(CLI, token=token)
 
 
-#: owc inside Open WebUI: the Pipe's valves first, Open WebUI's environment second (``owc/owui/host.py``).
+#: owc inside Open WebUI: the Pipe's valves first, Open WebUI's environment second (``owc/owui/process.py``).
 PIPE = SettingNames(
     token="the OpenClaw Pipe's GATEWAY_TOKEN valve (Admin Panel > Functions > OpenClaw > Valves)",
     device="the OpenClaw Pipe's DEVICE_DIR valve (a folder, not 'off')",
@@ -78,7 +78,7 @@ PIPE = SettingNames(
 
 
 def pipe_names(token_source: str) -> SettingNames:
-    """Open WebUI's names, with where the token came from (``owc/owui/host.py``: ``GATEWAY_TOKEN``,
+    """Open WebUI's names, with where the token came from (``owc/owui/process.py``: ``GATEWAY_TOKEN``,
     ``GATEWAY_TOKEN_FILE``, ``OWC_GATEWAY_TOKEN``, ``OWC_GATEWAY_TOKEN_FILE``): the valve wins over the environment,
     so the valve is always where a right token can go."""
     if token_source == "GATEWAY_TOKEN_FILE":

@@ -14,8 +14,25 @@ What this module keeps, and why:
 * **The loop thread never blocks waiting for Trio**: both sides share it, so a blocking wait (``trio.from_thread``
   on the loop thread) would deadlock. Every crossing here is an ``await`` on one side and a callback on the other.
 * **asyncio wakes Trio only through the Trio token** (``TrioToken.run_sync_soon``): ``Event.set``, ``start_soon``
-  and ``CancelScope.cancel`` need Trio's run context. The other way needs nothing: Trio code runs on the loop
-  thread, so it may complete an asyncio future or create an asyncio task directly.
+  and ``CancelScope.cancel`` need Trio's run context. The other way, Trio code runs on the loop thread, so it may
+  complete an asyncio future directly; it starts asyncio work only through the host's task group (below).
+* **No asyncio task without an owner** (issue 26, item 4): the host's asyncio side is an anyio task group entered
+  for the host's whole life (``_asyncio_side``), opened before the guest run starts and closed only after it has
+  ended, so every Trio call into asyncio is served to the end. Every asyncio task owc starts in Open WebUI's
+  process is a task of that group (``start_asyncio``): a ``run_in_asyncio`` call, and the tasks the emitter and the
+  page start for a chat or a session, which their owner holds (``OwnedTask``) and cancels when the chat's writers
+  are done. ``aclose`` returns once the group has ended, so nothing owc started outlives owc. The group's task is
+  the one task owc makes outside a group: it is the group's host, and nothing on Open WebUI's side lives as long
+  as owc does to hold it (the lifespan is Open WebUI's own, and owc may start later, from a ``pipe()`` call).
+* **An owner's cancel is one asyncio cancel** (``OwnedTask.cancel``), not an anyio cancel scope's: the tasks run
+  Open WebUI's coroutines (its emitter, Redis), written for asyncio's one-shot cancel, and a cancelled anyio scope
+  cancels its task again at every await until it leaves (measured: a cleanup's second await was cancelled), which
+  would cut their cleanup short (a Redis connection's release). The group's own scope is anyio's, at the host's end.
+* **Every owned task is started by the group's own task** (``start_asyncio`` hands it over on a memory object
+  stream, whose ``send_nowait`` needs no backend): anyio picks its backend by asking sniffio, which says "trio"
+  inside Trio's tick and nothing in a loop callback (a Stop's done callback). Measured on anyio 4.16: a task started
+  from a Trio task got a Trio cancel scope and failed at its first step, which cancelled the whole group; one
+  started from a loop callback raised ``NoEventLoopError``.
 * **Cancellation crosses both ways and waits for the other side's cleanup**: a Stop in Open WebUI (an asyncio
   cancel of the awaiting task) cancels the Trio work and returns only once its ``finally`` blocks ran; a Trio cancel
   of an awaited Open WebUI coroutine cancels its asyncio task and waits (shielded) until it has finished.
@@ -26,7 +43,8 @@ What this module keeps, and why:
   writer's cancel) runs inside ``_guarded``, which logs an ``Exception`` with its traceback
   (``owui.callback_failed fn=...``) and returns: it costs at most the run the callback was for. Tasks that cross
   (``run_in_trio``, ``spawn``) keep their errors out of the host's nursery the same way (the caller's future, or
-  ``owui.spawned_failed``).
+  ``owui.spawned_failed``); an owned asyncio task's error is logged (``owui.asyncio_task_failed``), never the
+  group's.
 
 No timer here: every wait ends on an event of the other side.
 """
@@ -36,13 +54,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
+import anyio
 import attrs
 import outcome
 import trio
+from anyio.streams.memory import MemoryObjectSendStream
 
 log = logging.getLogger("owc.owui")
 
@@ -106,12 +127,53 @@ def _only_cancelled(exc: BaseException) -> bool:
 
 
 @attrs.define(eq=False, repr=False)
+class OwnedTask:
+    """An asyncio task of the host's task group, started for an owner (``TrioHost.start_asyncio``): a chat's
+    handling of a cancel, a session's hook, a Trio task's call into asyncio. The owner holds it to end it early."""
+
+    name: str
+    #: Set once the task has ended (or will never run): ``done`` / ``wait``.
+    _ended_fut: asyncio.Future[None]
+    #: The owner's set of its running tasks: the task is in it from its start until it has ended.
+    owner: set[OwnedTask] | None = None
+    #: Called when the body never ran (cancelled before it started, or the host ended first).
+    never_ran: Callable[[], object] | None = None
+    cancel_requested: bool = attrs.field(init=False, default=False)
+    _task: asyncio.Task[Any] | None = attrs.field(init=False, default=None)
+
+    def __repr__(self) -> str:
+        return f"<OwnedTask {self.name}{' cancelled' if self.cancel_requested else ''}>"
+
+    def cancel(self) -> None:
+        """End the task: one asyncio cancel, as Open WebUI's coroutines expect (see the module doc); before its body
+        started, the body never runs. From the loop thread (asyncio side or a Trio task of the host)."""
+        self.cancel_requested = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def done(self) -> bool:
+        """The task has ended (or never ran)."""
+        return self._ended_fut.done()
+
+    async def wait(self) -> None:
+        """(asyncio side) Until the task has ended; a cancel of the waiter leaves the task alone."""
+        await asyncio.wait((self._ended_fut,))
+
+    def _ended(self) -> None:
+        if self.owner is not None:
+            self.owner.discard(self)
+        if not self._ended_fut.done():
+            self._ended_fut.set_result(None)
+
+
+@attrs.define(eq=False, repr=False)
 class TrioHost:
     """owc's Trio run hosted on one asyncio loop. Made by ``start`` (one per process), closed by ``aclose``.
 
     The host owns one Trio nursery for the guest run's whole life: ``main`` runs in it, and so does every call
     that crosses from asyncio (``run_in_trio``, ``spawn``), so closing the host cancels them all and the guest run
-    ends only once each has finished.
+    ends only once each has finished. On the asyncio side it owns one anyio task group, for longer: from before the
+    guest run starts until after it has ended; every asyncio task owc starts is in it (``start_asyncio``).
     """
 
     loop: asyncio.AbstractEventLoop
@@ -128,6 +190,13 @@ class TrioHost:
     #: The asyncio side's waits on ``run_in_trio`` calls, failed by the guest's end should any be left over.
     _calls: set[asyncio.Future[Any]] = attrs.field(init=False, factory=set)
     _started_at: float = attrs.field(init=False, default=0.0)
+    #: Where ``start_asyncio`` hands a task to the asyncio side's task group (None before it opened; closed once
+    #: the guest run has ended: no task starts then).
+    _starts: MemoryObjectSendStream[tuple[OwnedTask, Callable[..., Awaitable[object]], tuple]] | None = attrs.field(
+        init=False, default=None
+    )
+    #: The task the group lives in (``_asyncio_side``), from ``_launch`` until after the guest run has ended.
+    _life: asyncio.Task[None] | None = attrs.field(init=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         self._ready = self.loop.create_future()
@@ -169,9 +238,59 @@ class TrioHost:
     # --- life -------------------------------------------------------------------------------------------------
 
     def _launch(self) -> None:
-        """Start the guest run on ``self.loop`` (from a coroutine running on it). ``main`` starts at Trio's first
-        tick; ``_ready`` resolves when it reported started, or fails when the run ended before."""
+        """Start the host on ``self.loop`` (from a coroutine running on it): its asyncio side, which opens the task
+        group and then starts the guest run in it. ``main`` starts at Trio's first tick; ``_ready`` resolves when it
+        reported started, or fails when the run ended before (or could not start)."""
         self._started_at = time.perf_counter()
+        # The one task owc makes outside a task group: the group's own host (module doc). Owned by this host:
+        # ``aclose`` waits for it, and its end is observed (``_asyncio_side_ended``).
+        self._life = self.loop.create_task(self._asyncio_side(), name=f"owc-host {_name(self.main)}")  # root-task
+        self._life.add_done_callback(self._asyncio_side_ended)
+
+    async def _asyncio_side(self) -> None:
+        """The host's asyncio side for its whole life: the task group every asyncio task owc starts belongs to, and
+        the task that starts them (``start_asyncio`` hands each over through a memory object stream, so each starts
+        from this task, where anyio sees asyncio: module doc). Open before the guest run starts and until it has
+        ended (a closing guest's cleanup still awaits Open WebUI's coroutines through it); then what owners left
+        running is cancelled and waited for."""
+        cancelled: asyncio.CancelledError | None = None
+        send, receive = anyio.create_memory_object_stream(math.inf)  # bounded by the callers: one entry per start
+        async with anyio.create_task_group() as group, receive:
+            self._starts = send
+            try:
+                self._launch_guest()
+            except HostError:
+                pass  # reported by _guest_done (logged, and start() raises it), which also closed ``send``
+            while True:
+                try:
+                    owned, afn, args = await receive.receive()
+                except anyio.EndOfStream:  # the guest run has ended (_guest_done): nothing more can be asked
+                    break
+                except asyncio.CancelledError as exc:
+                    # The loop is tearing the host down without aclose: the guest closes first, served to its end.
+                    cancelled = cancelled or exc
+                    self._close_guest()
+                    continue
+                group.start_soon(self._run_owned, owned, afn, args, name=owned.name)
+            group.cancel_scope.cancel()
+        if cancelled is not None:
+            raise cancelled
+
+    def _asyncio_side_ended(self, life: asyncio.Task[None]) -> None:
+        """The host's asyncio side ended. If it ended before the guest run started (cancelled before its first
+        step: a loop closing right after ``start``), nothing else would ever end the host: its end is reported here."""
+        self._close_starts()
+        error = None if life.cancelled() else life.exception()
+        if error is not None:
+            log.error("owui.host_asyncio_failed main=%s", _name(self.main), exc_info=error)
+        if not self._finished.done() and self._token is None:
+            ended = HostClosed("owc's host ended before its guest run started")
+            if error is not None:
+                ended.__cause__ = error
+            self._guest_done(outcome.Error(ended))
+
+    def _launch_guest(self) -> None:
+        """(In the host's asyncio side, its group open.) Start the guest run on ``self.loop``."""
         try:
             trio.lowlevel.start_guest_run(
                 self._guest,
@@ -214,6 +333,17 @@ class TrioHost:
             # owc's main is meant to run until shutdown; its early end is worth a line, not the host's end.
             log.warning("owui.main_returned main=%s (the host keeps serving until it is closed)", _name(self.main))
 
+    def _close_guest(self) -> None:
+        """Ask the guest run to end (from the loop's asyncio side). Before it started, ``_guest`` sees ``_closing``
+        at its first tick."""
+        self._closing = True
+        if self._token is None:
+            return
+        try:
+            _soon(self._token, self._cancel_guest)
+        except trio.RunFinishedError:
+            pass  # ended meanwhile: its done callback is queued on the loop
+
     def _cancel_guest(self) -> None:
         """(In Trio, via the token.) Cancel everything the host runs; the guest run then ends."""
         if self._nursery is not None:
@@ -246,23 +376,28 @@ class TrioHost:
             if not fut.done():
                 fut.set_exception(ended)
         self._finished.set_result(None)
+        self._close_starts()  # the asyncio side starts what was asked, then cancels what is left and ends
+
+    def _close_starts(self) -> None:
+        if self._starts is not None:
+            self._starts.close()
 
     async def aclose(self) -> None:
-        """Cancel everything the host runs (main, calls, spawned tasks) and wait until the guest run has ended.
+        """Cancel everything the host runs (main, calls, spawned tasks), wait until the guest run has ended, then
+        until the asyncio side's task group has (every asyncio task owc started has finished).
 
-        Idempotent; any number of callers may wait. The wait is shielded: a cancel of the caller (a shutdown
-        cancelling leftover tasks) does not cut it short; it is re-raised once the guest has ended. The guest's
-        error outcome, if any, was logged when it ended; it is not raised here, so a shutdown always proceeds.
+        Idempotent; any number of callers may wait (never a task the host owns: it would wait for itself). The wait
+        is shielded: a cancel of the caller (a shutdown cancelling leftover tasks) does not cut it short; it is
+        re-raised once the host has ended. The guest's error outcome, if any, was logged when it ended; it is not
+        raised here, so a shutdown always proceeds.
         """
         if not self._closing and not self._finished.done():
-            self._closing = True
             log.info("owui.host_closing main=%s", _name(self.main))
-            try:
-                _soon(self.token, self._cancel_guest)
-            except trio.RunFinishedError:
-                pass  # ended meanwhile: its done callback is queued on the loop
+            self._close_guest()
         self._closing = True
         await _wait_shielded(self._finished)
+        if self._life is not None:
+            await _wait_shielded(self._life)
 
     async def wait_ended(self) -> None:
         """Wait, shielded like ``aclose``, until the guest run ends, without asking it to."""
@@ -400,15 +535,65 @@ class TrioHost:
         except trio.RunFinishedError:
             raise HostClosed("owc's Trio host has ended") from None
 
+    # --- the asyncio side: owned tasks ---------------------------------------------------------------------
+
+    def start_asyncio(
+        self,
+        afn: Callable[[Unpack[Ts]], Awaitable[object]],
+        *args: *Ts,
+        owner: set[OwnedTask] | None = None,
+        never_ran: Callable[[], object] | None = None,
+    ) -> OwnedTask:
+        """Start ``afn(*args)`` as an asyncio task of the host's task group, for ``owner`` (a set the task is kept
+        in while it runs, so the owner can cancel what it started: ``OwnedTask.cancel``). From the loop thread: the
+        asyncio side or a Trio task of this host.
+
+        The task is started by the group's own task, never from inside Trio's tick nor a loop callback (module doc).
+        Its ``Exception`` is logged (``owui.asyncio_task_failed``) and goes no further: in the group it would cancel
+        every task owc runs on the asyncio side. Raises ``HostClosed`` once the guest run has ended (the group then
+        winds down)."""
+        owned = OwnedTask(_name(afn), self.loop.create_future(), owner=owner, never_ran=never_ran)
+        try:
+            if self._starts is None:
+                raise anyio.ClosedResourceError
+            self._starts.send_nowait((owned, afn, args))  # no backend needed: it sets the waiting receiver's event
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise HostClosed("owc's host has ended on the asyncio side") from None
+        if owner is not None:
+            owner.add(owned)
+        return owned
+
+    async def _run_owned(self, owned: OwnedTask, afn: Callable[..., Awaitable[object]], args: tuple) -> None:
+        """An owned task's body. Nothing leaves it but a ``BaseException`` meant to end the process: anyio reads a
+        child that ends with an error, or cancelled, as a reason to cancel the whole group."""
+        owned._task = asyncio.current_task()
+        try:
+            if owned.cancel_requested:
+                _never_ran(owned)
+                return
+            await afn(*args)
+        except asyncio.CancelledError:
+            pass  # its owner's cancel, or the group's at the host's end: either way this task is done
+        except Exception:
+            log.exception("owui.asyncio_task_failed fn=%s", owned.name)
+        except BaseExceptionGroup as group:  # an error beside a cancel, or KeyboardInterrupt / SystemExit inside
+            failed, rest = group.split(Exception)
+            if failed is not None:
+                log.error("owui.asyncio_task_failed fn=%s", owned.name, exc_info=failed)
+            if rest is not None and rest.split(asyncio.CancelledError)[1] is not None:
+                raise rest from None
+        finally:
+            owned._ended()
+
     # --- Trio -> asyncio -------------------------------------------------------------------------------------
 
     async def run_in_asyncio(self, coro_fn: Callable[[Unpack[Ts]], Coroutine[Any, Any, T]], *args: *Ts) -> T:
-        """From a Trio task of this host: run ``coro_fn(*args)`` as an asyncio task on the host's loop and return
-        its result (how owc awaits Open WebUI's emitter, ``Chats`` and ``tasks``).
+        """From a Trio task of this host: run ``coro_fn(*args)`` as an asyncio task of the host's task group and
+        return its result (how owc awaits Open WebUI's emitter, ``Chats`` and ``tasks``).
 
-        Its exception propagates into Trio. A Trio cancel of the awaiting task cancels the asyncio task and waits,
-        shielded, until it has finished, then the cancel goes on; an asyncio-side cancel of the task (not ours)
-        raises ``AsyncioCancelled``.
+        Its exception propagates into Trio. A Trio cancel of the awaiting task cancels the asyncio task (once, as
+        asyncio code expects) and waits, shielded, until it has finished, then the cancel goes on; an asyncio-side
+        cancel of the task (not ours: the loop's teardown) raises ``AsyncioCancelled``.
         """
         try:
             running = asyncio.get_running_loop()
@@ -417,38 +602,73 @@ class TrioHost:
         if running is not self.loop:
             raise HostError("run_in_asyncio is for Trio tasks of the host's guest run, on its loop")
         token = self.token
-        # Owned by the Trio caller below, which awaits it and, cancelled, cancels it and waits (shielded). Same
-        # thread: no token needed this way.
-        task = self.loop.create_task(coro_fn(*args))  # task-ok: the awaiting Trio caller
-        if not task.done():
-            done = trio.Event()
+        # The call's outcome, set by its task; a future, which the Trio caller awaits through ``done``.
+        fut: asyncio.Future[T] = self.loop.create_future()
 
-            def wake(_task: asyncio.Task[T]) -> None:
-                try:
-                    _soon(token, done.set)  # Event.set needs Trio's run context
-                except trio.RunFinishedError:
-                    pass  # nothing waits any more
-
-            task.add_done_callback(wake)
+        async def call() -> None:
             try:
-                await done.wait()
-            except BaseException:
-                task.cancel()
-                with trio.CancelScope(shield=True):
-                    await done.wait()
-                _drop_after_cancel(task, coro_fn)
+                result = await coro_fn(*args)
+            except asyncio.CancelledError:
+                if not fut.done():
+                    if owned.cancel_requested:
+                        fut.cancel()  # ours: the Trio caller was cancelled and waits only for this cleanup
+                    else:
+                        fut.set_exception(
+                            AsyncioCancelled(
+                                f"the asyncio task of {_name(coro_fn)} was cancelled from the asyncio side"
+                            )
+                        )
                 raise
-        if task.cancelled():
-            raise AsyncioCancelled(f"the asyncio task of {_name(coro_fn)} was cancelled from the asyncio side")
-        return task.result()
+            except BaseException as exc:
+                if not fut.done():
+                    fut.set_exception(exc)  # the call's error is its Trio caller's, not the group's
+                if not isinstance(exc, Exception):
+                    raise
+            else:
+                if not fut.done():
+                    fut.set_result(result)
+
+        def never_ran() -> None:
+            if not fut.done():
+                fut.cancel()  # cancelled before it started (the host's end cannot come first: Trio runs inside it)
+
+        call.__qualname__ = _name(coro_fn)  # the task's name and any log line name the call, not this wrapper
+        owned = self.start_asyncio(call, never_ran=never_ran)
+        done = trio.Event()
+
+        def wake(_fut: asyncio.Future[T]) -> None:
+            try:
+                _soon(token, done.set)  # Event.set needs Trio's run context
+            except trio.RunFinishedError:
+                pass  # nothing waits any more
+
+        fut.add_done_callback(wake)
+        try:
+            await done.wait()
+        except BaseException:
+            owned.cancel()
+            with trio.CancelScope(shield=True):
+                await done.wait()
+            _drop_after_cancel(fut, coro_fn)
+            raise
+        return fut.result()
 
 
-def _drop_after_cancel(task: asyncio.Task[Any], coro_fn: object) -> None:
-    """An asyncio task cancelled by Trio has finished: its outcome is not wanted, but an error it raised instead of
+def _never_ran(owned: OwnedTask) -> None:
+    owned._ended()
+    if owned.never_ran is not None:
+        try:
+            owned.never_ran()
+        except Exception:
+            log.exception("owui.asyncio_task_failed fn=%s", owned.name)
+
+
+def _drop_after_cancel(fut: asyncio.Future[Any], coro_fn: object) -> None:
+    """An asyncio call cancelled by Trio has finished: its outcome is not wanted, but an error it raised instead of
     ending cancelled is logged (and marked retrieved, so asyncio does not report it again at collection)."""
-    if task.cancelled():
+    if fut.cancelled():
         return
-    error = task.exception()
+    error = fut.exception()
     if error is not None:
         log.warning(
             "owui.asyncio_call_failed_after_cancel fn=%s error=%s",

@@ -1,4 +1,4 @@
-"""The host bridge (``owc/owui/guest.py``): Trio as a guest on an asyncio loop, as Open WebUI hosts it.
+"""The host bridge (``owc/owui/trio_host.py``): Trio as a guest on an asyncio loop, as Open WebUI hosts it.
 
 Plain asyncio: each test is a sync function that runs its own loop (``asyncio.Runner``; uvloop too when the venv
 has it), so pytest-trio's ``trio_mode`` does not touch it. Nothing waits on a clock: every wait is on an event or a
@@ -15,13 +15,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import outcome
 import pytest
 import sniffio
 import trio
 
-from owc.owui import guest
-from owc.owui.guest import AsyncioCancelled, HostClosed, HostError, HostMismatch, TrioHost
+from owc.owui import trio_host
+from owc.owui.trio_host import AsyncioCancelled, HostClosed, HostError, HostMismatch, TrioHost
 
 HAVE_UVLOOP = importlib.util.find_spec("uvloop") is not None
 
@@ -46,7 +47,7 @@ def run(request) -> Callable[[Callable[[], Awaitable[Any]]], Any]:
             return loop_runner.run(body())
 
     yield runner
-    host = guest._HOST
+    host = trio_host._HOST
     assert host is None or host.ended, f"a test left the guest running: {host!r}"
 
 
@@ -56,8 +57,8 @@ async def idle_main(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_I
 
 
 @asynccontextmanager
-async def hosted(main: guest.MainFn = idle_main) -> AsyncIterator[TrioHost]:
-    host = await guest.start(main)
+async def hosted(main: trio_host.MainFn = idle_main) -> AsyncIterator[TrioHost]:
+    host = await trio_host.start(main)
     try:
         yield host
     finally:
@@ -75,7 +76,7 @@ def test_start_and_round_trip_both_ways(run) -> None:
     async def body() -> None:
         async with hosted() as host:
             assert host.running and host.started_value == "idle-ready"
-            assert guest.current_host() is host
+            assert trio_host.current_host() is host
 
             async def asyncio_side(x: int) -> tuple[int, str, bool]:
                 # Open WebUI's coroutines must see asyncio, not the Trio task that awaits them (httpx / anyio
@@ -92,7 +93,7 @@ def test_start_and_round_trip_both_ways(run) -> None:
             # Many crossings in a row, both ways, keep their order and values.
             results = [await host.run_in_trio(trio_side, i) for i in range(50)]
             assert [r[1][0] for r in results] == [2 * i for i in range(50)]
-        assert host.ended and not host.running and guest.current_host() is None
+        assert host.ended and not host.running and trio_host.current_host() is None
 
     run(body)
 
@@ -219,7 +220,7 @@ def test_a_spawned_task_that_fails_while_the_host_closes_ends_the_guest_cleanly(
                 finally:
                     raise ValueError("cleanup broke")
 
-        host = await guest.start(idle_main)
+        host = await trio_host.start(idle_main)
         host.spawn(writer)
         await inside
         await host.aclose()
@@ -369,8 +370,143 @@ def test_trio_cancel_cancels_the_asyncio_task_and_waits_for_it(run) -> None:
                 return scope.cancelled_caught
 
             assert await host.run_in_trio(trio_side) is True
+            # One asyncio cancel, as Open WebUI's coroutines expect: the cleanup's five awaits all ran (an anyio cancel
+            # scope would have cancelled the first of them again). The task is the host's group's: it ended, not
+            # cancelled (a child ending cancelled would cancel the whole group).
             assert order == ["asyncio cleanup done", "trio cancelled"]
-            assert asyncio_task[0].cancelled()
+            assert asyncio_task[0].done() and not asyncio_task[0].cancelled()
+
+    run(body)
+
+
+# --- the asyncio side: every task owned (issue 26, item 4) ------------------------------------------------------
+
+
+def test_every_asyncio_task_the_host_starts_is_its_groups(run) -> None:
+    """A ``run_in_asyncio`` call and an owned task, started from a Trio task, from an asyncio task and from a loop
+    callback (a done callback: where a Stop is heard), all run as children of the host's task group (anyio's own
+    account of the parent); none is a bare task. Started from Trio's tick or a loop callback directly, anyio would
+    have picked the wrong backend or none (module doc)."""
+
+    async def body() -> None:
+        async with hosted() as host:
+            loop = asyncio.get_running_loop()
+            parents: list[tuple[str, int | None, str]] = []
+
+            async def note(where: str) -> str:
+                parents.append((where, anyio.get_current_task().parent_id, sniffio.current_async_library()))
+                return where
+
+            async def from_trio() -> trio_host.OwnedTask:
+                assert await host.run_in_asyncio(note, "run_in_asyncio") == "run_in_asyncio"
+                return host.start_asyncio(note, "started from trio")
+
+            from_a_trio_task = await host.run_in_trio(from_trio)
+            assert from_a_trio_task.name.endswith("note")
+            callback_started: asyncio.Future[trio_host.OwnedTask] = loop.create_future()
+            done = loop.create_future()
+            done.add_done_callback(lambda _: callback_started.set_result(host.start_asyncio(note, "from a callback")))
+            done.set_result(None)
+            owner: set[trio_host.OwnedTask] = set()
+            started = host.start_asyncio(note, "from asyncio", owner=owner)
+            assert owner == {started}
+            for owned in (from_a_trio_task, started, await callback_started):
+                await owned.wait()
+            assert owner == set()  # an ended task leaves its owner's set
+        assert {where for where, _, _ in parents} == {
+            "run_in_asyncio",
+            "started from trio",
+            "from a callback",
+            "from asyncio",
+        }
+        assert {(parent, library) for _, parent, library in parents} == {(id(host._life), "asyncio")}
+
+    run(body)
+
+
+def test_owned_tasks_end_with_their_owner_and_with_the_host(run, caplog) -> None:
+    """An owner's cancel is one asyncio cancel (a cleanup that awaits runs whole), before its start the body never
+    runs; a failing task is one line and costs nothing else; what is left running when the host closes is cancelled
+    by the group (anyio's cancel: the shutdown's bound) and has finished before ``aclose`` returns; after that
+    nothing starts."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        host = await trio_host.start(idle_main)
+        order: list[str] = []
+        owner: set[trio_host.OwnedTask] = set()
+        inside: dict[str, asyncio.Future[None]] = {label: loop.create_future() for label in ("cancelled", "left")}
+
+        async def forever(label: str) -> None:
+            order.append(f"{label} started")
+            inside[label].set_result(None)
+            try:
+                await loop.create_future()
+            except asyncio.CancelledError:
+                order.append(f"{label} cancelled")
+                for _ in range(5):  # a cleanup of several loop passes, as Open WebUI's (a Redis release) may be
+                    await asyncio.sleep(0)
+                order.append(f"{label} cleaned up")
+                raise
+
+        never: list[str] = []
+        unstarted = host.start_asyncio(forever, "unstarted", owner=owner, never_ran=lambda: never.append("told"))
+        unstarted.cancel()  # before the group's task has started it
+        cancelled = host.start_asyncio(forever, "cancelled", owner=owner)
+        await inside["cancelled"]
+        cancelled.cancel()
+        await cancelled.wait()
+        await unstarted.wait()
+        assert order == ["cancelled started", "cancelled cancelled", "cancelled cleaned up"]
+        assert never == ["told"] and owner == set()
+
+        async def broken() -> None:
+            raise ValueError("an owned task broke")
+
+        await host.start_asyncio(broken).wait()
+        [record] = records(caplog, "owui.asyncio_task_failed")
+        assert "broken" in record.getMessage() and record.exc_info and isinstance(record.exc_info[1], ValueError)
+        assert await host.run_in_trio(_echo, "still up") == "still up"
+
+        left = host.start_asyncio(forever, "left", owner=owner)
+        await inside["left"]
+        await host.aclose()
+        assert order[3:5] == ["left started", "left cancelled"] and left.done() and owner == set()
+        assert host._life is not None and host._life.done()
+        with pytest.raises(HostClosed):
+            host.start_asyncio(forever, "too late")
+
+    run(body)
+
+
+def test_a_loop_torn_down_without_aclose_closes_the_guest_first(run, caplog) -> None:
+    """The host's asyncio side cancelled by the loop (no shutdown hook ran): the guest is closed, and its cleanup's
+    calls into asyncio are still served, because the group stays open until the guest run has ended."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        served: list[str] = []
+
+        async def open_webui_cleanup() -> str:
+            await asyncio.sleep(0)
+            return "served"
+
+        async def main(*, task_status: trio.TaskStatus[object] = trio.TASK_STATUS_IGNORED) -> None:
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    served.append(await trio_host.process_host().run_in_asyncio(open_webui_cleanup))
+
+        host = await trio_host.start(main)
+        assert host._life is not None
+        host._life.cancel()  # as asyncio.Runner's close, or uvicorn's, cancels what is left
+        await host.wait_ended()
+        await asyncio.wait((host._life,))
+        assert served == ["served"] and host.ended and host._life.cancelled()
+        assert isinstance(host.run_outcome, outcome.Value) and not records(caplog, "owui.guest_failed")
+        assert loop.is_running()
 
     run(body)
 
@@ -389,19 +525,19 @@ def test_once_per_process(run) -> None:
             await trio.sleep_forever()
 
         # The startup Event Function and the first pipe() race to start: one guest run, one main.
-        first, second = await asyncio.gather(guest.start(main), guest.start(main))
+        first, second = await asyncio.gather(trio_host.start(main), trio_host.start(main))
         try:
             assert first is second and starts == [1] and first.started_value == 1
-            assert await guest.start(main) is first
+            assert await trio_host.start(main) is first
             with pytest.raises(HostMismatch, match="idle_main"):
-                await guest.start(idle_main)
+                await trio_host.start(idle_main)
             # A second guest run in this thread is what Trio refuses; the singleton never tries one.
             assert first.running
         finally:
             await first.aclose()
         # After the close, the process's host stays closed on this loop (a pipe() during shutdown).
         with pytest.raises(HostClosed):
-            await guest.start(main)
+            await trio_host.start(main)
         assert starts == [1]
 
     run(body)
@@ -421,7 +557,7 @@ def test_a_new_loop_gets_a_new_host(run) -> None:
 
 def test_aclose_is_idempotent_and_closes_the_bridge(run) -> None:
     async def body() -> None:
-        host = await guest.start(idle_main)
+        host = await trio_host.start(idle_main)
         await asyncio.gather(host.aclose(), host.aclose())
         await host.aclose()
         assert host.ended and host.closing and not host.running
@@ -451,7 +587,7 @@ def test_aclose_with_work_still_running(run) -> None:
             finally:
                 order.append("main ended")
 
-        host = await guest.start(main)
+        host = await trio_host.start(main)
         started = [loop.create_future() for _ in range(3)]
 
         def trio_forever(index: int, label: str) -> Callable[[], Awaitable[None]]:
@@ -517,14 +653,14 @@ def test_a_guest_that_ends_with_an_error_is_logged(run, caplog) -> None:
             await crash.wait()
             raise RuntimeError("main broke")
 
-        host = await guest.start(main)
+        host = await trio_host.start(main)
         host.run_sync_soon(host.started_value.set)  # type: ignore[attr-defined]
         await host.wait_ended()  # not closed: the error is reported when it happens
         [record] = records(caplog, "owui.guest_failed")
         assert record.levelno == logging.ERROR
         error = record.exc_info[1] if record.exc_info else None
         assert isinstance(error, BaseExceptionGroup) and error.subgroup(RuntimeError) is not None
-        assert host.ended and not host.running and guest.current_host() is None
+        assert host.ended and not host.running and trio_host.current_host() is None
         with pytest.raises(HostClosed):
             await host.run_in_trio(_echo, 1)
 
@@ -538,7 +674,7 @@ def test_a_guest_that_ends_with_an_error_is_logged(run, caplog) -> None:
         assert len(records(caplog, "owui.guest_failed")) == 1
         # Closed (the shutdown hook's aclose): a later start on this loop is refused, as for a clean close.
         with pytest.raises(HostClosed):
-            await guest.start(idle_main)
+            await trio_host.start(idle_main)
 
     run(body)
 
@@ -550,7 +686,7 @@ def test_a_main_that_fails_before_it_started(run, caplog) -> None:
             raise ValueError("bad configuration")
 
         with pytest.raises(HostError, match="before main") as info:
-            await guest.start(main)
+            await trio_host.start(main)
         cause = info.value.__cause__
         assert isinstance(cause, BaseExceptionGroup) and cause.subgroup(ValueError) is not None
         assert records(caplog, "owui.guest_failed")

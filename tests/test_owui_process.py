@@ -1,4 +1,4 @@
-"""owc hosted the way Open WebUI hosts it (``owc/owui/host.py``): started once from the loop's asyncio side, an
+"""owc hosted the way Open WebUI hosts it (``owc/owui/process.py``): started once from the loop's asyncio side, an
 agent turn from the Gateway simulator written into the database and told to the tabs through the Open WebUI emitter,
 closed by the shutdown sink.
 
@@ -19,8 +19,8 @@ import pytest
 import trio
 
 from owc import ids
-from owc.owui import guest, host
-from owc.owui.host import HostSettings, SettingsError, settings_from
+from owc.owui import process, trio_host
+from owc.owui.process import HostSettings, SettingsError, settings_from
 from owc.store import ChatStore, make_engine
 
 from owui.fake_surface import FakeOpenWebUI
@@ -85,7 +85,7 @@ def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_t
 
 
 def test_the_device_lives_in_open_webuis_data_folder_and_the_valves_set_it_and_tls(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(host, "open_webui_data_dir", lambda: None)  # as outside Open WebUI
+    monkeypatch.setattr(process, "open_webui_data_dir", lambda: None)  # as outside Open WebUI
     base = {"GATEWAY_TOKEN": "valve-token"}
     default = settings_from(base, {}, database_url="x", data_dir=tmp_path / "data")
     assert default.device_dir == tmp_path / "data" / "owc"  # survives a container rebuild, as DATA_DIR does
@@ -127,13 +127,13 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
         async def body() -> None:
             owui = WatchedOpenWebUI()
             settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
-            runtime = await host.ensure_started(settings, owui)
+            runtime = await process.ensure_started(settings, owui)
             try:
-                assert await host.ensure_started(settings, owui) is runtime  # the Pipe's call after the startup hook
+                assert await process.ensure_started(settings, owui) is runtime  # the Pipe's call after the startup hook
                 changed = attrs.evolve(settings, agent_id="ops")  # a valve read on each call: no reconnect
-                assert await host.ensure_started(changed, owui) is runtime
-                assert await host.ensure_started(changed, owui) is runtime
-                await guest.process_host().run_in_trio(runtime.connected)
+                assert await process.ensure_started(changed, owui) is runtime
+                assert await process.ensure_started(changed, owui) is runtime
+                await trio_host.process_host().run_in_trio(runtime.connected)
 
                 def start_run() -> None:
                     sim.start_run(key, "agent-turn").text("Cron says hi.").tool("ls", {}, "a b").end()
@@ -149,8 +149,8 @@ def test_an_agent_turn_reaches_the_database_and_the_tabs_and_shutdown_closes_cle
                 assert len(writers) == 1 and owui.item_tasks.get(chat_id) == []
                 assert runtime.client.connections_opened == 1  # the agent id changed no connection setting
             finally:
-                await host.shutdown()
-            assert guest.process_host().ended
+                await process.shutdown()
+            assert trio_host.process_host().ended
             assert not any("owui.settings_applied" in r.getMessage() for r in caplog.records)
 
         with asyncio.Runner() as runner:
@@ -183,9 +183,9 @@ def test_a_run_still_going_when_open_webui_stops_leaves_its_message_to_the_next_
         async def body() -> None:
             owui = WatchedOpenWebUI()
             settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
-            runtime = await host.ensure_started(settings, owui)
+            runtime = await process.ensure_started(settings, owui)
             try:
-                await guest.process_host().run_in_trio(runtime.connected)
+                await trio_host.process_host().run_in_trio(runtime.connected)
 
                 def start_run() -> None:
                     sim.start_run(key, "going-on").text("Still working.")
@@ -195,7 +195,7 @@ def test_a_run_still_going_when_open_webui_stops_leaves_its_message_to_the_next_
                     await owui.streamed.wait()
                     owui.streamed.clear()
             finally:
-                await host.shutdown()
+                await process.shutdown()
 
         with asyncio.Runner() as runner:
             runner.run(body())
@@ -264,9 +264,9 @@ def test_a_persons_turn_is_stopped_though_the_cancel_lands_outside_its_stream(tm
         async def body() -> None:
             owui = WatchedOpenWebUI()
             settings = HostSettings(gateway_url=sim.url, token=TOKEN, database_url=url)
-            runtime = await host.ensure_started(settings, owui)
+            runtime = await process.ensure_started(settings, owui)
             try:
-                await guest.process_host().run_in_trio(runtime.connected)
+                await trio_host.process_host().run_in_trio(runtime.connected)
                 stopped = await request(owui, chats[0], "stop")
                 kept = await request(owui, chats[1], "send_now")
 
@@ -288,7 +288,7 @@ def test_a_persons_turn_is_stopped_though_the_cancel_lands_outside_its_stream(tm
                 await asyncio.to_thread(trio.from_thread.run, ended(kept), trio_token=sim_token)
                 assert kept.run.terminal == "final"
             finally:
-                await host.shutdown()
+                await process.shutdown()
 
         with asyncio.Runner() as runner:
             runner.run(body())

@@ -3,7 +3,7 @@ closes (issue 12; reference ``pipe-runtime-0.12.4.md`` sections 1, 9 and 10).
 
 * **Started once per process**, from whichever comes first: the startup Event Function at
   ``system.startup.completed`` or the Pipe's first ``pipe()`` call. Both call ``ensure_started``; the second
-  caller gets the same runtime (``owc.owui.guest.start`` keeps the one guest run; this module keeps what it was
+  caller gets the same runtime (``owc.owui.trio_host.start`` keeps the one guest run; this module keeps what it was
   started with, because Open WebUI re-executes a Function's file on every save and module state there is lost).
 * **Open WebUI's page and Stop route are patched** once per process at the start (``owc.owui.page``: the hook that
   tells a Stop from "Send now" in every tab), and unpatched at the close.
@@ -36,7 +36,7 @@ import trio
 
 from owc.gateway import GatewayConfig
 from owc.gateway.url import redact_url
-from owc.owui import guest
+from owc.owui import trio_host
 from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
 from owc.protocol import refusals
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
@@ -225,14 +225,14 @@ class _Started:
     surface: Surface
 
 
-#: The process's one runtime, with the host it runs in (``guest._HOST``): set by ``ensure_started``.
+#: The process's one runtime, with the host it runs in (``trio_host._HOST``): set by ``ensure_started``.
 _STARTED: _Started | None = None
 
 
 async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNORED) -> None:
     """owc's Trio main inside Open WebUI: the store on Open WebUI's database, the runtime with the Open WebUI
     emitter; runs until the host closes."""
-    started, host = _STARTED, guest.process_host()
+    started, host = _STARTED, trio_host.process_host()
     assert started is not None and host is not None, "owc's host main runs only from ensure_started"
     settings = started.settings
     emitter = OwuiEmitter(host, started.surface)
@@ -264,14 +264,14 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     applied at once (``apply_changes``). Installs the shutdown sink on first start, and owc's patches of Open WebUI's
     ``app`` (``owc.owui.page``) once."""
     global _STARTED
-    host = guest.process_host()
+    host = trio_host.process_host()
     previous: HostSettings | None = None
     if _STARTED is None or host is None or host.ended:
         _STARTED = _Started(settings=settings, surface=surface or OpenWebUISurface(app))
         install_shutdown_sink()
     elif _STARTED.settings != settings:
         previous, _STARTED.settings = _STARTED.settings, settings
-    host = await guest.start(_main)
+    host = await trio_host.start(_main)
     runtime = host.started_value
     assert isinstance(runtime, Runtime)
     if previous is not None:
@@ -284,7 +284,7 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     return runtime
 
 
-async def apply_changes(host: guest.TrioHost, runtime: Runtime, old: HostSettings, new: HostSettings) -> None:
+async def apply_changes(host: trio_host.TrioHost, runtime: Runtime, old: HostSettings, new: HostSettings) -> None:
     """A valve saved (issue 25, item 6): a changed connection setting closes the connection and opens the next with
     the new settings at once (``Runtime.reconfigure``); runs in flight are carried by the ledger, as across any
     reconnect. Open WebUI says "Valves updated successfully" when it saved them; from here they are in force. One
@@ -300,13 +300,13 @@ async def _reconfigure(runtime: Runtime, settings: HostSettings) -> None:
     runtime.reconfigure(settings.gateway_url, settings.token, settings.gateway_config())
 
 
-def current_runtime() -> tuple[guest.TrioHost, Runtime]:
+def current_runtime() -> tuple[trio_host.TrioHost, Runtime]:
     """The process's running host and runtime (after ``ensure_started``); raises ``HostError`` if owc is not
     running (closing, or never started)."""
-    host = guest.current_host()
+    host = trio_host.current_host()
     runtime = host.started_value if host is not None else None
     if host is None or not isinstance(runtime, Runtime):
-        raise guest.HostError("owc is not running")
+        raise trio_host.HostError("owc is not running")
     return host, runtime
 
 
@@ -315,7 +315,7 @@ async def shutdown() -> None:
     patches of Open WebUI's page and Stop route."""
     from owc.owui import page
 
-    host = guest.process_host()
+    host = trio_host.process_host()
     try:
         if host is not None and not host.ended:
             await host.aclose()
