@@ -1,7 +1,7 @@
 """End to end: runs x deltas x tool calls from the simulator through owc into SQLite, recording emitter.
 
 owc is assembled by ``open_runtime``, the one entry point ``owc run`` and the Open WebUI host use, so the
-figures are those of the run path as shipped (Gateway client, bridge, ledger, writers). Prints events/s through
+figures are those of the run path as shipped (Gateway client, keeper, ledger, writers). Prints events/s through
 owc, DB transactions per run (the design's target: claim + finalize, whatever the number of events), the time
 from a run's first showable event to its ``chat:messages`` emit (median, p99), and the same frames through a
 bare receive loop in the same run as the ceiling, with the ratio.
@@ -58,8 +58,8 @@ class TimedEmitter(RecordingEmitter):
 
 class TimedRuns:
     """Stands between the connection's reader and its run table and notes when the reader dispatched the event
-    that made a run showable (the start of the latency). ``open_runtime`` builds the bridge itself, so the bench
-    wraps the connection's view (the ``ConnectionRuns`` protocol) instead of subclassing the bridge."""
+    that made a run showable (the start of the latency). ``open_runtime`` builds the keeper itself, so the bench
+    wraps the connection's view (the ``ConnectionRuns`` protocol) instead of subclassing the keeper."""
 
     def __init__(self, inner: ConnectionRuns, ledger: Ledger) -> None:
         self.inner = inner
@@ -122,7 +122,7 @@ async def owc_phase(args: argparse.Namespace) -> dict[str, Any]:
                 events_before = sum(c.seq for c in sim.conns.values())
                 start = time.perf_counter()
                 await drive(sim, keys, args.runs, args.deltas, args.tools)
-                await runtime.bridge.until(lambda: runtime.bridge.totals()[1] >= args.runs)
+                await runtime.keeper.until(lambda: runtime.keeper.totals()[1] >= args.runs)
                 elapsed = time.perf_counter() - start
                 events = sum(c.seq for c in sim.conns.values()) - events_before
                 connections = runtime.client.connections_opened
@@ -135,7 +135,7 @@ async def owc_phase(args: argparse.Namespace) -> dict[str, Any]:
                 "events": events,
                 "tx_per_run": (len(holds) - setup_tx) / args.runs,
                 "latencies": latencies,
-                "claims": runtime.bridge.totals(),
+                "claims": runtime.keeper.totals(),
                 "connections": connections,
                 "illegal": illegal,
             }

@@ -249,7 +249,7 @@ async def fuzz(seed: int, total: int, batch: int, real: list[dict[str, Any]], tm
         async with open_env(tmp) as env:
             chats = [await env.chat() for _ in range(2)]
             decoy_key = ids.session_key("main", "user-1", str(uuid.uuid4()))
-            bridge = await env.connect()
+            keeper = await env.connect()
             env.sim.start_run(decoy_key, "template").text("Template.").tool("exec", {"cmd": "ls"}, "out").end()
             await env.settled()
             recorder.on = False
@@ -262,10 +262,10 @@ async def fuzz(seed: int, total: int, batch: int, real: list[dict[str, Any]], tm
                 victim = env.sim.start_run(victim_key, victim_id).text("Victim.")
 
                 def streams(key: str = victim_key, run_id: str = victim_id) -> bool:
-                    run = bridge.ledger.get(key, run_id)
+                    run = keeper.ledger.get(key, run_id)
                     return run is not None and run.life.state is State.STREAMING
 
-                await bridge.until(streams)
+                await keeper.until(streams)
                 specs = [
                     mutator.victim(victim_key, victim_id) if mutator.r.random() < 0.2 else mutator.decoy(decoy_key)
                     for _ in range(min(batch, total - out.frames))

@@ -137,7 +137,7 @@ class CountingRuns:
 
 
 class Counter(NullHandler):
-    """The bare connection on purpose (no ``open_runtime``, no bridge): a ``NullHandler`` whose one connection
+    """The bare connection on purpose (no ``open_runtime``, no keeper): a ``NullHandler`` whose one connection
     view counts the events the reader dispatches."""
 
     def __init__(self) -> None:

@@ -191,7 +191,7 @@ async def owc_tenths(args: argparse.Namespace) -> list[float]:
                     nonlocal finished
                     if word is None:
                         finished += 1
-                        await runtime.bridge.until(lambda: runtime.bridge.totals()[1] >= finished)
+                        await runtime.keeper.until(lambda: runtime.keeper.totals()[1] >= finished)
                     else:
                         await emitter.until(lambda: shows(word))
 

@@ -1,4 +1,4 @@
-"""owc's one assembly: a connection to one Gateway, the bridge that turns its runs into messages, and the
+"""owc's one assembly: a connection to one Gateway, the keeper that turns its runs into messages, and the
 ledger that carries runs across its connections. ``owc run``, the scenario player, the tests' harness, the
 benches and the Open WebUI host all open it the same way::
 
@@ -28,7 +28,7 @@ from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClose
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.render.status import StatusLines
-from owc.runs import Bridge, Ledger
+from owc.runs import Ledger, RunKeeper
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
 from owc.runs.table import RECONCILE_LIMIT
 from owc.store import TrioChatStore
@@ -55,9 +55,9 @@ KEEP_MODEL = object()
 
 
 class Runtime:
-    def __init__(self, client: GatewayClient, bridge: Bridge) -> None:
+    def __init__(self, client: GatewayClient, keeper: RunKeeper) -> None:
         self.client = client
-        self.bridge = bridge
+        self.keeper = keeper
         #: The model each session was pinned to by this process (``sessions.patch``), so it is sent once.
         self._models: dict[str, object] = {}
         #: The Gateway's models as last listed (``owc.owui.models.GatewayModel``), shown when it cannot answer.
@@ -65,7 +65,7 @@ class Runtime:
 
     @property
     def ledger(self) -> Ledger:
-        return self.bridge.ledger
+        return self.keeper.ledger
 
     async def release_held(self) -> int:
         """owc is closing for good inside Open WebUI (its shutdown), after this runtime closed: every message this
@@ -78,8 +78,8 @@ class Runtime:
             if not run.life.claimed:
                 continue
             try:
-                if await self.bridge.store.release(
-                    run.ref.chat_id, run.message_id, holds=self.bridge.registry.is_local
+                if await self.keeper.store.release(
+                    run.ref.chat_id, run.message_id, holds=self.keeper.registry.is_local
                 ):
                     released += 1
             except Exception as exc:  # one message kept held is the crash case: the next process stands by
@@ -102,7 +102,7 @@ class Runtime:
         never writes there. A chat the database cannot name an owner for (gone, unreadable) is sent under
         the sender's key, as before: the claim then finds what there is."""
         try:
-            owner = await self.bridge.store.chat_owner(chat_id)
+            owner = await self.keeper.store.chat_owner(chat_id)
         except REFUSALS as exc:
             log.warning(
                 "runs.chat_owner_unread chat=%s error=%s (sent under the sender's key)", chat_id, refusal_text(exc)
@@ -115,7 +115,7 @@ class Runtime:
     async def busy(self, session_key: str) -> bool:
         """A run this process knows is still going on the session: a user turn sent now waits for it
         (``user_turn``), and its tab says so ("Queued behind the current reply")."""
-        return self.bridge.ledger.running_on(session_key)
+        return self.keeper.ledger.running_on(session_key)
 
     async def user_turn(
         self,
@@ -135,16 +135,16 @@ class Runtime:
         waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
         Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so.
         ``status``: the turn's status lines as its request began them (``owc.render.status``)."""
-        await self.bridge.until(lambda: not self.bridge.ledger.running_on(session_key))
+        await self.keeper.until(lambda: not self.keeper.ledger.running_on(session_key))
         retried = False
         while True:
-            table = self.bridge.table
+            table = self.keeper.table
             if table is not None and table.hello is not None and not table.conn.closed:
                 if self.client.limited is not None:
                     raise UserTurnError(f"Your message was not sent: {self.client.limited}")
                 if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
                     await self._pin_model(table, session_key, model)
-                return await start_user_turn(self.bridge, table, session_key, run_id, message, status=status, **send)
+                return await start_user_turn(self.keeper, table, session_key, run_id, message, status=status, **send)
             refusal = self.client.refusal
             if self.client.held:
                 # A refusal retrying cannot fix (a wrong token), held since: this message is a person's new
@@ -165,7 +165,7 @@ class Runtime:
                     await wait()
                     nursery.cancel_scope.cancel()
 
-                nursery.start_soon(first, self.bridge.changed)
+                nursery.start_soon(first, self.keeper.changed)
                 nursery.start_soon(first, self.client.wait_backing_off)
                 nursery.start_soon(first, self.client.wait_held)
 
@@ -184,14 +184,14 @@ class Runtime:
 
     def stop_chat(self, chat_id: str) -> int:
         """The user's Stop for ``chat_id``: the runs this process streams there are aborted and finalized."""
-        table = self.bridge.table
+        table = self.keeper.table
         return table.stop(chat_id) if table is not None else 0
 
     async def drain(self) -> None:
         """Until every run whose end has arrived is settled or has no writer left (its connection closed): a
         graceful stop lets them finish over the open connection. Bounded by the transport's timers and the
         database's busy wait, never by a clock of its own."""
-        await self.bridge.until(lambda: not any(run.writer_live and run.life.ended for run in self.ledger.unsettled()))
+        await self.keeper.until(lambda: not any(run.writer_live and run.life.ended for run in self.ledger.unsettled()))
 
     async def settled(self) -> None:
         """Until the connection has read everything sent before this call (a request's reply comes after every
@@ -212,7 +212,7 @@ class Runtime:
                 continue
             except GatewayError:
                 pass  # answered with an error, or not in time: the connection is still up, ``quiet`` judges
-            await self.bridge.until(self.bridge.quiet)
+            await self.keeper.until(self.keeper.quiet)
             if conn.closed or self.client.connection is not conn:
                 continue  # it dropped meanwhile: its successor owes a reconcile
             rounds += 1
@@ -221,10 +221,12 @@ class Runtime:
 @asynccontextmanager
 async def open_runtime(config: RuntimeConfig, store: TrioChatStore, emitter: Emitter) -> AsyncIterator[Runtime]:
     async with trio.open_nursery() as nursery:
-        bridge = Bridge(store, emitter, config.registry, strict=config.strict, reconcile_limit=config.reconcile_limit)
-        client = GatewayClient(config.url, config.token, bridge, config.gateway)
+        keeper = RunKeeper(
+            store, emitter, config.registry, strict=config.strict, reconcile_limit=config.reconcile_limit
+        )
+        client = GatewayClient(config.url, config.token, keeper, config.gateway)
         await nursery.start(client.run)
         try:
-            yield Runtime(client, bridge)
+            yield Runtime(client, keeper)
         finally:
             nursery.cancel_scope.cancel()

@@ -1,5 +1,5 @@
 """owc end to end for tests: the simulator on loopback, a real database with Open WebUI's schema (a SQLite file,
-or the session's PostgreSQL server), owc runtimes (``open_runtime``: a Gateway client, a bridge, a ledger) and a
+or the session's PostgreSQL server), owc runtimes (``open_runtime``: a Gateway client, a keeper, a ledger) and a
 recording emitter. Every runtime is strict: an illegal lifecycle input fails the test."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from owc import ids
 from owc.emit import RecordingEmitter
 from owc.gateway import GatewayClient, GatewayConfig
 from owc.registry import WriterRegistry
-from owc.runs import Bridge
+from owc.runs import RunKeeper
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim import Simulator, open_simulator
 from owc.store import TrioChatStore, open_store
@@ -34,7 +34,7 @@ class Env:
         self.emitter = RecordingEmitter()
         self.registry = WriterRegistry()
         self.runtimes: dict[str, Runtime] = {}
-        self.bridges: dict[str, Bridge] = {}
+        self.keepers: dict[str, RunKeeper] = {}
         self.clients: dict[str, GatewayClient] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
 
@@ -44,7 +44,7 @@ class Env:
         emitter: RecordingEmitter | None = None,
         registry: WriterRegistry | None = None,
         store: TrioChatStore | None = None,
-    ) -> Bridge:
+    ) -> RunKeeper:
         """An owc runtime; ``registry`` stands for another process (default: this test's one process); ``store``: its
         own view of the database (default: the shared one), for a test that holds one process's writes back."""
         config = RuntimeConfig(
@@ -56,10 +56,10 @@ class Env:
         )
         runtime, scope = await self.nursery.start(self._serve, config, emitter or self.emitter, store or self.store)
         self.runtimes[name], self._scopes[name] = runtime, scope
-        self.bridges[name], self.clients[name] = runtime.bridge, runtime.client
+        self.keepers[name], self.clients[name] = runtime.keeper, runtime.client
         await runtime.connected()
         await self.sim.wait_for(lambda: any(c.instance_id == name and c.subscribed for c in self.sim.conns.values()))
-        return runtime.bridge
+        return runtime.keeper
 
     async def _serve(
         self,
@@ -134,7 +134,7 @@ class Env:
         while not predicate():
             # The events are taken before the tasks start: a change between the check and a task's first step
             # (a writer's state moving) would otherwise be missed, and the wait last until the next tick.
-            changes = [bridge.next_change() for bridge in self.bridges.values()]
+            changes = [keeper.next_change() for keeper in self.keepers.values()]
             async with trio.open_nursery() as nursery:
                 for change in changes:
                     nursery.start_soon(self._first_change, change, nursery.cancel_scope)
@@ -149,7 +149,7 @@ class Env:
         return chat["history"]["messages"]
 
     def illegal(self) -> list[str]:
-        return [line for bridge in self.bridges.values() for line in bridge.ledger.illegal]
+        return [line for keeper in self.keepers.values() for line in keeper.ledger.illegal]
 
 
 @asynccontextmanager

@@ -52,10 +52,10 @@ async def test_a_bad_row_in_the_subscribe_does_not_stop_owc(tmp_path, clock) -> 
             return listed
 
         env.sim.rpc._list = with_a_bad_row
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "despite").text("Shown despite a bad row.").end()
         await env.settled()
         assert env.clients["A"].connections_opened == 1
         message = (await env.messages(chat_id))[ids.message_id(key, "despite")]
         assert message["done"] and message["content"] == "Shown despite a bad row."
-        assert bridge.totals() == (1, 1)
+        assert keeper.totals() == (1, 1)

@@ -82,8 +82,8 @@ async def test_each_chat_keeps_its_own_order_and_others_are_not_held(tmp_path, c
         env.sim.start_run(key_b, "b1").text("B one.").end()
         env.sim.start_run(key_b, "b2").text("B two.").end()
         await env.sim.wait_for(env.sim.quiescent)
-        ledger = env.bridges["A"].ledger
-        await env.bridges["A"].until(lambda: ledger.is_settled(key_b, "b2"))
+        ledger = env.keepers["A"].ledger
+        await env.keepers["A"].until(lambda: ledger.is_settled(key_b, "b2"))
         b = await env.messages(chat_b)
         assert chain(b, ids.message_id(key_b, "b2")) == ["u1", ids.message_id(key_b, "b1"), ids.message_id(key_b, "b2")]
         assert ids.message_id(key_a, "a2") not in await env.messages(chat_a)
@@ -119,11 +119,11 @@ async def test_many_runs_starting_together_on_one_chat_claim_in_order(tmp_path, 
     some run blocks), and nothing is left in the index once all are settled."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         names = [f"r{i:02d}" for i in range(40)]
         first = ids.message_id(key, names[0])
         release, asked = hold_claim(env, first)
-        ledger = bridge.ledger
+        ledger = keeper.ledger
         indexed = ledger.claim_blocker
         answers = {"blocked": 0, "free": 0}
 

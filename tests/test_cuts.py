@@ -51,8 +51,8 @@ def recoveries(env: Any) -> list[str]:
 async def _cut_run(env: Any, key: str, run_id: str = "S") -> Any:
     run = env.sim.start_run(key, run_id, user_text="Do the long job")
     run.text("Working on the first half.")
-    bridge = env.bridges["A"]
-    await bridge.until(lambda: bridge.totals()[0] >= 1)  # its message is claimed and streaming
+    keeper = env.keepers["A"]
+    await keeper.until(lambda: keeper.totals()[0] >= 1)  # its message is claimed and streaming
     return run
 
 
@@ -87,8 +87,8 @@ async def test_a_restart_mode_abort_keeps_the_message_open_until_the_recovery_li
         await _cut_run(env, key)
         m = ids.message_id(key, "S")
         await env.sim.restart("restart")
-        bridge = env.bridges["A"]
-        await env.until(lambda: any(r.run_id == "R1" and r.message_id == m for r in bridge.ledger.unsettled()))
+        keeper = env.keepers["A"]
+        await env.until(lambda: any(r.run_id == "R1" and r.message_id == m for r in keeper.ledger.unsettled()))
         env.sim.handle("R1").release()
         # The recovery streams into M live, after what S showed (it holds again: only a live writer shows this).
         await env.emitter.until(lambda: "Recovering now." in str(env.emitter.streams.get((chat_id, m))))
@@ -161,8 +161,8 @@ async def test_a_container_stop_is_resumed_into_the_message_with_its_tool_card(t
         await env.connect()
         run = env.sim.start_run(key, "S", user_text="Build it")
         run.tool("exec", {"cmd": "make"}, "ok")
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.totals()[0] >= 1)
         env.sim.responder = lambda k, message: [Text("Build resumed: all green."), End()]
         await env.sim.restart("container")
         await env.settled()
@@ -185,8 +185,8 @@ async def test_four_outside_kills_in_a_row_make_three_resumes_then_the_cut_off_n
         env.sim.responder = lambda k, message: [Text(f"Attempt {next(said)}."), End("error", error=EXIT_137)]
         run = env.sim.start_run(key, "S", user_text="Crunch the data")
         run.text("Loading.")
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.totals()[0] >= 1)
         run.end("error", error=EXIT_137)
         await env.settled()
         m = ids.message_id(key, "S")
@@ -206,8 +206,8 @@ async def test_the_budget_is_read_from_the_message_after_an_owc_restart(tmp_path
         env.sim.responder = lambda k, message: [Text("Again."), End("error", error=EXIT_137)]
         run = env.sim.start_run(key, "S", user_text="Crunch")
         run.text("Loading.")
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.totals()[0] >= 1)
         m = ids.message_id(key, "S")
         # What an earlier owc process left on M: two resumes already.
         output = (await env.messages(chat_id))[m]["output"]
@@ -230,8 +230,8 @@ async def test_no_resume_while_a_recovery_holds_the_session(tmp_path) -> None:
         nxt = env.sim.start_run(key, "NEXT", user_text="Another job", steps=[Text("Next job done."), Hold(), End()])
         run.end("error", error=EXIT_143)
         m = ids.message_id(key, "S")
-        bridge = env.bridges["A"]
-        await env.until(lambda: ids.message_id(key, "NEXT") in {r.message_id for r in bridge.ledger.unsettled()})
+        keeper = env.keepers["A"]
+        await env.until(lambda: ids.message_id(key, "NEXT") in {r.message_id for r in keeper.ledger.unsettled()})
         nxt.release()
         await env.settled()
         messages = await env.messages(chat_id)
@@ -323,8 +323,8 @@ async def test_a_recovery_waiting_for_a_cut_run_that_another_process_finished_li
         await _cut_run(env, key)  # A claims M; B's claim of it waits
         await env.sim.restart("crash")
 
-        def state(bridge: Any, run_id: str) -> State | None:
-            run = bridge.ledger.get(key, run_id)
+        def state(keeper: Any, run_id: str) -> State | None:
+            run = keeper.ledger.get(key, run_id)
             return run.life.state if run is not None else None
 
         def b_recovery_linking() -> bool:
@@ -386,15 +386,15 @@ async def test_a_recovery_the_gateway_gives_up_ends_the_message_it_held_open(tmp
     ends with what it showed and a cut-off note that says why (not "a newer run took over": there is none)."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         await _cut_run(env, key)
         env.sim.hold_recovery(key)
         await env.sim.restart(mode)
         m = ids.message_id(key, "S")
 
         def held_open() -> bool:
-            run = bridge.ledger.get(key, "S")
-            return bridge.cuts.by_key.get(key) is not None and (run is None or run.life.settled)
+            run = keeper.ledger.get(key, "S")
+            return keeper.cuts.by_key.get(key) is not None and (run is None or run.life.settled)
 
         await env.until(held_open)
         assert (await env.messages(chat_id))[m]["done"] is False
@@ -425,11 +425,11 @@ async def test_a_recovery_behind_a_newer_run_still_links_into_the_cut_runs_messa
     and the transcript's order: the recovery writes into S's message (no note), N has a message of its own."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.recovery = lambda k, source: [Text("Picked up after the boot."), End()]
         await _cut_run(env, key)
         await env.sim.restart(mode, recovery_delay=5.0)
-        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        await keeper.until(lambda: keeper.table is not None and keeper.table.hello is not None)
         newer = env.sim.start_run(key, "N", user_text="Something else")
         # Behind the recovery it started.
         await env.sim.wait_for(lambda: env.sim.sessions[key].active is newer.run)
@@ -576,8 +576,8 @@ def test_a_held_cut_whose_recovery_another_process_gave_a_message_ends_instead_o
     from owc.rules.owner import Owner, Seen
     from owc.runs.cuts import Cut, Cuts
 
-    bridge = _Bridge({"R"} if case == "seen here" else set())
-    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    keeper = _Bridge({"R"} if case == "seen here" else set())
+    cuts = Cuts(keeper)  # type: ignore[arg-type]
     ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
     cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery="R")
     cuts.by_key["k"] = cut
@@ -849,8 +849,8 @@ async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer
     from owc.rules.owner import Owner, Seen
     from owc.runs.cuts import Cut, Cuts
 
-    bridge = SimpleNamespace(ledger=_Held(began_ms=2_000), wake=lambda: None)
-    cuts = Cuts(bridge)  # type: ignore[arg-type]
+    keeper = SimpleNamespace(ledger=_Held(began_ms=2_000), wake=lambda: None)
+    cuts = Cuts(keeper)  # type: ignore[arg-type]
     ref = ids.SessionRef(agent_id="main", user_id="u", chat_id="c")
     cut = Cut("k", ref, "M", ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", opened=1)
     cuts.by_key["k"] = cut
@@ -930,8 +930,8 @@ async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path
     }  # fmt: skip
     async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
         await store.create_chat(chat_id, "u1", chat=chat)
-        bridge = _StoreBridge(store)
-        cuts = Cuts(bridge)  # type: ignore[arg-type]
+        keeper = _StoreBridge(store)
+        cuts = Cuts(keeper)  # type: ignore[arg-type]
         if path == "held cut ends":
             cut = Cut(key, ref, m, ("S",), Owner.GATEWAY, Seen(terminal=False), "boot-1", recovery="R")
             cuts.by_key[key] = cut
@@ -954,7 +954,7 @@ async def test_a_recoverys_own_message_becomes_part_of_its_cut_runs_message(path
     else:  # M held R already (the other deploy's write, as the test stored it): left as it was
         assert [i["text"] for i in final["output"]] == ["Two lines:", "Recovered."]
     assert final["done"] is True and "error" not in final and final["meta"]["openclaw_chain"] == ["S", "R"]
-    listing = next(e.event["data"] for e in bridge.emitter.events if e.event["type"] == "chat:messages")
+    listing = next(e.event["data"] for e in keeper.emitter.events if e.event["type"] == "chat:messages")
     assert listing["currentId"] == m and listing["messages"][m]["parentId"] is None
 
 
@@ -1019,7 +1019,7 @@ def test_a_later_boots_hello_takes_the_newer_run_it_lists_for_the_recovery_of_a_
     cuts.by_key["k"] = cut
     last = {"row names S": "S", "M's resume": ids.resume_run_id(chat, m, "1")}.get(case, "R")
     row = SessionRow("k", status="failed" if case == "row failed" else "done", last_run_id=last)
-    cuts.boot_row(row, "boot-1" if case == "same boot" else "boot-2")
+    cuts.on_boot_row(row, "boot-1" if case == "same boot" else "boot-2")
     expected = {"later boot names R": "R", "recovery known": "R0"}.get(case)
     assert cut.recovery == expected
 

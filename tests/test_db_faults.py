@@ -41,15 +41,15 @@ class PragmaFault:
 async def run_through_fault(env: Env, clock, key: str, chat_id: str, run_id: str, lift) -> dict:
     """Play a run that ends while the database refuses; check what the tab and the ledger see; lift the fault,
     let the Gateway tick once, and return the stored message."""
-    bridge = env.bridges["A"]
+    keeper = env.keepers["A"]
     env.sim.start_run(key, run_id).text("Kept through the fault.").end()
     m = ids.message_id(key, run_id)
-    await bridge.until(lambda: env.emitter.of(m, "chat:message:error"))
+    await keeper.until(lambda: env.emitter.of(m, "chat:message:error"))
     (notice,) = env.emitter.of(m, "chat:message:error")
     assert "could not be saved yet" in notice.event["data"]["error"]["content"]
-    run = bridge.ledger.get(key, run_id)
+    run = keeper.ledger.get(key, run_id)
     # Kept: it may be tried again meanwhile (the run's own sessions.changed end is an event), always in vain.
-    await bridge.until(lambda: run.life.state is State.UNSAVED and not run.writer_live)
+    await keeper.until(lambda: run.life.state is State.UNSAVED and not run.writer_live)
     lift()
     clock.jump(30)  # the Gateway's next tick
     await env.settled()
@@ -117,10 +117,10 @@ async def test_a_full_disk_loses_nothing(tmp_path, clock) -> None:
         run = env.sim.start_run(key, "big", steps=None)
         run.text("x" * 10)
         m = ids.message_id(key, "big")
-        await env.bridges["A"].until(lambda: env.bridges["A"].totals()[0] == 1)
+        await env.keepers["A"].until(lambda: env.keepers["A"].totals()[0] == 1)
         full.on = True
         run.text(" and a long tail " + "y" * 200_000).end()
-        await env.bridges["A"].until(lambda: env.emitter.of(m, "chat:message:error"))
+        await env.keepers["A"].until(lambda: env.emitter.of(m, "chat:message:error"))
         assert (await env.messages(chat_id))[m]["done"] is False
         full.on = False
         clock.jump(30)
@@ -179,7 +179,7 @@ async def test_a_message_kept_unsaved_is_found_by_the_next_process(tmp_path, clo
         ro.on = True
         env.sim.start_run(key, "orphaned").text("Saved by the next process.").end()
         m = ids.message_id(key, "orphaned")
-        await env.bridges["A"].until(lambda: env.emitter.of(m, "chat:message:error"))
+        await env.keepers["A"].until(lambda: env.emitter.of(m, "chat:message:error"))
         await env.kill("A")
         ro.on = False
         await env.connect("B")

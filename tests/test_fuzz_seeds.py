@@ -34,7 +34,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: hides, given the newer-run note (issue 24 item 3). 80324: a recovery's wait circle at one Gateway millisecond
 #: (item 12). 61010: a run an earlier boot showed, carried behind a pass, and the new boot's recovery in its
 #: millisecond (``earlier-boot-behind-recovery``). 41332: a cut made at a stop's notice, whose recovery the other
-#: deploy gave a message of its own (``Cuts.boot_row``). 141646: a correction that kept an empty finish's note.
+#: deploy gave a message of its own (``Cuts.on_boot_row``). 141646: a correction that kept an empty finish's note.
 #: 141731: a hold for an announce that settled before the boot, taken for its recovery (``settled_before_boot``).
 #: 151800: a run whose final fell in a drop, taken for the boot's cut beside the queued run the crash cut.
 #: 150995: a recovery owc linked to the cut it held where nothing it reads tells which run the boot recovered (the

@@ -224,7 +224,7 @@ async def test_a_run_streaming_when_the_token_valve_changes_is_carried_to_the_ne
         chat_id, key = await env.chat()
         run = env.sim.start_run(key, "agent-turn").text("Before the valve changed,")
         message = ids.message_id(key, "agent-turn")
-        await env.until(lambda: any(r.writer_live for r in env.bridges["A"].ledger.unsettled()))
+        await env.until(lambda: any(r.writer_live for r in env.keepers["A"].ledger.unsettled()))
         client = env.clients["A"]
         first = client.connection
         env.sim.token = NEW_TOKEN  # the Gateway's token rotated; the admin saves the new one in the valve

@@ -300,7 +300,7 @@ async def test_a_plan_of_bad_frames_between_good_runs(tmp_path, clock, monkeypat
     async with open_env(tmp_path) as env:
         chats = [await env.chat() for _ in range(2)]
         decoy_key = ids.session_key("main", "user-1", str(uuid.uuid4()))  # no chat owns it
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(decoy_key, "template").text("Template text.").tool("exec", {"cmd": "ls"}, "out").end()
         await env.settled()
         recorder.on = False
@@ -310,10 +310,10 @@ async def test_a_plan_of_bad_frames_between_good_runs(tmp_path, clock, monkeypat
         victim = env.sim.start_run(victim_key, "victim").text("Victim.")
 
         def victim_streams() -> bool:
-            run = bridge.ledger.get(victim_key, "victim")
+            run = keeper.ledger.get(victim_key, "victim")
             return run is not None and run.life.state is State.STREAMING
 
-        await bridge.until(victim_streams)  # its writer renders what the bad frames put in its stream
+        await keeper.until(victim_streams)  # its writer renders what the bad frames put in its stream
         bad = [
             *envelope_frames(),
             *payload_frames(templates, decoy_key=victim_key, run_id="victim", depth=1),

@@ -134,7 +134,7 @@ async def test_a_stop_during_a_user_turn_aborts_it_and_keeps_what_it_had(tmp_pat
         run_id = ids.input_run_id(chat_id, m, "t1")
         turn = await env.runtimes["A"].user_turn(key, run_id, "go")
         cut = await _stream(turn, until="Working on it")
-        env.bridges["A"].stop_run(turn.run)  # the page said Stop (owc.rules.intent)
+        env.keepers["A"].stop_run(turn.run)  # the page said Stop (owc.rules.intent)
         await _open_webui_ends_its_task(env, turn, cut)
         await env.settled()
         final = (await env.messages(chat_id))[m]
@@ -165,7 +165,7 @@ async def test_a_send_the_gateway_refuses_is_one_clear_line_and_leaves_nothing_r
         with pytest.raises(UserTurnError, match="did not take the message") as caught:
             await env.runtimes["A"].user_turn(key, run_id, "hello")
         assert "Traceback" not in str(caught.value) and "\n" not in str(caught.value)
-        run = env.bridges["A"].ledger.get(key, run_id)
+        run = env.keepers["A"].ledger.get(key, run_id)
         assert run is None or run.life.state is State.DONE  # settled: nothing waits for a run that never began
         await env.settled()
 
@@ -229,7 +229,7 @@ async def test_a_message_sent_while_a_run_is_going_waits_for_its_end_and_chains_
         chat_id, key, m = await _user_turn_chat(env)
         agent = env.sim.start_run(key, "agent-turn").text("Cron report so far")
         agent_message = ids.message_id(key, "agent-turn")
-        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.bridges["A"].ledger.unsettled()))
+        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.keepers["A"].ledger.unsettled()))
         sending: list[InlineTurn] = []
 
         async def send() -> None:
@@ -275,12 +275,12 @@ async def test_a_message_that_is_the_gateways_stop_command_stops_and_says_so(tmp
         await env.connect()
         chat_id, key, m = await _user_turn_chat(env)
         agent = env.sim.start_run(key, "agent-turn").text("Working")
-        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.bridges["A"].ledger.unsettled()))
+        await env.until(lambda: any(r.life.state is State.STREAMING for r in env.keepers["A"].ledger.unsettled()))
         agent.end()  # (the running-run wait is case 7's; here the session is idle when "stop" is sent)
         await env.settled()
         with pytest.raises(UserTurnError, match="Nothing was running to stop"):
             await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "stop")
-        run = env.bridges["A"].ledger.get(key, ids.input_run_id(chat_id, m, "t"))
+        run = env.keepers["A"].ledger.get(key, ids.input_run_id(chat_id, m, "t"))
         assert run is None or run.life.state is State.DONE
         await env.settled()
 
@@ -318,8 +318,8 @@ async def test_a_request_ending_while_its_connection_closes_waits_for_the_next_c
         env.sim.responder = lambda k, msg: [Text("Half of it"), Hold()]
         turn = await env.runtimes["A"].user_turn(key, ids.input_run_id(chat_id, m, "t"), "go")
         streamed = await _stream(turn, until="Half of it")
-        bridge = env.bridges["A"]
-        table = bridge.table
+        keeper = env.keepers["A"]
+        table = keeper.table
         assert table is not None
         ended_in_the_close: list[bool] = []
 
@@ -333,7 +333,7 @@ async def test_a_request_ending_while_its_connection_closes_waits_for_the_next_c
         table._nursery.start_soon(ends_as_the_connection_closes)
         await env.sim.restart("stop")
         await env.until(lambda: bool(ended_in_the_close))
-        assert not table.live and bridge.table is not table
+        assert not table.live and keeper.table is not table
         assert table._start_soon(trio.sleep, 0, name="late") is False  # a stale holder of the table: logged, no raise
         await env.store.write(chat_id, m, content=output_text(streamed), output=streamed, done=True)
         await env.settled()

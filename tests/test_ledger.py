@@ -31,9 +31,9 @@ RECOVERY = {"kind": "internal_system", "sourceTool": "main_session_restart_recov
 async def _reconnect(env: Env, name: str = "A") -> None:
     """Cut owc's TCP stream and wait until owc has seen it close (it then waits its 1 s backoff: the test
     jumps the clock when it wants the next connection)."""
-    bridge = env.bridges[name]
+    keeper = env.keepers[name]
     env.sim.disconnect()
-    await bridge.until(lambda: bridge.table is None)
+    await keeper.until(lambda: keeper.table is None)
     await env.clients[name].wait_backing_off()
 
 
@@ -103,9 +103,9 @@ async def test_ended_during_drop(tmp_path, clock, db_url) -> None:
     longer shows it, and its message is finalized from the transcript (what it did meanwhile included)."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "through-a-drop").text("Before the drop.")
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await _reconnect(env)
         run.tool("exec", {"cmd": "df"}, "80% used").text("After it, unseen live.").end()
         await _next_connection(env, clock)
@@ -116,7 +116,7 @@ async def test_ended_during_drop(tmp_path, clock, db_url) -> None:
         assert messages[m]["done"] is True
         assert messages[m]["content"] == "Before the drop.\nAfter it, unseen live."
         assert count_cards(messages[m]["output"]) == 1
-        assert bridge.totals() == (2, 1)  # the claim, the take-back at the next connection; one finalize
+        assert keeper.totals() == (2, 1)  # the claim, the take-back at the next connection; one finalize
 
 
 @pytest.mark.virtual_seconds(1)
@@ -127,19 +127,19 @@ async def test_only_sign_after_a_reconnect_is_the_terminal(tmp_path, clock, db_u
     ids) and finished from the transcript, with the cards no live event showed."""
     async with open_env(tmp_path, db_url=db_url, cli_runtime=cli_runtime) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(
             key,
             "quiet-after",
             steps=[Text("Started."), Hold(), Tool("exec", {}, "ran in the dark"), Text("More."), Hold(), End()],
         )
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await _reconnect(env)
         run.release()  # the tool and the text happen while owc is away
         await trio.testing.wait_all_tasks_blocked()  # the run holds again; owc sleeps in its backoff
         assert env.sim.runs["quiet-after"].text.endswith("More.")
         await _next_connection(env, clock)
-        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        await keeper.until(lambda: keeper.table is not None and keeper.table.hello is not None)
         run.release()  # now only the terminal
         await env.settled()
         m = ids.message_id(key, "quiet-after")
@@ -164,8 +164,8 @@ async def test_recovery_started_before_subscribe(tmp_path, clock, db_url, after_
         run = env.sim.start_run(
             key, "recovery-1", origin="recovery", user_text="The gateway restarted.", provenance=RECOVERY, steps=steps
         )
-        bridge = await env.connect()
-        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table is not None and keeper.table.hello is not None)
         run.release()
         await env.settled()
         m = ids.message_id(key, "recovery-1")
@@ -200,9 +200,9 @@ async def test_all_deltas_lost_and_an_error_terminal_without_text(tmp_path, cloc
     holds the text: one message with the text and the error."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "muffled")
-        await bridge.until(lambda: bridge.ledger.get(key, "muffled") is not None)
+        await keeper.until(lambda: keeper.ledger.get(key, "muffled") is not None)
         env.sim.drop(3)  # the run's three text deltas
         run.text("Partial work before the failure.", chunks=["Partial ", "work before ", "the failure."])
         run.end("error", error="the model provider failed")
@@ -220,10 +220,10 @@ async def test_stop_mode_cut_is_finalized_from_the_transcript(tmp_path, clock, d
     next connection from the transcript."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "cut-by-stop").text("Deploying.")
         call = run.tool_start("exec", {"cmd": "make deploy"})
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         env.sim.drop(1)  # the result's session.tool event
         run.tool_result(call, "deployed to 3 hosts")
         await env.sim.restart("stop")
@@ -274,13 +274,13 @@ async def test_orphan_stub_adopted_without_history(tmp_path, clock, db_url) -> N
     text and cards; no second message."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key, stub = await _stub_chat(env)
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.fail_requests("chat.history")
         run_id = ids.input_run_id(chat_id, stub, "1")
         env.sim.start_run(key, run_id, origin="chat.send", user_text="Deploy it").text("Deploying now.").tool(
             "exec", {"cmd": "make"}, "ok"
         ).text("Deployed.").end()
-        await bridge.until(lambda: bridge.ledger.is_settled(key, run_id))
+        await keeper.until(lambda: keeper.ledger.is_settled(key, run_id))
         for _ in range(2):  # finished from the stream; then, once the transcript answers, checked against it
             messages = await env.messages(chat_id)
             assert set(messages) == {"u1", stub}
@@ -300,16 +300,16 @@ async def test_a_message_finished_while_the_transcript_failed_is_corrected_and_k
     ``history-fallback-gaps``)."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key, _ = await _stub_chat(env)
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "cut", origin="cron")
         await _reconnect(env)
         run.tool("exec", {"cmd": "make"}, "ok")
         await _next_connection(env, clock)
-        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        await keeper.until(lambda: keeper.table is not None and keeper.table.hello is not None)
         env.sim.fail_requests("chat.history")
         run.text("It broke.").end("error", error="boom")
         m = ids.message_id(key, "cut")
-        await bridge.until(lambda: bridge.ledger.is_settled(key, "cut"))
+        await keeper.until(lambda: keeper.ledger.is_settled(key, "cut"))
         first = (await env.messages(chat_id))[m]
         assert first["done"] is True and count_cards(first["output"]) == 0 and first.get("error")
         env.sim.fail_requests()
@@ -372,14 +372,14 @@ async def test_a_reconcile_cut_short_is_done_again_from_the_same_watermark(tmp_p
             return await real_facts(chat_ids, present)
 
         env.store.chat_facts = fails_on_the_first_connection
-        bridge = await env.connect()
-        await bridge.until(lambda: bridge.table.hello is not None and not bridge.table.reconciling)
-        assert not bridge.quiet()  # a pass that fell short is work left (the next tick runs it again)
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table.hello is not None and not keeper.table.reconciling)
+        assert not keeper.quiet()  # a pass that fell short is work left (the next tick runs it again)
         m = ids.message_id(key, "ended-unseen")
         assert m not in await env.messages(chat_id)  # the first pass failed
         clock.jump(1)
         env.sim.start_run(key, "seen-live").text("Seen live.").end()  # moves the connection's last event on
-        await bridge.until(lambda: bridge.ledger.is_settled(key, "seen-live"))
+        await keeper.until(lambda: keeper.ledger.is_settled(key, "seen-live"))
         await _reconnect(env)
         failing[0] = False
         await _next_connection(env, clock)
@@ -406,10 +406,10 @@ async def test_a_reconcile_that_fell_short_runs_again_at_the_next_tick(tmp_path,
             return await real_facts(chat_ids, present)
 
         env.store.chat_facts = fails_once
-        bridge = await env.connect()
-        await bridge.until(lambda: bridge.table.hello is not None and not bridge.table.reconciling)
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table.hello is not None and not keeper.table.reconciling)
         m = ids.message_id(key, "ended-unseen")
-        assert m not in await env.messages(chat_id) and not bridge.table.reconciled
+        assert m not in await env.messages(chat_id) and not keeper.table.reconciled
         clock.jump(30)  # the Gateway's next tick
         await env.settled()
         assert (await env.messages(chat_id))[m]["content"] == "Ended before owc started."
@@ -434,7 +434,7 @@ async def test_a_live_claim_does_not_hide_a_run_that_ended_while_away(tmp_path, 
         claims_before_facts: list[int] = []
 
         async def facts(chat_ids, present=None):
-            claims_before_facts.append(env.bridges["A"].totals()[0])
+            claims_before_facts.append(env.keepers["A"].totals()[0])
             return await real_facts(chat_ids, present)
 
         env.store.chat_facts = facts
@@ -494,12 +494,12 @@ async def test_a_pass_cut_by_its_connections_close_lets_no_live_claim_go_first(
             raise SessionClosed("chat.history")
 
         monkeypatch.setattr(reconcile_module, "read_history_page", closed_under_it)
-        bridge = await env.connect()
-        run = bridge.ledger.get(key, "live-now")
+        keeper = await env.connect()
+        run = keeper.ledger.get(key, "live-now")
         live.end()
-        await bridge.until(lambda: run.life.ended and run.life.state is State.CLAIMING)
+        await keeper.until(lambda: run.life.ended and run.life.state is State.CLAIMING)
         go_on.set()
-        await bridge.until(lambda: not bridge.table.reconciling)
+        await keeper.until(lambda: not keeper.table.reconciling)
         assert not run.life.claimed  # it still waits, until the close cancels it
         monkeypatch.undo()
         await _reconnect(env)
@@ -525,14 +525,14 @@ async def test_a_run_found_after_chat_history_failed_takes_its_place_above_a_lat
         clock.jump(30)
         live, go_on = _ended_then_live(env, key)
 
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.fail_requests("chat.history")  # the Gateway's transcript store fails
         go_on.set()
-        await bridge.until(lambda: not bridge.table.reconciling)
-        assert not bridge.table.reconciled
+        await keeper.until(lambda: not keeper.table.reconciling)
+        assert not keeper.table.reconciled
         live.end()
         first, second = ids.message_id(key, "ended-unseen"), ids.message_id(key, "live-now")
-        await bridge.until(lambda: bridge.ledger.is_settled(key, "live-now"))
+        await keeper.until(lambda: keeper.ledger.is_settled(key, "live-now"))
         assert first not in await env.messages(chat_id)
         env.sim.fail_requests()  # healed
         clock.jump(30)  # the Gateway's next tick: the pass again
@@ -711,20 +711,20 @@ async def test_a_run_the_transcript_does_not_show_claims_by_its_own_time_while_t
             nursery.start_soon(env.connect)
             with trio.fail_after(PLAY_BOUND_S):
                 await env.sim.wait_for(lambda: bool(held))
-            bridge = env.bridges["A"]
+            keeper = env.keepers["A"]
             quiet.text("NO_REPLY").end()
             mock_clock.jump(1)  # S begins a second after Q's end (Q's place is strictly before S's)
             env.sim.start_run(key, "S", origin="cron").text("Said.").end()
             env.sim.start_run(key, "B", heartbeat=True, origin="heartbeat").text("The build is red.").end()
 
             def claiming(run_id: str) -> bool:
-                run = bridge.ledger.get(key, run_id)
+                run = keeper.ledger.get(key, run_id)
                 return run is not None and run.life.state is State.CLAIMING
 
             with trio.fail_after(PLAY_BOUND_S):
-                await bridge.until(lambda: claiming("Q") and claiming("S"))
-            assert bridge.ledger.get(key, "B") is None  # owc heard nothing of the heartbeat
-            assert bridge.ledger.get(key, "Q").timed  # a Gateway time of its own (its agent events)
+                await keeper.until(lambda: claiming("Q") and claiming("S"))
+            assert keeper.ledger.get(key, "B") is None  # owc heard nothing of the heartbeat
+            assert keeper.ledger.get(key, "Q").timed  # a Gateway time of its own (its agent events)
             answer(*held[0])  # the list: the session's last run is B, which the pass owes
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()
@@ -733,7 +733,7 @@ async def test_a_run_the_transcript_does_not_show_claims_by_its_own_time_while_t
         assert set(messages) == {"u1", said, beat}  # Q said nothing: no message
         assert messages[said]["content"] == "Said." and messages[beat]["content"] == "The build is red."
         assert messages[said]["parentId"] == "u1" and messages[beat]["parentId"] == said
-        assert all(bridge.ledger.is_settled(key, run) for run in ("Q", "S", "B"))
+        assert all(keeper.ledger.is_settled(key, run) for run in ("Q", "S", "B"))
 
 
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff after the crash
@@ -815,9 +815,9 @@ async def test_an_error_while_owc_is_away_shows_as_a_live_one_does(tmp_path, clo
     (from the session row, ``lastRunError``), as it would have live, with what the run said."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "fails-away").text("Half of it.")
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await _reconnect(env)
         run.end("error", error="The model provider is overloaded.")
         await _next_connection(env, clock)
@@ -833,9 +833,9 @@ async def test_a_run_away_but_never_cut_gets_no_cut_off_note(tmp_path, clock, db
     and a newer run runs on the session after it. Nothing was cut: neither message says "cut off"."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         first = env.sim.start_run(key, "first").text("First answer.")
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await _reconnect(env)
         first.end()
         env.sim.start_run(key, "second").text("Second answer.").end()

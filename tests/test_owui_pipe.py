@@ -132,7 +132,7 @@ def test_a_turn_in_a_chat_another_user_shared_goes_to_the_owners_session(monkeyp
     sent: list[str] = []
 
     class Runtime:
-        bridge = SimpleNamespace(emitter=None)
+        keeper = SimpleNamespace(emitter=None)
 
         async def chat_session_key(self, agent: str, chat: str, sender: str) -> str:
             asked.append((agent, chat, sender))

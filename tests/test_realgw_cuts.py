@@ -24,7 +24,7 @@ row, recovery, stored messages); ``test_the_simulator_cuts_like_the_real_gateway
 simulator (its ``restart`` / ``crash`` / ``container`` mode) and asserts the two forms are equal, so the simulator's
 restart modes are pinned to what the real Gateway produced in the same session.
 
-Waits are on events (owc's bridge, the Gateway's pushes and replies); the only polling is the Gateway's readiness
+Waits are on events (owc's keeper, the Gateway's pushes and replies); the only polling is the Gateway's readiness
 (its log line: an external process's readiness has no event) inside the harness.
 """
 
@@ -160,7 +160,7 @@ async def _until_done(runtime: Runtime, store: Any, chat_id: str, m: str) -> dic
         message = (await store.read_chat(chat_id))["history"]["messages"].get(m)
         if message is not None and message.get("done"):
             return message
-        await runtime.bridge.changed()
+        await runtime.keeper.changed()
 
 
 def _frames_of(c: RawClient, key: str, run_id: str) -> dict[str, Any]:
@@ -428,7 +428,7 @@ async def _recovered_cut(
         assistant_messages=len(assistants),
         content=message.get("content"),
         chain=(message.get("meta") or {}).get("openclaw_chain"),
-        resumes_sent=runtime.bridge.cuts.resumes_sent,
+        resumes_sent=runtime.keeper.cuts.resumes_sent,
         connections=runtime.client.connections_opened,
         boots=(boot_before, second.boot_id),
         owc_log=logged,
@@ -453,7 +453,7 @@ async def _recovered_cut(
     said = [(e["description"], e["done"]) for e in message.get("statusHistory") or []]
     assert said[-1] == (RECOVERED, True), said
     # No double continuation: owc sent no resume; the ledger holds nothing unsettled and saw no illegal input.
-    assert runtime.bridge.cuts.resumes_sent == [], logged
+    assert runtime.keeper.cuts.resumes_sent == [], logged
     assert not any("runs.resumed" in t for t in logged), logged
     assert any("runs.linked" in t and f"run={recovery}" in t and f"recovers={run_id}" in t for t in logged), logged
     assert len(runtime.ledger) == 0 and runtime.ledger.illegal == []
@@ -694,7 +694,7 @@ async def test_a_cli_child_killed_mid_reply_is_resumed_once_into_the_same_messag
                     children = [pid for pid in children if "stream-json" in Path(f"/proc/{pid}/cmdline").read_text()]
                     assert len(children) == 1, children
                     os.kill(children[0], signal.SIGTERM)
-                    await runtime.bridge.until(lambda: runtime.bridge.cuts.resumes_sent != [])
+                    await runtime.keeper.until(lambda: runtime.keeper.cuts.resumes_sent != [])
                     waited = await other.request("agent.wait", {"runId": resume, "timeoutMs": 120_000})
                     assert waited.ok and waited.payload.get("status") == "ok", (waited.payload, waited.error)
                     message = await _until_done(runtime, store, chat_id, m)
@@ -714,7 +714,7 @@ async def test_a_cli_child_killed_mid_reply_is_resumed_once_into_the_same_messag
         assistant_messages=len(assistants),
         content=message.get("content"),
         meta={k: v for k, v in (message.get("meta") or {}).items() if k.startswith("openclaw_")},
-        resumes_sent=runtime.bridge.cuts.resumes_sent,
+        resumes_sent=runtime.keeper.cuts.resumes_sent,
         owc_log=logged,
     )
     # The Gateway stayed up (no close, no notice); the row is the one the push ending the run carried.
@@ -723,7 +723,7 @@ async def test_a_cli_child_killed_mid_reply_is_resumed_once_into_the_same_messag
     assert [t["error"] for t in seen["terminals"]][:1] == [EXIT_143], seen
     assert _recoveries(history) == []
     # owc's side: exactly one resume, under M's first resume id, and it wrote into M.
-    assert runtime.bridge.cuts.resumes_sent == [resume], logged
+    assert runtime.keeper.cuts.resumes_sent == [resume], logged
     assert assistants == [m], (assistants, logged)
     assert message["done"] is True
     assert (message.get("meta") or {}).get("openclaw_chain") == [run_id, resume], (message.get("meta"), logged)

@@ -26,7 +26,7 @@ from owc import device, ids
 from owc.emit import RecordingEmitter
 from owc.gateway import GatewayConfig, open_gateway_connection
 from owc.registry import WriterRegistry
-from owc.runs import Bridge
+from owc.runs import RunKeeper
 from owc.runs.inline import UserTurnError
 from owc.runtime import Runtime
 from owc.store import open_store
@@ -94,7 +94,7 @@ async def test_owc_pairs_as_a_remote_client_and_reuses_its_device_token(
     logging.getLogger("owc.gateway").addHandler(heard)
     try:
         async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
-            bridge = Bridge(store, RecordingEmitter(), WriterRegistry())
+            keeper = RunKeeper(store, RecordingEmitter(), WriterRegistry())
             config = GatewayConfig(
                 instance_id="owc-remote",
                 device_dir=tmp_path / "device",
@@ -103,7 +103,7 @@ async def test_owc_pairs_as_a_remote_client_and_reuses_its_device_token(
                 backoff_cap=2.0,
             )
             with trio.fail_after(240):
-                async with open_gateway_connection(gw.url, gw.token, bridge, config) as client:
+                async with open_gateway_connection(gw.url, gw.token, keeper, config) as client:
                     await heard.event.wait()
                     request = re.search(r"request=([0-9A-Za-z-]+)", heard.records[0])
                     assert request is not None, heard.records
@@ -113,7 +113,7 @@ async def test_owc_pairs_as_a_remote_client_and_reuses_its_device_token(
                     assert identity.device_id in heard.records[0]
                     # A user turn meanwhile is refused with the same actionable line (the Pipe's reply).
                     with pytest.raises(UserTurnError, match=f"openclaw devices approve {request[1]}"):
-                        await Runtime(client, bridge).user_turn(
+                        await Runtime(client, keeper).user_turn(
                             ids.session_key("main", "u", str(uuid.uuid4())), str(uuid.uuid4()), "hi"
                         )
                     said = await trio.to_thread.run_sync(gw.cli, "devices", "approve", request[1])
@@ -153,13 +153,13 @@ async def test_wss_with_the_gateways_own_certificate_pinned(real_gateway_install
     logging.getLogger("owc.gateway").addHandler(failed)
     try:
         async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
-            bridge = Bridge(store, RecordingEmitter(), WriterRegistry())
+            keeper = RunKeeper(store, RecordingEmitter(), WriterRegistry())
             fast = {"backoff_initial": 0.5, "backoff_cap": 2.0, "connect_timeout": 5.0}
             with trio.fail_after(120):
                 pinned = GatewayConfig(
                     instance_id="owc-tls", pin_sha256=":".join([pin[i : i + 2] for i in range(0, 64, 2)]), **fast
                 )
-                async with open_gateway_connection(wss, gw.token, bridge, pinned) as client:
+                async with open_gateway_connection(wss, gw.token, keeper, pinned) as client:
                     conn = await client.wait_connection()
                     assert "operator.read" in conn.hello.auth_scopes
                 for url, config, said in (
@@ -169,7 +169,7 @@ async def test_wss_with_the_gateways_own_certificate_pinned(real_gateway_install
                 ):
                     failed.records.clear()
                     failed.event = trio.Event()
-                    async with open_gateway_connection(url, gw.token, bridge, config) as client:
+                    async with open_gateway_connection(url, gw.token, keeper, config) as client:
                         await failed.event.wait()
                         assert client.connection is None
                     assert said in failed.records[0], failed.records
@@ -226,7 +226,7 @@ async def test_a_device_removed_on_the_gateway_host_pairs_again_without_a_restar
     initial, cap = 0.5, 2.0
     try:
         async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
-            bridge = Bridge(store, RecordingEmitter(), WriterRegistry())
+            keeper = RunKeeper(store, RecordingEmitter(), WriterRegistry())
             config = GatewayConfig(
                 instance_id="owc-remote",
                 device_dir=folder,
@@ -236,7 +236,7 @@ async def test_a_device_removed_on_the_gateway_host_pairs_again_without_a_restar
                 backoff_jitter=0.0,  # the delays are then exact: the test can hold owc to its backoff, step by step
             )
             with trio.fail_after(240):
-                async with open_gateway_connection(gw.url, gw.token, bridge, config) as client:
+                async with open_gateway_connection(gw.url, gw.token, keeper, config) as client:
                     # Paired as a remote client, as above.
                     first = await records.wait_for("gateway.pairing_required")
                     old_request = _request_of(first[0][1])
@@ -275,7 +275,7 @@ async def test_a_device_removed_on_the_gateway_host_pairs_again_without_a_restar
                     assert f"openclaw devices approve {new_request}" in refusals[0][1]
                     assert client.pairing is not None and f"openclaw devices approve {new_request}" in client.pairing
                     with pytest.raises(UserTurnError, match=f"openclaw devices approve {new_request}"):
-                        await Runtime(client, bridge).user_turn(
+                        await Runtime(client, keeper).user_turn(
                             ids.session_key("main", "u", str(uuid.uuid4())), str(uuid.uuid4()), "hi"
                         )
 

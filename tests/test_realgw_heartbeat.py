@@ -350,7 +350,7 @@ async def test_owc_gives_each_speaking_heartbeat_one_message_on_the_real_gateway
                     first = await nursery.start(first_process)
 
                     async def stop_first() -> None:
-                        await first.bridge.until(lambda: first.bridge.totals()[1] >= 1)  # A's message finished
+                        await first.keeper.until(lambda: first.keeper.totals()[1] >= 1)  # A's message finished
                         stop.set()
                         await closed.wait()
 

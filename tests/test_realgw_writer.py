@@ -20,7 +20,7 @@ from owc.registry import WriterRegistry
 from owc.render import count_cards, output_from_transcript, output_text
 from owc.render.transcript import run_messages
 from owc.rules.lifecycle import State
-from owc.runs import Bridge
+from owc.runs import RunKeeper
 from owc.runtime import RuntimeConfig, open_runtime
 from owc.store import open_store
 
@@ -39,10 +39,10 @@ async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path, ca
     async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
         await store.create_chat(chat_id, user)
         emitter = RecordingEmitter()
-        bridge = Bridge(store, emitter, WriterRegistry())
+        keeper = RunKeeper(store, emitter, WriterRegistry())
         with trio.fail_after(180):
             async with open_gateway_connection(
-                real_gateway.url, real_gateway.token, bridge, GatewayConfig(instance_id="owc-real")
+                real_gateway.url, real_gateway.token, keeper, GatewayConfig(instance_id="owc-real")
             ) as client:
                 await client.wait_connection()
                 async with raw_client(real_gateway.url, real_gateway.token, caps=(), instance_id="other-ui") as other:
@@ -50,7 +50,7 @@ async def test_agent_turn_from_the_real_gateway(real_gateway, tmp_path: Path, ca
                         "chat.send", {"sessionKey": key, "message": "USE_TOOL please check", "idempotencyKey": run_id}
                     )
                     assert sent.ok, sent.error
-                    await bridge.until(lambda: bridge.totals()[1] >= 1)
+                    await keeper.until(lambda: keeper.totals()[1] >= 1)
                     history = parse_chat_history(
                         (await other.request("chat.history", {"sessionKey": key, "limit": 50})).payload
                     )
@@ -117,7 +117,7 @@ async def test_run_ended_while_disconnected_is_finalized_from_the_real_transcrip
                     params = {"sessionKey": key, "message": "SLOW reply please", "idempotencyKey": run_id}
                     sent = await other.request("chat.send", params)
                     assert sent.ok, sent.error
-                    await runtime.bridge.until(lambda: runtime.bridge.totals()[0] == 1)  # owc claimed the message
+                    await runtime.keeper.until(lambda: runtime.keeper.totals()[0] == 1)  # owc claimed the message
                     run = runtime.ledger.get(key, run_id)
                     assert run is not None and run.life.state is State.STREAMING
                     # "canned" is the reply's last word but one: the run ends about a second after it.
@@ -140,7 +140,7 @@ async def test_run_ended_while_disconnected_is_finalized_from_the_real_transcrip
     assert run.life.terminal.reason.startswith("absent from the list at hello"), run.life.terminal
     assert run.life.state is State.DONE
     assert len(runtime.ledger) == 0 and runtime.ledger.illegal == []
-    assert runtime.bridge.totals()[1] == 1 and runtime.client.connections_opened == 2
+    assert runtime.keeper.totals()[1] == 1 and runtime.client.connections_opened == 2
     # Exactly one assistant message for the run, under the chat's user turn, finished by the second connection.
     messages = saved["history"]["messages"]
     assert [k for k, v in messages.items() if v.get("role") == "assistant"] == [m]
@@ -239,7 +239,7 @@ async def test_a_short_answer_that_starts_like_a_sentinel_is_shown(
                         )
                     )
                     await runtime.settled()
-                    await runtime.bridge.until(lambda: runtime.bridge.totals()[1] == 1)
+                    await runtime.keeper.until(lambda: runtime.keeper.totals()[1] == 1)
                     reply = await other.request("chat.history", {"sessionKey": key, "limit": 50, "maxChars": 500_000})
                     history = parse_chat_history(reply.payload)
         saved = await store.read_chat(chat_id)
@@ -273,7 +273,7 @@ async def test_a_user_turn_through_the_pipes_path_matches_the_real_transcript(re
                 # Open WebUI's end-of-stream save, then its task's end: the handover.
                 await store.write(chat_id, m, content=output_text(shown), output=shown, done=True)
                 turn.request_ended()
-                await runtime.bridge.until(lambda: turn.run.life.state is State.DONE)
+                await runtime.keeper.until(lambda: turn.run.life.state is State.DONE)
                 history = parse_chat_history(await runtime.client.request("chat.history", {"sessionKey": key}))
         message = (await store.read_chat(chat_id))["history"]["messages"][m]
     expected = output_from_transcript(history, run_id)

@@ -27,11 +27,11 @@ def chain_ok(messages: dict) -> bool:
 async def test_agent_turn_renders_normally(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         start = trio.current_time()
         run = env.sim.start_run(key, "cron-wake-1", user_text="Nightly check")
         run.text("Checking the disks.")
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await trio.testing.wait_all_tasks_blocked()  # the writer has streamed what there is and waits for more
         run.tool("exec", {"cmd": "df -h"}, "/dev/vda 252G").tool("exec", {"cmd": "uptime"}, "up 3 days")
         run.text("All disks are fine.").end()
@@ -70,16 +70,16 @@ async def test_two_connections_one_message(tmp_path, clock) -> None:
         await env.settled()
         messages = await env.messages(chat_id)
         assert len(messages) == 2 and messages[ids.message_id(key, "r1")]["done"] is True
-        assert sum(bridge.totals()[0] for bridge in (a, b)) == 1  # exactly one claim won
+        assert sum(keeper.totals()[0] for keeper in (a, b)) == 1  # exactly one claim won
 
 
 async def test_no_mid_run_close(tmp_path, clock) -> None:
     """A row or describe reading done while the run is active ends nothing: only the run's terminal does."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "long").text("Working on it")
-        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
         conn = env.sim.connection("A")
         done_row = {
             "sessionKey": key,
@@ -105,7 +105,7 @@ async def test_no_mid_run_close(tmp_path, clock) -> None:
         await env.clients["A"].request("sessions.list", {})  # a round trip: everything sent before is read
         m = ids.message_id(key, "long")
         # (the other run, first seen by its end, may have a writer of its own: one reading its transcript)
-        assert bridge.ledger.get(key, "long").writer_live and (await env.messages(chat_id))[m]["done"] is False
+        assert keeper.ledger.get(key, "long").writer_live and (await env.messages(chat_id))[m]["done"] is False
         run.end()
         await env.settled()
         assert (await env.messages(chat_id))[m]["done"] is True
@@ -130,13 +130,13 @@ async def test_run_active_before_subscribe_without_ids(tmp_path, clock) -> None:
         chat_id, key = await env.chat()
         run = env.sim.start_run(key, "before-owc")
         run.text("Early words, unseen.")
-        bridge = await env.connect()
+        keeper = await env.connect()
         run.text(" And more.").end()
         await env.settled()
         msg = (await env.messages(chat_id))[ids.message_id(key, "before-owc")]
         # The stream joined late, but the finalize reads the transcript: the whole text is there.
         assert msg["done"] and msg["content"] == "Early words, unseen. And more."
-        assert bridge.totals() == (1, 1)  # one claim, one finalize
+        assert keeper.totals() == (1, 1)  # one claim, one finalize
 
 
 async def test_yield_and_back_to_back_turns_chain(tmp_path, clock) -> None:
@@ -192,7 +192,7 @@ async def test_runs_without_a_normal_message(tmp_path, clock, kind, expect) -> N
         await env.settled()
         messages = await env.messages(chat_id)
         # Nothing of these runs stays in memory once they end (no renderer kept for the connection's life).
-        assert len(env.bridges["A"].ledger) == 0
+        assert len(env.keepers["A"].ledger) == 0
         if expect is None:
             assert set(messages) == {"u1"}
         else:
@@ -208,13 +208,13 @@ async def test_a_short_answer_that_starts_like_a_sentinel_gets_its_message(tmp_p
     run's terminal says it will not grow. Before, the run ended "showing nothing" and got no message."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "short").text(text).end(state)
         await env.settled()
         messages = await env.messages(chat_id)
         msg = messages[ids.message_id(key, "short")]
         assert msg["done"] is True and msg["content"] == text and chain_ok(messages)
-        assert bridge.totals()[1] == 1
+        assert keeper.totals()[1] == 1
 
 
 async def test_a_short_answer_whose_chat_terminal_never_comes_is_read_from_the_transcript(tmp_path, clock) -> None:
@@ -299,10 +299,10 @@ async def test_malformed_event_does_not_disturb_another_run(tmp_path, clock) -> 
 async def test_stop_aborts_and_finalizes_with_what_it_has(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
-        assert bridge.table.stop(chat_id) == 1
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
+        assert keeper.table.stop(chat_id) == 1
         await env.settled()
         msg = (await env.messages(chat_id))[ids.message_id(key, "stoppable")]
         assert msg["done"] and msg["content"] == "Partial answer"
@@ -315,9 +315,9 @@ async def test_a_writer_is_a_task_of_its_chat_and_the_tabs_stop_reaches_it(tmp_p
     finalizes the message with what it had; the task is gone after. A run that ends by itself closes its task."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
         m = ids.message_id(key, "stoppable")
         task_id, _ = env.emitter.tasks[(chat_id, m)]
         assert (await env.messages(chat_id))[m]["meta"]["task_id"] == task_id
@@ -341,9 +341,9 @@ async def test_a_writer_registered_again_after_a_cancel_names_its_new_task_in_th
     claim's check. Once M is finished, nothing is renamed."""
     async with open_env(tmp_path, db_url=db_url) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "goes-on", steps=[Text("Partial answer"), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
         m = ids.message_id(key, "goes-on")
         first, _ = env.emitter.tasks[(chat_id, m)]
         assert (await env.messages(chat_id))[m]["meta"]["task_id"] == first
@@ -368,13 +368,13 @@ async def test_a_stopped_item_that_starts_with_an_earlier_items_text_is_kept_who
     finalizer cut the earlier text off its start: the message read "Hello\n from", a repeated word dropped."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         steps = [Text("Hello"), Tool("read", {}, "ok", call_id="c1"), Text("Hello from"), Hold()]
         env.sim.start_run(key, "echo", steps=steps)
-        await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
         await trio.testing.wait_all_tasks_blocked()  # the run holds after "Hello from"; the writer waits
         assert env.sim.runs["echo"].text == "Hello\n\nHello from"
-        assert bridge.table.stop(chat_id) == 1
+        assert keeper.table.stop(chat_id) == 1
         await env.settled()
         (partial,) = [msg for msg in env.sim.sessions[key].transcript if msg.get("openclawAbort")]
         assert partial["content"] == [{"type": "text", "text": "Hello\n\nHello from"}]
@@ -394,14 +394,14 @@ async def test_settled_never_returns_between_a_drop_and_the_next_hello(tmp_path,
 
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         runtime = env.runtimes["A"]
         (sim_conn,) = env.sim.conns.values()
         sim_conn.muted = True  # the network drops everything from here: owc sees nothing of the run below
         env.sim.start_run(key, "while-away").text("Said while owc was away.").end()
         await env.sim.wait_for(env.sim.quiescent)
         conn = runtime.client.connection
-        assert conn is not None and bridge.quiet()  # owc cannot know yet: its connection looks alive and idle
+        assert conn is not None and keeper.quiet()  # owc cannot know yet: its connection looks alive and idle
 
         async def send_on_a_cut_socket(data: object) -> None:
             env.sim.disconnect()  # the TCP stream is cut now: owc's reader reads the close later
@@ -422,23 +422,23 @@ async def test_settled_never_returns_between_a_drop_and_the_next_hello(tmp_path,
 async def test_connection_closing_cancels_writers_and_next_claim_takes_over(tmp_path, clock) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "survivor", steps=[Text("Before the drop."), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         m = ids.message_id(key, "survivor")
         first_writer = (await env.messages(chat_id))[m]["meta"]["openclaw_writer"]
         env.sim.disconnect()
-        await bridge.until(lambda: bridge.table is None)  # owc saw the close and its connection ended
+        await keeper.until(lambda: keeper.table is None)  # owc saw the close and its connection ended
         # ... its writer told the tabs (a status line, written to M) and it is asleep in its reconnect backoff.
         await env.clients["A"].wait_backing_off()
         clock.jump(1)  # the backoff (a transport timer) is the only wait
         # The new connection's resync lists the run: its writer adopts the message at once.
-        await bridge.until(
-            lambda: bridge.table is not None and bridge.totals()[0] == 2
+        await keeper.until(
+            lambda: keeper.table is not None and keeper.totals()[0] == 2
         )  # the claim, then the take-over
-        (entry,) = bridge.ledger.unsettled()
+        (entry,) = keeper.ledger.unsettled()
         assert "reconnect" in entry.renderer.gaps  # its stream missed what the run did while no connection was up
-        assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == bridge.table.writer_id != first_writer
+        assert (await env.messages(chat_id))[m]["meta"]["openclaw_writer"] == keeper.table.writer_id != first_writer
         run.release()
         env.sim.active_run(key).text(" After it.").end()
         await env.settled()
@@ -458,7 +458,7 @@ async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
         chat_b, key_b = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         session = env.clients["A"].connection
         real_claim = env.store.claim
 
@@ -474,7 +474,7 @@ async def test_a_failing_writer_does_not_close_the_connection(tmp_path, clock) -
         assert not session.closed and env.clients["A"].connections_opened == 1
         assert (await env.messages(chat_b))[ids.message_id(key_b, "fine")]["done"] is True
         assert set(await env.messages(chat_a)) == {"u1"}
-        assert bridge.totals() == (1, 1)
+        assert keeper.totals() == (1, 1)
 
 
 async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock) -> None:
@@ -490,14 +490,14 @@ async def test_standby_connection_finishes_when_the_writer_dies(tmp_path, clock)
         )
         winner, other = ("A", "B") if a.totals()[0] else ("B", "A")
         await env.kill(winner)  # its connection closes: its writer id is no longer alive
-        await env.bridges[winner].until(lambda: env.bridges[winner].table is None)
+        await env.keepers[winner].until(lambda: env.keepers[winner].table is None)
         run.release()
         env.sim.active_run(key).text(" Finished by the other.").end()
         await env.settled()
         m = ids.message_id(key, "failover")
         msg = (await env.messages(chat_id))[m]
         assert msg["done"] and msg["content"] == "Begun by one deploy. Finished by the other."
-        assert env.bridges[other].totals() == (1, 1)
+        assert env.keepers[other].totals() == (1, 1)
 
 
 async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
@@ -517,10 +517,10 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
         messages = await env.messages(chat_id)
         assert set(messages) == {"u1", m} and messages[m]["done"] is True
         assert messages[m]["content"] == "Streamed by one process. Still one."
-        claimed = [name for name in emitters if env.bridges[name].totals()[0]]
+        claimed = [name for name in emitters if env.keepers[name].totals()[0]]
         assert len(claimed) == 1
         winner, other = claimed[0], "B" if claimed == ["A"] else "A"
-        assert env.bridges[winner].totals() == (1, 1)
+        assert env.keepers[winner].totals() == (1, 1)
 
         def streaming(event) -> bool:  # anything but what finishing a message sends (a status line it closes too)
             data = event.event.get("data") or {}
@@ -531,7 +531,7 @@ async def test_two_processes_one_writer_streams(tmp_path, clock) -> None:
 
         assert [e for e in emitters[winner].of(m) if streaming(e)]  # the winner streamed the run live
         assert [e for e in emitters[other].of(m) if streaming(e)] == []  # the other never did
-        assert env.bridges[other].totals()[0] == 0  # and never claimed the message (at most finished it)
+        assert env.keepers[other].totals()[0] == 0  # and never claimed the message (at most finished it)
 
 
 async def test_other_process_dies_mid_run_standby_finishes(tmp_path, clock) -> None:
@@ -581,11 +581,11 @@ async def test_a_finalize_that_cannot_be_written_is_kept_and_written_on_the_next
     (before, it was left ``done: false`` for good)."""
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         refuse_writes(env, chat_a, 1)
         env.sim.start_run(key_a, "unlucky").text("Saved at last.").end()
         m = ids.message_id(key_a, "unlucky")
-        await bridge.until(lambda: env.emitter.of(m, "chat:message:error"))
+        await keeper.until(lambda: env.emitter.of(m, "chat:message:error"))
         assert any(
             "runs.NOT_WRITTEN run=unlucky" in r.getMessage() and "attempts=6" in r.getMessage() for r in caplog.records
         )
@@ -593,15 +593,15 @@ async def test_a_finalize_that_cannot_be_written_is_kept_and_written_on_the_next
         assert notice.chat_id == chat_a and "could not be saved yet" in notice.event["data"]["error"]["content"]
         assert not any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
         assert (await env.messages(chat_a))[m]["done"] is False
-        run = bridge.ledger.get(key_a, "unlucky")
-        await bridge.until(lambda: run.life.state is State.UNSAVED and not run.writer_live)
+        run = keeper.ledger.get(key_a, "unlucky")
+        await keeper.until(lambda: run.life.state is State.UNSAVED and not run.writer_live)
         clock.jump(30)  # the Gateway's next tick
         await env.settled()
         assert (await env.messages(chat_a))[m]["done"] is True
         assert (await env.messages(chat_a))[m]["content"] == "Saved at last."
         assert any(e.event["data"].get("done") for e in env.emitter.of(m, "chat:completion"))
         assert len(env.emitter.of(m, "chat:message:error")) == 1
-        assert bridge.totals() == (1, 1)
+        assert keeper.totals() == (1, 1)
 
 
 async def test_a_message_kept_unsaved_is_written_when_another_write_goes_through(tmp_path, clock) -> None:
@@ -611,16 +611,16 @@ async def test_a_message_kept_unsaved_is_written_when_another_write_goes_through
     async with open_env(tmp_path) as env:
         chat_a, key_a = await env.chat()
         chat_b, key_b = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         refuse_writes(env, chat_a, 1)
         env.sim.start_run(key_a, "unlucky").text("Kept.").end()
         m = ids.message_id(key_a, "unlucky")
-        await bridge.until(lambda: env.emitter.of(m, "chat:message:error"))
+        await keeper.until(lambda: env.emitter.of(m, "chat:message:error"))
         env.sim.start_run(key_b, "lucky").text("Saved.").end()
         await env.settled()
         assert (await env.messages(chat_a))[m]["done"] is True
         assert (await env.messages(chat_b))[ids.message_id(key_b, "lucky")]["done"] is True
-        assert bridge.totals() == (2, 2) and env.clients["A"].connections_opened == 1
+        assert keeper.totals() == (2, 2) and env.clients["A"].connections_opened == 1
 
 
 async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, clock, caplog) -> None:
@@ -647,10 +647,10 @@ async def test_a_long_run_is_finalized_whole_across_history_pages(tmp_path, cloc
 async def _held_run_with_writer(env, key: str, run_id: str):
     """A run that has shown text and holds (so the Gateway sends no terminal of its own), with its writer
     streaming on connection A."""
-    bridge = await env.connect()
+    keeper = await env.connect()
     run = env.sim.start_run(key, run_id, steps=[Text("Partial answer."), Hold()])
-    await bridge.until(lambda: bridge.totals()[0] == 1)  # claimed
-    return bridge, run, env.sim.connection("A")
+    await keeper.until(lambda: keeper.totals()[0] == 1)  # claimed
+    return keeper, run, env.sim.connection("A")
 
 
 @pytest.mark.parametrize("signal", ["chat final", "sessions.changed end"])
@@ -658,7 +658,7 @@ async def test_one_end_signal_alone_ends_the_run(tmp_path, clock, signal: str) -
     """The run's chat terminal alone, or its sessions.changed end push alone (no resync either), ends it."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge, run, conn = await _held_run_with_writer(env, key, "ending")
+        keeper, run, conn = await _held_run_with_writer(env, key, "ending")
         if signal == "chat final":
             text = {"role": "assistant", "content": [{"type": "text", "text": "Partial answer."}]}
             event, payload = (
@@ -680,20 +680,20 @@ async def test_one_end_signal_alone_ends_the_run(tmp_path, clock, signal: str) -
             )
         env.sim._emit(event, payload, audience=lambda c: c is conn, drop_if_slow=False)
         with trio.fail_after(600):  # virtual: ends a hang as a failure
-            await bridge.until(lambda: bridge.totals()[1] == 1)
+            await keeper.until(lambda: keeper.totals()[1] == 1)
         assert (await env.messages(chat_id))[ids.message_id(key, "ending")]["done"] is True
         assert env.sim.requests["sessions.list"] == 0
         run.release()
         env.sim.active_run(key).end()  # the real terminal, late: it changes nothing
         await env.settled()
-        assert bridge.totals() == (1, 1)
+        assert keeper.totals() == (1, 1)
 
 
 async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None:
     """The run's terminal and end push are lost; the gap's resync lists the session without the run."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge, run, conn = await _held_run_with_writer(env, key, "by-resync")
+        keeper, run, conn = await _held_run_with_writer(env, key, "by-resync")
         conn.muted = True  # everything the run's end sends is lost ...
         run.release()
         env.sim.active_run(key).end()
@@ -703,7 +703,7 @@ async def test_absence_from_a_resync_alone_ends_the_run(tmp_path, clock) -> None
         env.sim.drop(1)  # ... and a later dropped event shows owc the gap
         env.sim.start_run(key_b, "later").text("Another run.").end()
         with trio.fail_after(600):  # virtual: ends a hang as a failure
-            await bridge.until(lambda: bridge.totals()[1] == 2)
+            await keeper.until(lambda: keeper.totals()[1] == 2)
         assert env.sim.requests["sessions.list"] == 1
         msg = (await env.messages(chat_id))[ids.message_id(key, "by-resync")]
         assert msg["done"] is True and msg["content"] == "Partial answer."
@@ -742,11 +742,11 @@ async def test_heartbeat_runs_seen_live_are_decided_by_their_transcript_at_their
     hidden before it) got no message while H3 (after a silent heartbeat) got one."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         _heartbeats(env, key)
         await env.settled()
         await _check_heartbeats(env, chat_id, key)
-        assert bridge.ledger.is_settled(key, "talk") and bridge.ledger.is_settled(key, "quiet")
+        assert keeper.ledger.is_settled(key, "talk") and keeper.ledger.is_settled(key, "quiet")
 
 
 async def test_heartbeat_runs_that_ended_while_owc_was_down_are_shown_as_live(tmp_path, clock) -> None:
@@ -779,7 +779,7 @@ async def test_a_speaking_heartbeat_lost_whole_in_a_seq_gap_gets_its_message_onc
     a later gap does not give it again. ``before``: a live run first, so the gap has an event before it."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         if before:
             env.sim.start_run(key, "first", origin="cron").text("First.").end()
             await env.settled()
@@ -803,8 +803,8 @@ async def test_a_speaking_heartbeat_lost_whole_in_a_seq_gap_gets_its_message_onc
         assert set(messages) == expected
         assert messages[beat]["done"] is True and messages[beat]["content"] == "The build is red."
         assert count_cards(messages[beat]["output"]) == 1
-        assert bridge.stats.claims == len(expected) - 1
-        assert bridge.ledger.is_settled(key, "beat")
+        assert keeper.stats.claims == len(expected) - 1
+        assert keeper.ledger.is_settled(key, "beat")
 
 
 async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_from_its_transcript(
@@ -818,7 +818,7 @@ async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_f
     transcript decides."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.drop(1)  # the heartbeat's first droppable event: the next one, its start, shows the gap
         beat = env.sim.start_run(key, "beat", heartbeat=True, origin="heartbeat")
         env.sim.drop(3)  # everything after its start: the list the gap asked for answers after its end
@@ -826,8 +826,8 @@ async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_f
         # The list's answer, not a later gap, ends the run here (the next seq'd frame would show that gap).
         await env.until(
             lambda: (
-                bridge.ledger.is_settled(key, "beat")
-                or ((run := bridge.ledger.get(key, "beat")) is not None and run.life.ended)
+                keeper.ledger.is_settled(key, "beat")
+                or ((run := keeper.ledger.get(key, "beat")) is not None and run.life.ended)
             )
         )
         env.sim.tick_now()
@@ -836,7 +836,7 @@ async def test_a_heartbeat_that_starts_after_a_gap_and_ends_in_another_is_read_f
         m = ids.message_id(key, "beat")
         assert set(messages) == {"u1", m}
         assert messages[m]["done"] is True and messages[m]["content"] == "All checks passed."
-        assert bridge.ledger.is_settled(key, "beat")
+        assert keeper.ledger.is_settled(key, "beat")
 
 
 @pytest.mark.virtual_seconds(2)  # a second between the heartbeat's end and the tick, and the reconnect's backoff
@@ -847,7 +847,7 @@ async def test_a_gap_whose_pass_a_close_cut_short_is_looked_at_again_by_the_next
     A gap whose pass is not done keeps the watermark at the last event before the gap."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "first", origin="cron").text("First.").end()
         await env.settled()
         env.sim.drop(100)  # every droppable event of the heartbeat
@@ -857,7 +857,7 @@ async def test_a_gap_whose_pass_a_close_cut_short_is_looked_at_again_by_the_next
         env.sim.stall_requests("chat.history")  # the gap's pass reads the transcript: held
         clock.jump(1)
         env.sim.tick_now()  # the gap shows; this tick's time is past the heartbeat's end (the connection's last)
-        await env.until(lambda: bool(bridge.table is not None and bridge.table.gaps_owed))
+        await env.until(lambda: bool(keeper.table is not None and keeper.table.gaps_owed))
         env.sim.disconnect()  # the pass is cut short
         env.sim.fail_requests()  # heals, and lets what the stall holds go
         await env.settled()
@@ -876,7 +876,7 @@ async def test_a_gap_whose_pass_could_not_read_the_transcript_is_looked_at_again
     tick, and the runtime is not settled until it is done."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "first", origin="cron").text("First.").end()
         await env.settled()
         env.sim.drop(100)
@@ -889,11 +889,11 @@ async def test_a_gap_whose_pass_could_not_read_the_transcript_is_looked_at_again
         env.sim.tick_now()  # the gap shows; its pass fails to read
         await env.until(
             lambda: (
-                bool(bridge.table is not None and bridge.table.gaps_owed)
-                and not any(owed.running for owed in bridge.table.gaps_owed)
+                bool(keeper.table is not None and keeper.table.gaps_owed)
+                and not any(owed.running for owed in keeper.table.gaps_owed)
             )
         )
-        assert not bridge.quiet()
+        assert not keeper.quiet()
         env.sim.fail_requests()  # the transcript answers again
         env.sim.tick_now()
         await env.settled()
@@ -930,17 +930,17 @@ async def test_a_transcript_read_that_times_out_is_read_again_and_the_transcript
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         run = env.sim.start_run(key, "slow-read").text("Before owc came.")
-        bridge = await env.connect()
+        keeper = await env.connect()
         run.text(" After.")
 
         def streaming_and_reconciled() -> bool:
-            live = bridge.ledger.get(key, "slow-read")
-            table = bridge.table
+            live = keeper.ledger.get(key, "slow-read")
+            table = keeper.table
             return (
                 live is not None and live.life.state is State.STREAMING and table is not None and not table.reconciling
             )
 
-        await bridge.until(streaming_and_reconciled)
+        await keeper.until(streaming_and_reconciled)
         held: list[object] = []
         answer = env.sim.rpc.answer
 
@@ -979,8 +979,8 @@ async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp
     assert limit == 6
     mock_clock.autojump_threshold = float("inf")
     async with open_env(tmp_path) as env:
-        bridge = await env.connect()
-        await bridge.until(lambda: bridge.table is not None and not bridge.table.reconciling)
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
         keys = [(await env.chat())[1] for _ in range(limit + 4)]
         held: list[tuple[object, object]] = []
         env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
@@ -992,10 +992,10 @@ async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp
             return sum(
                 1
                 for n, key in enumerate(keys)
-                if (run := bridge.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
+                if (run := keeper.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
             )
 
-        await bridge.until(lambda: finalizing() == len(keys))
+        await keeper.until(lambda: finalizing() == len(keys))
         await env.sim.wait_for(lambda: len(held) >= limit)
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert len(held) == limit, "more transcript reads in flight than the bound"
@@ -1048,11 +1048,11 @@ async def test_a_chat_changed_under_a_streaming_reply_ends_that_writer_with_one_
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
         _, other_key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "changed").text("Half of it.")
         m = ids.message_id(key, "changed")
-        await bridge.until(
-            lambda: (r := bridge.ledger.get(key, "changed")) is not None and r.life.state is State.STREAMING
+        await keeper.until(
+            lambda: (r := keeper.ledger.get(key, "changed")) is not None and r.life.state is State.STREAMING
         )
         db = tmp_path / "webui.db"
         if change == "reply deleted":

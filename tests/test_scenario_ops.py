@@ -285,14 +285,14 @@ async def test_deploys_in_one_process_share_a_writer_registry(tmp_path: Path) ->
         await deployments.connect("old", process="worker")
         await deployments.connect("new", process="worker")
         await deployments.connect("alone")
-        registry = {name: rt.bridge.registry for name, rt in deployments.runtimes.items()}
+        registry = {name: rt.keeper.registry for name, rt in deployments.runtimes.items()}
         assert registry["old"] is registry["new"] and registry["alone"] is not registry["old"]
         await deployments.kill("old")
         await deployments.start("old")  # "new" keeps the worker alive: it joins it again
-        assert deployments.runtimes["old"].bridge.registry is registry["new"]
+        assert deployments.runtimes["old"].keeper.registry is registry["new"]
         await deployments.kill("alone")
         await deployments.start("alone")  # nothing kept its process: a new one
-        assert deployments.runtimes["alone"].bridge.registry is not registry["alone"]
+        assert deployments.runtimes["alone"].keeper.registry is not registry["alone"]
 
 
 async def test_a_send_owned_by_a_deploy_goes_out_on_its_connection(tmp_path: Path) -> None:

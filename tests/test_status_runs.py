@@ -52,10 +52,10 @@ async def mirrored(env: Any, chat_id: str, m: str) -> Any:
 async def test_a_tool_says_it_runs_and_is_done_and_the_finished_message_keeps_no_open_line(tmp_path) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "tools", user_text="Check the disks")
         run.text("Checking.")
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         call = run.tool_start("exec", {"cmd": "df -h"})
         m = ids.message_id(key, "tools")
         await env.emitter.until(lambda: ("Running exec...", False) in told(env, m))
@@ -78,11 +78,11 @@ async def test_a_tool_says_it_runs_and_is_done_and_the_finished_message_keeps_no
 async def test_a_run_that_ends_with_a_tool_still_running_has_its_line_closed_by_the_finalize(tmp_path) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "cut-tool")
         run.text("Starting.")
         run.tool_start("exec", {"cmd": "sleep 100"})
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         run.end("final")
         await env.settled()
         final = (await env.messages(chat_id))[ids.message_id(key, "cut-tool")]
@@ -94,14 +94,14 @@ async def test_a_stop_says_stopped_and_closes_the_tool_line(tmp_path, stop: str)
     """Open WebUI's own progress rows stay spinning after a Stop (its bug #21350): owc's end with "Stopped"."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "stoppable", steps=[Text("Partial answer"), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         run.tool_start("exec", {"cmd": "make"})
         m = ids.message_id(key, "stoppable")
         await env.emitter.until(lambda: ("Running exec...", False) in told(env, m))
         if stop == "the table":
-            assert bridge.table is not None and bridge.table.stop(chat_id) == 1
+            assert keeper.table is not None and keeper.table.stop(chat_id) == 1
         else:
             assert env.emitter.cancel_task(chat_id, m)
         await env.settled()
@@ -116,16 +116,16 @@ async def test_a_gateway_drop_is_said_while_it_lasts_and_closed_by_the_next_hell
     loading the chat then sees it too); the next hello closes it with "Reconnected"; the run streams on."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "survivor", steps=[Text("Before the drop."), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         m = ids.message_id(key, "survivor")
         env.sim.disconnect()
         await env.clients["A"].wait_backing_off()  # down: its writer ended, saying why
         stored = (await env.messages(chat_id))[m]
         assert stored["done"] is False and said(stored) == [(status.DROPPED, False)]
         assert told(env, m) == [(status.DROPPED, False)]
-        await bridge.until(lambda: bridge.table is not None and bridge.totals()[0] == 2)  # back, M taken over
+        await keeper.until(lambda: keeper.table is not None and keeper.totals()[0] == 2)  # back, M taken over
         run.release()
         env.sim.active_run(key).text(" After it.").end()
         await env.settled()
@@ -140,9 +140,9 @@ async def test_owc_shutting_down_says_nothing_of_a_drop(tmp_path) -> None:
     takes the message up (``owc/runtime.py``); no "connection lost" line for a Gateway that did not go away."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "held", steps=[Text("Working."), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         await env.kill("A")
         stored = (await env.messages(chat_id))[ids.message_id(key, "held")]
         assert stored["done"] is False and "statusHistory" not in stored
@@ -157,8 +157,8 @@ async def test_a_crash_and_the_gateways_recovery_are_said_and_the_seam_marks_the
         await env.connect()
         env.sim.plan_recovery(key, "R1", [Hold(), Text("Picked up after the crash."), End()])
         env.sim.start_run(key, "S", user_text="Do the long job").text("Working on the first half.")
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.totals()[0] >= 1)
         m = ids.message_id(key, "S")
         await env.sim.restart("crash")
         await env.emitter.until(lambda: (status.WAIT_RECOVERY, False) in told(env, m))
@@ -188,9 +188,9 @@ async def test_a_cut_nobody_continues_closes_its_wait_line_with_the_note(tmp_pat
     (``Cuts._end_message``) and its wait line is closed, not left spinning on a finished message."""
     async with virtual_time(mock_clock), open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         env.sim.start_run(key, "S", user_text="Do the long job").text("Working on the first half.")
-        await bridge.until(lambda: bridge.totals()[0] >= 1)
+        await keeper.until(lambda: keeper.totals()[0] >= 1)
         m = ids.message_id(key, "S")
         env.sim.hold_recovery(key)
         await env.sim.restart("crash")
@@ -208,9 +208,9 @@ async def test_a_cut_nobody_continues_closes_its_wait_line_with_the_note(tmp_pat
 async def test_a_writer_that_fails_closes_its_open_line(tmp_path) -> None:
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "doomed", steps=[Text("Partial."), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         run.tool_start("exec", {"cmd": "make"})
         m = ids.message_id(key, "doomed")
         await env.emitter.until(lambda: ("Running exec...", False) in told(env, m))
@@ -233,9 +233,9 @@ async def test_a_finishing_write_closes_a_line_another_party_left_open(tmp_path)
     is closed by whatever write finishes the message (the store's ``settle``)."""
     async with open_env(tmp_path) as env:
         chat_id, key = await env.chat()
-        bridge = await env.connect()
+        keeper = await env.connect()
         run = env.sim.start_run(key, "r", steps=[Text("Hello."), Hold()])
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         m = ids.message_id(key, "r")
         stored = (await env.messages(chat_id))[m]
         other = {"description": "Gateway connection lost, reconnecting", "done": False, "owc": "drop"}
@@ -251,7 +251,7 @@ async def test_a_finishing_write_closes_a_line_another_party_left_open(tmp_path)
 async def test_a_user_turns_lines_go_through_its_request_and_a_drop_is_said_there(tmp_path) -> None:
     """While a user turn streams through the Pipe's request, the request says its lines (``Step.statuses``: the Pipe
     sends them through the request's own ``__event_emitter__``, which stores them with the reply); a drop under it is
-    said at once (the table's ``closed``), "Reconnected" at the next hello; after the handover the writer says the
+    said at once (the table's ``on_closed``), "Reconnected" at the next hello; after the handover the writer says the
     rest and closes them with the message."""
     from test_inline import _open_webui_ends_its_task, _user_turn_chat
 
@@ -274,8 +274,8 @@ async def test_a_user_turns_lines_go_through_its_request_and_a_drop_is_said_ther
         said_by_request += [(e["description"], e["done"]) for e in step.statuses]
         assert said_by_request == [(status.DROPPED, False)] and not step.over
         await env.clients["A"].wait_backing_off()
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.table is not None and bridge.table.hello is not None)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.table is not None and keeper.table.hello is not None)
         step = await turn.next_output(shown)
         assert [(e["description"], e["done"]) for e in step.statuses] == [(status.RECONNECTED, True)]
         assert told(env, m) == [], "the request said them, not owc's emitter"
@@ -297,8 +297,8 @@ async def test_a_user_turn_queued_behind_a_running_reply_says_so_until_it_starts
         chat_id, key, m = await _user_turn_chat(env)
         runtime = env.runtimes["A"]
         agent = env.sim.start_run(key, "agent-turn", steps=[Text("Busy."), Hold()])
-        bridge = env.bridges["A"]
-        await bridge.until(lambda: bridge.totals()[0] == 1)
+        keeper = env.keepers["A"]
+        await keeper.until(lambda: keeper.totals()[0] == 1)
         assert await runtime.busy(key)
         lines = StatusLines()
         assert [e["description"] for e in lines.apply(Queued())] == [status.QUEUED]  # what the Pipe says first

@@ -298,7 +298,7 @@ async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict
     except HostError:
         yield NOT_RUNNING
         return
-    emitter = runtime.bridge.emitter
+    emitter = runtime.keeper.emitter
 
     async def say(entries: Any) -> None:
         for entry in entries:
@@ -361,7 +361,7 @@ async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict
         raise
 
     def stop() -> None:
-        runtime.bridge.stop_run(inline.run)
+        runtime.keeper.stop_run(inline.run)
 
     def request_ended(ended: asyncio.Task[Any]) -> None:
         try:

@@ -177,10 +177,10 @@ def _row(source: SessionRow | SessionsChanged) -> Row:
 
 
 class Cuts:
-    """The bridge's cut runs (one per session at most: a session runs one run at a time), across connections."""
+    """The keeper's cut runs (one per session at most: a session runs one run at a time), across connections."""
 
-    def __init__(self, bridge: Keeper) -> None:
-        self.bridge = bridge
+    def __init__(self, keeper: Keeper) -> None:
+        self.keeper = keeper
         self.by_key: dict[str, Cut] = {}
         #: The newest row seen per session key (a push with the row, or a list): busy or not, aborted last run.
         self.rows: dict[str, SessionRow | SessionsChanged] = {}
@@ -224,11 +224,11 @@ class Cuts:
         cut = self.by_key.get(run.session_key)
         if cut is None or not cut.awaited or cut.waiting is None or cut.waiting.rank != 0:
             return False
-        held = self.bridge.ledger.get(cut.session_key, cut.source)
+        held = self.keeper.ledger.get(cut.session_key, cut.source)
         return held is not None and held is not run and run.place < held.place and not owed < cut.waiting.place
 
     def busy(self) -> bool:
-        """A continuation is owed or being sent (for ``Bridge.quiet``)."""
+        """A continuation is owed or being sent (for ``RunKeeper.quiet``)."""
         return bool(self.by_key or self._ending or self._writing)
 
     # ------------------------------------------------------------------ the owner rule
@@ -275,13 +275,13 @@ class Cuts:
                     seen=seen,
                     boot_id=run.life.boot_id or (table.hello.hello.boot_id if table.hello else None),
                     resumes=run.resumes,
-                    opened=self.bridge.ledger.opened,
+                    opened=self.keeper.ledger.opened,
                 )
                 cut.machine = machine
                 self.by_key[run.session_key] = cut
         return decision
 
-    def settled(self, table: Table, run: Run) -> None:
+    def on_settled(self, table: Table, run: Run) -> None:
         """``run`` is settled here. If it was cut, M is written open: its continuation may go (or, if nobody
         continues it after all, M ends now)."""
         cut = self.by_key.get(run.session_key)
@@ -308,7 +308,7 @@ class Cuts:
         try:
             actions = machine.apply(event)
         except IllegalTransition as exc:
-            ledger = self.bridge.ledger
+            ledger = self.keeper.ledger
             ledger.illegal.append(f"cut {cut.source}: {exc}")
             log.error("runs.cut_illegal_input run=%s %s", cut.source, exc)
             if ledger.strict:
@@ -343,7 +343,7 @@ class Cuts:
                 self._writing += 1
                 table.spawn(self._write_shown, cut)
             elif action is Action.WAKE:
-                self.bridge.wake()
+                self.keeper.wake()
         return actions
 
     def _session(self, table: Table, cut: Cut) -> Session:
@@ -360,7 +360,7 @@ class Cuts:
 
     # ------------------------------------------------------------------ rows and hellos
 
-    def row(self, table: Table, source: SessionRow | SessionsChanged) -> None:
+    def on_row(self, table: Table, source: SessionRow | SessionsChanged) -> None:
         """A row of a session (a push that carries it, or a list's): a cut waiting on the session looks again."""
         key = source.session_key if isinstance(source, SessionsChanged) else source.key
         if key is None or source.has_active_run is None:
@@ -382,10 +382,10 @@ class Cuts:
 
     def _seen_run(self, key: str, run_id: str | None) -> bool:
         """A run this process has heard of (open, or settled here): its own path decides what it did to a cut."""
-        ledger = self.bridge.ledger
+        ledger = self.keeper.ledger
         return run_id is not None and (ledger.get(key, run_id) is not None or ledger.is_settled(key, run_id))
 
-    def boot_row(self, row: SessionRow, boot_id: str | None, booted_at: int | None = None) -> None:
+    def on_boot_row(self, row: SessionRow, boot_id: str | None, booted_at: int | None = None) -> None:
         """A later boot's hello listed ``row``: a cut the Gateway owns there (one a boot before this one made), whose
         row names a newer run as the session's last, running or done, expects that run to be the boot's recovery
         (``Cut.recovery``), as ``RunTable._decide_unterminated`` records it for a run the hello finds unterminated.
@@ -515,7 +515,7 @@ class Cuts:
                 return recovery, message_id
         return None
 
-    def tick(self, table: Table) -> None:
+    def on_tick(self, table: Table) -> None:
         """A Gateway tick. After a ``shutdown`` notice on this connection it says the Gateway is still serving: a resume
         held for the next hello is tried now (``CutState.AFTER_HELLO``, ``SEND_HELD``; issue 24, item 13)."""
         if table.conn.notice is None:
@@ -523,7 +523,7 @@ class Cuts:
         for cut in list(self.by_key.values()):
             self._feed(table, cut, Tick())
 
-    def hello(self, table: Table) -> None:
+    def on_hello(self, table: Table) -> None:
         """A new connection said hello-ok (its list is in): held resumes go now."""
         for cut in list(self.by_key.values()):
             self._feed(table, cut, HelloIn())
@@ -553,7 +553,7 @@ class Cuts:
             try:
                 # On M before the send (a crash after it must not reset the budget), and once per cut run: a cut
                 # another process resumed already gets that resume's number, so both send one run id.
-                n, new = await self.bridge.store.reserve_resume(
+                n, new = await self.keeper.store.reserve_resume(
                     cut.ref.chat_id,
                     cut.message_id,
                     source=cut.source,
@@ -601,10 +601,10 @@ class Cuts:
         log.info(
             "runs.resumed run=%s chat=%s message=%s count=%d", run_id, cut.ref.chat_id, cut.message_id, cut.resumes
         )
-        known = self.bridge.ledger.get(cut.session_key, run_id)
+        known = self.keeper.ledger.get(cut.session_key, run_id)
         if known is not None:
             self.adopt(known)  # its events came first (another process sent it too)
-        elif self.bridge.ledger.is_settled(cut.session_key, run_id):
+        elif self.keeper.ledger.is_settled(cut.session_key, run_id):
             self._expected.pop(run_id, None)
         self.resumes_sent.append(run_id)
         self._feed(table, cut, Sent(SendOutcome.SENT))  # the resume run carries the chain now
@@ -617,7 +617,7 @@ class Cuts:
         page (a run a crash cut before it stored anything, whose process died before it could see the cut: it is the
         session's run the boot recovers, issue 24 item 4)."""
         try:
-            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+            chat = await self.keeper.store.read_chat(run.ref.chat_id)
         except StoreError:
             return None
         messages = ((chat or {}).get("history") or {}).get("messages") or {}
@@ -655,7 +655,7 @@ class Cuts:
     async def _stored(self, cut: Cut) -> list[dict[str, Any]] | None:
         """M's output as stored (None: M is not there)."""
         try:
-            chat = await self.bridge.store.read_chat(cut.ref.chat_id)
+            chat = await self.keeper.store.read_chat(cut.ref.chat_id)
         except StoreError:
             return cut.output or []
         message = ((chat or {}).get("history") or {}).get("messages", {}).get(cut.message_id)
@@ -667,7 +667,7 @@ class Cuts:
     async def _counted(self, cut: Cut) -> int:
         """The resumes M already had (its meta): a restart of owc does not reset the budget."""
         try:
-            chat = await self.bridge.store.read_chat(cut.ref.chat_id)
+            chat = await self.keeper.store.read_chat(cut.ref.chat_id)
         except StoreError:
             return 0
         message = ((chat or {}).get("history") or {}).get("messages", {}).get(cut.message_id)
@@ -686,12 +686,12 @@ class Cuts:
             await self._end_message(cut, note)
         finally:
             self._writing -= 1
-            self.bridge.wake()
+            self.keeper.wake()
 
     async def _end_message(self, cut: Cut, note: str | None) -> None:
         """M ends with what it holds (and a cut-off note): nobody continues its run. Or, when another process gave
         the run's recovery a message of its own (``Cut.absorb``), M takes that message's part (``_absorb``)."""
-        bridge = self.bridge
+        keeper = self.keeper
         if cut.absorb is not None and await self._absorb(cut):
             return
         output = await self._stored(cut)
@@ -699,7 +699,7 @@ class Cuts:
             log.info("runs.cut_end_nothing chat=%s message=%s (no message to end)", cut.ref.chat_id, cut.message_id)
             return
         try:
-            result = await bridge.store.write(
+            result = await keeper.store.write(
                 cut.ref.chat_id,
                 cut.message_id,
                 content=output_text(output),
@@ -731,7 +731,7 @@ class Cuts:
             {"type": "chat:completion", "data": data},
         ):
             try:
-                await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+                await keeper.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
             except Exception:
                 log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
 
@@ -740,7 +740,7 @@ class Cuts:
             await self._add_shown(cut)
         finally:
             self._writing -= 1
-            self.bridge.wake()
+            self.keeper.wake()
 
     async def _absorb(self, cut: Cut) -> bool:
         """Make M and the recovery's own message one reply (``ChatStore.absorb_recovery``: M's part, then the
@@ -752,7 +752,7 @@ class Cuts:
 
     def finished_recovery(self, table: Table, run: Run) -> None:
         """``run``, a restart recovery, has finished its message: ``one_reply`` looks for a double, in a task of its
-        own (counted in ``busy``, so a settle waits for it; it wakes the bridge when done: the writer's own end
+        own (counted in ``busy``, so a settle waits for it; it wakes the keeper when done: the writer's own end
         wakes nobody)."""
         self._writing += 1
         table.spawn(self._one_reply_task, run)
@@ -762,7 +762,7 @@ class Cuts:
             await self.one_reply(run)
         finally:
             self._writing -= 1
-            self.bridge.wake()
+            self.keeper.wake()
 
     async def _add_shown(self, cut: Cut) -> None:
         """M was continued by another process after this one wrote it open with what the cut run showed here
@@ -774,9 +774,9 @@ class Cuts:
         compared under the row lock."""
         if not cut.output:
             return
-        bridge = self.bridge
+        keeper = self.keeper
         try:
-            result = await bridge.store.add_shown(
+            result = await keeper.store.add_shown(
                 cut.ref.chat_id, cut.message_id, shown_through={cut.source: cut.output}, user_id=cut.ref.user_id
             )
         except StoreError as exc:
@@ -789,7 +789,7 @@ class Cuts:
         log.info("runs.shown_added run=%s message=%s (M lacked what was streamed here)", cut.source, cut.message_id)
         event = {"type": "chat:messages", "data": {"messages": {cut.message_id: result.message}}}
         try:
-            await bridge.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
+            await keeper.emitter.emit(cut.ref.chat_id, cut.message_id, cut.ref.user_id, event)
         except Exception:
             log.exception("runs.emit_failed chat=%s", cut.ref.chat_id)
 
@@ -800,7 +800,7 @@ class Cuts:
         its own), the one of its own goes (``ChatStore.absorb_recovery``). Each process checks after its own
         finish, so the later of the two finishes sees both (issue 24, item 4's shape D, its race form)."""
         try:
-            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+            chat = await self.keeper.store.read_chat(run.ref.chat_id)
         except StoreError:
             return
         messages = ((chat or {}).get("history") or {}).get("messages") or {}
@@ -821,7 +821,7 @@ class Cuts:
         self, ref: ids.SessionRef, message_id: str, source: str | None, recovery: str, double: str
     ) -> bool:
         try:
-            result = await self.bridge.store.absorb_recovery(
+            result = await self.keeper.store.absorb_recovery(
                 ref.chat_id,
                 message_id,
                 source=source,
@@ -858,7 +858,7 @@ class Cuts:
             data["error"] = result.message["error"]
         for event in ({"type": "chat:messages", "data": listing}, {"type": "chat:completion", "data": data}):
             try:
-                await self.bridge.emitter.emit(ref.chat_id, message_id, ref.user_id, event)
+                await self.keeper.emitter.emit(ref.chat_id, message_id, ref.user_id, event)
             except Exception:
                 log.exception("runs.emit_failed chat=%s", ref.chat_id)
         return True
@@ -878,7 +878,7 @@ class Cuts:
         if run.chain or ref is None or ref.kind != "resume":
             return
         try:
-            chat = await self.bridge.store.read_chat(run.ref.chat_id)
+            chat = await self.keeper.store.read_chat(run.ref.chat_id)
         except StoreError as exc:
             log.warning("runs.chain_unread run=%s error=%s (M's output is read at the claim)", run.run_id, exc)
             return
@@ -946,7 +946,7 @@ class Cuts:
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
-        held = self.bridge.ledger.get(cut.session_key, cut.source) if cut is not None else None
+        held = self.keeper.ledger.get(cut.session_key, cut.source) if cut is not None else None
         if link.verdict is Verdict.NOT_RECOVERY:
             if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
                 return  # (or the transcript says the cut run ended on its own before a later run: no note)
@@ -1031,7 +1031,7 @@ class Cuts:
             # ``aborted``).
             ended_first = beat or next_run_began(history, cut.source)
             self._feed(table, cut, NobodyContinues(Why.ENDED_FIRST if ended_first else Why.RECOVERED_OTHER))
-            self.bridge.wake()
+            self.keeper.wake()
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:
             # The cut this process saw on the session is the run the boot recovers (one run at a time), named or not.
@@ -1053,11 +1053,11 @@ class Cuts:
             # M is written open first (the cut run's writer may still be at it): the recovery then takes it over.
             run.linking = cut.awaited = True
             cut.waiting = run
-            self.bridge.wake()
+            self.keeper.wake()
             try:
                 # Until the cut run is settled here, however (before, only "written open" or "dropped" ended this
                 # wait: a cut run whose M another process had finished left its recovery claiming for ever).
-                await self.bridge.until(lambda: cut.settled or cut.dropped)
+                await self.keeper.until(lambda: cut.settled or cut.dropped)
             finally:
                 run.linking = False
                 cut.waiting = None
@@ -1070,7 +1070,7 @@ class Cuts:
                 else:
                     log.info("runs.link_dropped run=%s (the cut run has no message: one of its own)", run.run_id)
                     run.message_id = ids.message_id(run.session_key, run.run_id) or run.message_id
-                self.bridge.wake()
+                self.keeper.wake()
                 return
             # ``cut.output`` is None when another process finished M: M's output is then read at the claim.
             run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
@@ -1079,4 +1079,4 @@ class Cuts:
             # A cut this process did not see: M's output is read at the claim.
             run.chain = (link.source,) if link.source else kept_chain
         log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, message_id)
-        self.bridge.wake()
+        self.keeper.wake()

@@ -51,8 +51,8 @@ class Step:
 class InlineTurn:
     """One user turn's inline side: the request pulls from it, and tells it when Open WebUI's task has ended."""
 
-    def __init__(self, bridge: InlineKeeper, run: Run) -> None:
-        self.bridge = bridge
+    def __init__(self, keeper: InlineKeeper, run: Run) -> None:
+        self.keeper = keeper
         self.run = run
 
     async def next_output(self, shown: list[dict[str, Any]]) -> Step:
@@ -79,7 +79,7 @@ class InlineTurn:
         run = self.run
         if run.life.state is not State.INLINE:
             return
-        table = self.bridge.table
+        table = self.keeper.table
         run.handover = HandoverState.DONE if table is not None else HandoverState.PENDING
         if table is None:
             # No connection now: the next connection's hello hands it over (``RunTable.on_hello``).
@@ -90,7 +90,7 @@ class InlineTurn:
 
 
 async def start_user_turn(
-    bridge: InlineKeeper,
+    keeper: InlineKeeper,
     table: Table,
     session_key: str,
     run_id: str,
@@ -101,7 +101,7 @@ async def start_user_turn(
 ) -> InlineTurn:
     """Open the run ``INLINE``, hold its message for this process, send it. Raises ``UserTurnError``. ``status``: the
     turn's status lines as the request began them (a turn that waited for the reply before it)."""
-    ledger = bridge.ledger
+    ledger = keeper.ledger
     if ledger.get(session_key, run_id) is not None:
         raise UserTurnError("This message is already being answered.")
     run = ledger.open(session_key, run_id)
@@ -110,7 +110,7 @@ async def start_user_turn(
     if status is not None:
         run.status = status
     table.apply(run, Inline())
-    await _hold(bridge, table, run)
+    await _hold(keeper, table, run)
     params = {"sessionKey": session_key, "message": message, "idempotencyKey": run_id, **send}
     try:
         reply = await table.conn.request("chat.send", params)
@@ -132,20 +132,20 @@ async def start_user_turn(
         # handover's writer finalizes M from the transcript.
         run.mark_missed(f"chat.send answered {status!r}: the run ran before")
         table.apply(run, Terminal(f"chat.send {status}"))
-    return InlineTurn(bridge, run)
+    return InlineTurn(keeper, run)
 
 
-async def _hold(bridge: InlineKeeper, table: Table, run: Run) -> None:
+async def _hold(keeper: InlineKeeper, table: Table, run: Run) -> None:
     """Record this process's writer as M's holder (Open WebUI made M with no writer): other processes then back
     off, and if this one dies the next one's reconcile finishes M. A database that refuses is logged: the turn is
     sent all the same (Open WebUI's request writes M; the handover tries the database again)."""
     try:
-        result = await bridge.store.claim(
+        result = await keeper.store.claim(
             run.ref.chat_id,
             run.message_id,
             run_id=run.run_id,
             writer=table.writer_id,
-            alive=bridge.registry.may_be_alive,
+            alive=keeper.registry.may_be_alive,
             user_id=run.ref.user_id,
             create=False,
             adopt_writerless=True,

@@ -1,7 +1,7 @@
 """What the run table's helpers need of a connection's table and of the process-wide keeper, as protocols.
 
 The cut driver (``cuts.py``), the reconcile pass (``reconcile.py``) and the Pipe's inline writer (``inline.py``)
-act through a connection's ``RunTable`` and the ``Bridge`` that holds it, and ``table.py`` builds and calls them.
+act through a connection's ``RunTable`` and the ``RunKeeper`` that holds it, and ``table.py`` builds and calls them.
 Were they to name those classes, the package would import in a circle (issue 26: ``cuts``, ``reconcile`` and
 ``table`` did). So each names only what it uses, here; ``table.py`` satisfies these protocols structurally, and
 ``tests/test_import_graph.py`` keeps ``owc/`` free of circles.
@@ -24,7 +24,7 @@ from owc.store import TrioChatStore
 
 
 class Keeper(Protocol):
-    """The process-wide side of the runs (``Bridge``): what outlives a connection."""
+    """The process-wide side of the runs (``RunKeeper``): what outlives a connection."""
 
     @property
     def store(self) -> TrioChatStore: ...
@@ -97,7 +97,7 @@ class PassTable(Table, Protocol):
     """What a reconcile pass needs of its connection's table besides ``Table``."""
 
     @property
-    def bridge(self) -> PassKeeper: ...
+    def keeper(self) -> PassKeeper: ...
 
     def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None: ...
 

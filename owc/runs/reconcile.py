@@ -35,7 +35,7 @@ async def reconcile(
     ``SessionClosed`` / ``NotConnected`` when its connection closed under it (``RunTable._reconcile``).
     ``retry``: a pass again on the same connection (from the hello's list): runs the ledger knows by now
     are the live path's."""
-    store = table.bridge.store
+    store = table.keeper.store
     rows: list[tuple[SessionRow, ids.SessionRef]] = []
     for row in resync.rows:
         ref = ids.parse_session_key(row.key)
@@ -69,7 +69,7 @@ async def reconcile(
         if watermark_ms is not None:
             watermark = watermark_ms
         else:  # no pass has finished yet in this process: the chat's own time from before this process wrote it
-            watermark = host_watermark((table.bridge.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000))
+            watermark = host_watermark((table.keeper.chat_times or {}).get(ref.chat_id, chat.updated_at * 1000))
         changed = row.updated_at is not None and row.updated_at >= watermark
         missing_last = ref.chat_id in last_runs and last_runs[ref.chat_id] not in chat.present
         if changed or chat.unfinished or missing_last or chat.uncorrected:
@@ -103,11 +103,11 @@ async def _session(
     table: PassTable, row: SessionRow, ref: ids.SessionRef, watermark: int, *, retry: bool, host_time: bool
 ) -> int:
     history: ChatHistory = await read_history_page(table.request, history_params(row.key))
-    chat = await table.bridge.store.read_chat(ref.chat_id)
+    chat = await table.keeper.store.read_chat(ref.chat_id)
     messages = chat.get("history", {}).get("messages", {}) if isinstance(chat, dict) else {}
     messages = messages if isinstance(messages, dict) else {}
-    table.bridge.cuts.seen_chat(table, ref.chat_id, messages, history)
-    table.bridge.cuts.seen_history(row, history)
+    table.keeper.cuts.seen_chat(table, ref.chat_id, messages, history)
+    table.keeper.cuts.seen_history(row, history)
     # A continuation (a recovery linked by rule E, a resume) writes into the message of the run it continues:
     # the message names it in its chain, so it is not owed a message of its own (issue 14).
     chained = {
@@ -138,7 +138,7 @@ async def _session(
             and ids.message_id(row.key, run_id) == message_id
             and table.ledger.get(row.key, run_id) is None
         ):
-            table.bridge.corrections.add_marked(Correction.of_marked(row.key, ref, run_id, message_id, message))
+            table.keeper.corrections.add_marked(Correction.of_marked(row.key, ref, run_id, message_id, message))
     places = transcript_places(history)
     for known in table.ledger.unsettled():
         if known.session_key == row.key and known.run_id in places:
@@ -175,6 +175,6 @@ async def _session(
         # The session's row says how its last run ended: a failed one's error shows as a live one would (item 2).
         reason = "ended while owc was away"
         table.apply(run, Terminal.from_row(reason, run.run_id, row.status, row.last_run_id, row.last_run_error))
-        await table.bridge.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
+        await table.keeper.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
         count += 1
     return count

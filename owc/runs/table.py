@@ -1,6 +1,6 @@
-"""The run table of one Gateway connection, and the bridge that gives every connection its table.
+"""The run table of one Gateway connection, and the keeper that gives every connection its table.
 
-``Bridge.attach(conn)`` is an async context manager the connection enters for exactly its own lifetime
+``RunKeeper.attach(conn)`` is an async context manager the connection enters for exactly its own lifetime
 (``owc/gateway/connection.py``); inside it the connection's writer id is registered alive, and the table's
 nursery holds one writer task per run this connection writes. Leaving it cancels those writers and tells every
 run it touched that its connection closed; the runs themselves stay in the ``Ledger``, which outlives the
@@ -83,33 +83,33 @@ def _at_its_start(event: ChatEvent | AgentEvent) -> bool:
 class RunTable:
     """One per connection; its writers live in its nursery, inside the connection's."""
 
-    def __init__(self, bridge: Bridge, conn: Connection, nursery: trio.Nursery) -> None:
-        self.bridge = bridge
+    def __init__(self, keeper: RunKeeper, conn: Connection, nursery: trio.Nursery) -> None:
+        self.keeper = keeper
         self.conn = conn
-        self.ledger = bridge.ledger
+        self.ledger = keeper.ledger
         self._nursery = nursery
         #: False once the connection has ended: its nursery takes no new task (the runs hear ``ConnectionClosed``
         #: next, and the next connection's table starts what they need).
         self.live = True
-        self.writer_id = bridge.registry.writer_id(conn.id)
+        self.writer_id = keeper.registry.writer_id(conn.id)
         #: Transcript reads in flight on this connection at once: their replies (up to ``HISTORY_MAX_BYTES`` each)
         #: stay within half the Gateway's buffer for a client (``policy.maxBufferedBytes``), so 10,000 runs ending
         #: together queue here instead of each waiting out its RPC bound at the Gateway (issue 24, item 9).
         self.history_reads = trio.CapacityLimiter(history_reads(conn.hello.policy.max_buffered_bytes))
         self.ctx = WriterContext(
-            store=bridge.store,
-            emitter=bridge.emitter,
+            store=keeper.store,
+            emitter=keeper.emitter,
             request=self.request,
             writer_id=self.writer_id,
-            registry=bridge.registry,
+            registry=keeper.registry,
             apply=self.apply,
-            stats=bridge.stats,
+            stats=keeper.stats,
             claim_turn=self.claim_turn,
-            correct_later=bridge.corrections.add,
+            correct_later=keeper.corrections.add,
             next_tick=self.next_tick,
-            stop=bridge.stop_run,
-            uncut=bridge.cuts.uncut,
-            one_reply=lambda run: bridge.cuts.finished_recovery(self, run),
+            stop=keeper.stop_run,
+            uncut=keeper.cuts.uncut,
+            one_reply=lambda run: keeper.cuts.finished_recovery(self, run),
             heard_before=self.ledger.heard_before,
             dropped=lambda: self.conn.closed,
         )
@@ -146,7 +146,7 @@ class RunTable:
         self._gap_passes = 0
         #: Gap passes owed and not yet done whole (scheduled, cut short by a ``chat.history`` that failed: again at
         #: the next tick): until each is done, this connection's last event is no watermark for the next one's pass
-        #: (``closed``), and the runtime is not quiet.
+        #: (``on_closed``), and the runtime is not quiet.
         self.gaps_owed: list[_GapPass] = []
 
     # ------------------------------------------------------------------ the lifecycle's actions
@@ -184,9 +184,9 @@ class RunTable:
                 self._start_soon(abort_run, self.conn.request, run, name=f"owc.abort:{run.run_id}")
             elif action is Action.RETIRE:
                 self.ledger.retire(run)
-                self.bridge.cuts.settled(self, run)
+                self.keeper.cuts.on_settled(self, run)
         run.poke()
-        self.bridge.wake()
+        self.keeper.wake()
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         """Start a task of this connection (it ends with the connection)."""
@@ -212,15 +212,15 @@ class RunTable:
             run.writer.handle = await self._nursery.start(write_run, self.ctx, run, name=f"owc.writer:{run.run_id}")
         finally:
             run.writer.starting = False
-            self.bridge.wake()
+            self.keeper.wake()
 
     async def claim_turn(self, run: Run) -> None:
         """Wait until ``run`` may claim (``WriterContext.claim_turn``): no earlier run of its chat is still
         claiming or checking (``Ledger.claim_blocker``), and no reconcile pass still owes its chat older runs."""
-        self.bridge.cuts.adopt(run)
-        await self.bridge.cuts.adopt_stored(run)
-        if self.bridge.cuts.may_link(run):
-            await self.bridge.cuts.link(self, run)  # a restart recovery writes into the message of the run it recovers
+        self.keeper.cuts.adopt(run)
+        await self.keeper.cuts.adopt_stored(run)
+        if self.keeper.cuts.may_link(run):
+            await self.keeper.cuts.link(self, run)  # a restart recovery writes into the message of the run it recovers
 
         def may_claim() -> bool:
             return claim_turn(self._claim_facts(run)) is Turn.GO
@@ -228,7 +228,7 @@ class RunTable:
         turn = claim_turn(self._claim_facts(run))
         if turn is not Turn.GO:
             log.info("runs.claim_waits run=%s chat=%s for=%s", run.run_id, run.ref.chat_id, turn.value)
-            await self.bridge.until(may_claim)
+            await self.keeper.until(may_claim)
 
     def _claim_facts(self, run: Run) -> ClaimFacts:
         """What claim order needs to know of ``run`` now (``owc.rules.claim``): gathered here, judged there."""
@@ -236,7 +236,7 @@ class RunTable:
         carried = run.key in self.carried
         return ClaimFacts(
             claiming=claiming,
-            awaited=claiming and self.bridge.cuts.awaited(run),
+            awaited=claiming and self.keeper.cuts.awaited(run),
             reconciled=run.reconciled,
             carried=carried,
             behind_pass=run.behind_pass,
@@ -258,14 +258,14 @@ class RunTable:
         earlier_boot = run.boot is not None and boot is not None and run.boot != boot  # a run carried across a boot
         # A recovery waiting for a later cut run's message holds the pass: the runs it owes began after this one.
         return goes_before_owed(run.place, nxt, earlier_boot=earlier_boot) or (
-            nxt is not None and self.bridge.cuts.owed_after(run, nxt)
+            nxt is not None and self.keeper.cuts.owed_after(run, nxt)
         )
 
     def owes_next(self, chat_id: str, place: tuple[int, int, int] | None) -> None:
         """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
         still waiting there could have to follow)."""
         self.next_owed[chat_id] = place
-        self.bridge.wake()
+        self.keeper.wake()
 
     def reconciled_chat(self, chat_id: str, *, settled: bool = True) -> None:
         """The reconcile pass is done with ``chat_id``: live claims there may go on. ``settled``: it gave the
@@ -282,7 +282,7 @@ class RunTable:
         self.next_owed.pop(chat_id, None)
         if chat_id in self.reconcile_pending:
             self.reconcile_pending.discard(chat_id)
-            self.bridge.wake()
+            self.keeper.wake()
 
     # ------------------------------------------------------------------ events
 
@@ -292,11 +292,11 @@ class RunTable:
         known = self.ledger.get(session_key, run_id) is not None
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
-            self.bridge.cuts.adopt(run)  # a resume owc sent continues its cut's message
+            self.keeper.cuts.adopt(run)  # a resume owc sent continues its cut's message
             run.boot = self.conn.hello.boot_id
             chat = run.ref.chat_id
             run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
-            self.bridge.wake()
+            self.keeper.wake()
         if run is not None and not known and not start:
             # Its start was not seen here: it began before this connection (or this process) did, or its first
             # events were lost. Whatever it showed meanwhile is in its transcript, which is read before a run
@@ -318,16 +318,16 @@ class RunTable:
         ts = getattr(event, "ts", None)
         self.ledger.saw_time(ts)
         if isinstance(event, Tick):
-            self.bridge.ticks += 1
-            self.bridge.wake()
-            self.bridge.cuts.tick(self)
+            self.keeper.ticks += 1
+            self.keeper.wake()
+            self.keeper.cuts.on_tick(self)
             self.retry_unsaved("a Gateway tick")
             self._retry_reconcile()
             self._retry_gap_passes()
             self._correct()
             return
         if isinstance(event, SessionsChanged):
-            self.bridge.cuts.row(self, event)
+            self.keeper.cuts.on_row(self, event)
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
             run = self._open(
@@ -351,7 +351,7 @@ class RunTable:
                 if run.life.terminal is None and (event.status in ("killed", "failed") or self.conn.notice is not None):
                     # Its chat terminal did not come first: the row this push carries says how it ended.
                     push = Row(event.status, False, event.last_run_id, event.last_run_error)
-                    self.bridge.cuts.decide(
+                    self.keeper.cuts.decide(
                         self, run, row_at_terminal(None, None, None, run.run_id, push), self._seen()
                     )
                 self.apply(
@@ -388,7 +388,7 @@ class RunTable:
         if isinstance(event, ChatEvent) and event.is_terminal:
             if event.state in ("aborted", "error") and run.life.terminal is None:
                 row = row_at_terminal(event.state, event.stop_reason, event.error_message, run.run_id)
-                self.bridge.cuts.decide(self, run, row, self._seen())
+                self.keeper.cuts.decide(self, run, row, self._seen())
             self.apply(run, Terminal(f"chat {event.state}", event.state, event.stop_reason, event.error_message))
 
     def _seen(self, *, terminal: bool = True, notice: Shutdown | None = None) -> Seen:
@@ -470,14 +470,14 @@ class RunTable:
         for row in resync.rows:
             if info.boot_changed:
                 # A cut made before the hello: its recovery.
-                self.bridge.cuts.boot_row(row, info.hello.boot_id, info.hello.booted_at_ms)
-            self.bridge.cuts.row(self, row)
-        self.bridge.cuts.hello(self)
+                self.keeper.cuts.on_boot_row(row, info.hello.boot_id, info.hello.booted_at_ms)
+            self.keeper.cuts.on_row(self, row)
+        self.keeper.cuts.on_hello(self)
         self._resync(resync, carried=True)
-        watermark = self.bridge.watermark_ms
+        watermark = self.keeper.watermark_ms
         self.reconciling += 1
         self._start_soon(self._reconcile, resync, watermark, name="owc.reconcile")
-        self.bridge.wake()  # claims held until the hello's list was in look again
+        self.keeper.wake()  # claims held until the hello's list was in look again
 
     def _decide_unterminated(self, run: Run, row: SessionRow | None, info: HelloInfo) -> None:
         """The owner rule for a carried run whose terminal never reached owc, from the hello's list."""
@@ -524,8 +524,8 @@ class RunTable:
             recovery = row.last_run_id
         else:
             recovery = None
-        decision = self.bridge.cuts.decide(self, run, listed, self._seen(terminal=False, notice=info.notice))
-        cut = self.bridge.cuts.by_key.get(run.session_key)
+        decision = self.keeper.cuts.decide(self, run, listed, self._seen(terminal=False, notice=info.notice))
+        cut = self.keeper.cuts.by_key.get(run.session_key)
         if decision is Owner.GATEWAY and recovery is not None and cut is not None and cut.source == run.run_id:
             cut.recovery = recovery  # the run M waits for; ``Cuts.seen_chat`` ends M if it went elsewhere
 
@@ -562,7 +562,7 @@ class RunTable:
         owed = _GapPass(Resync(resync.reason, (), (), (), rows), mark)
         self.gaps_owed.append(owed)
         self._start_gap_pass(owed)
-        self.bridge.wake()  # ``quiet`` reads what is owed
+        self.keeper.wake()  # ``quiet`` reads what is owed
 
     def _start_gap_pass(self, owed: _GapPass) -> None:
         owed.running = True
@@ -584,14 +584,14 @@ class RunTable:
             async with self._gap_lock:
                 # The hello's pass first (or its pass again): it holds its own chats and lets each go when done
                 # with it (``reconciled_chat``), which this pass would do early for the chats they share.
-                await self.bridge.until(lambda: self.reconciling <= self._gap_passes)
+                await self.keeper.until(lambda: self.reconciling <= self._gap_passes)
                 # Its chats' live claims wait for it as they do for the hello's pass (the gap's runs came first).
                 added = {ref.chat_id for row in resync.rows if (ref := ids.parse_session_key(row.key))}
                 added -= self.reconcile_pending
                 self.reconcile_pending |= added
                 try:
                     if await reconcile(
-                        self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=True
+                        self, resync, watermark_ms=watermark, limit=self.keeper.reconcile_limit, retry=True
                     ):
                         self.gaps_owed.remove(owed)
                 except (SessionClosed, NotConnected):
@@ -604,7 +604,7 @@ class RunTable:
             owed.running = False
             self._gap_passes -= 1
             self.reconciling -= 1
-            self.bridge.wake()
+            self.keeper.wake()
 
     def _resync(self, resync: Resync, *, carried: bool = False) -> None:
         """A list after a gap (or the hello's): runs it shows that this connection did not know were joined
@@ -634,7 +634,7 @@ class RunTable:
         connection_lost = False
         try:
             self.reconciled = await reconcile(
-                self, resync, watermark_ms=watermark, limit=self.bridge.reconcile_limit, retry=retry
+                self, resync, watermark_ms=watermark, limit=self.keeper.reconcile_limit, retry=retry
             )
         except (SessionClosed, NotConnected):
             # Cut short by this connection's close: the chats it had yet to give their runs stay pending, so no
@@ -648,7 +648,7 @@ class RunTable:
                 self.reconcile_pending.clear()
                 self.next_owed.clear()
             self.reconciling -= 1
-            self.bridge.wake()
+            self.keeper.wake()
 
     async def request(self, method: str, params: Any = None) -> Any:
         """The connection's RPC, with transcript reads (``chat.history``) bounded by ``history_reads``."""
@@ -658,21 +658,21 @@ class RunTable:
         return await self.conn.request(method, params)
 
     async def next_tick(self) -> None:
-        seen = self.bridge.ticks
-        self.bridge.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
-        await self.bridge.until(lambda: self.bridge.ticks > seen)
+        seen = self.keeper.ticks
+        self.keeper.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
+        await self.keeper.until(lambda: self.keeper.ticks > seen)
 
     def _correct(self) -> None:
         """Messages finished while the transcript could not be read: read it again (``correct.py``)."""
-        corrections = self.bridge.corrections
+        corrections = self.keeper.corrections
         if corrections.pending and not corrections.running:
             self._start_soon(self._correct_pass, name="owc.correct")
 
     async def _correct_pass(self) -> None:
         try:
-            await self.bridge.corrections.run_pass(self.request, self.bridge.store, self.bridge.emitter)
+            await self.keeper.corrections.run_pass(self.request, self.keeper.store, self.keeper.emitter)
         finally:
-            self.bridge.wake()
+            self.keeper.wake()
 
     def _retry_reconcile(self) -> None:
         """The hello's pass did not cover everything (``chat.history`` failed, the bound was reached): the
@@ -701,7 +701,7 @@ class RunTable:
             return True
         return False
 
-    def closed(self) -> None:
+    def on_closed(self) -> None:
         """The connection is gone and its writers have ended: every unsettled run hears so. A user turn still
         streaming through its request says why it stands still (the request delivers the line; a writer said it as
         it ended), unless owc itself is closing (the connection cancelled, not closed)."""
@@ -717,11 +717,13 @@ class RunTable:
             # the closed connection's last event, never found the heartbeat the gap had swallowed).
             marks = [owed.mark for owed in self.gaps_owed] + ([self._gap_next] if self._gap_open else [])
             if None not in marks:  # None: a gap before this connection's first event, so its own watermark stands
-                self.bridge.watermark_ms = min([self.conn.last_ts, *(m for m in marks if m is not None)])
+                self.keeper.watermark_ms = min([self.conn.last_ts, *(m for m in marks if m is not None)])
 
 
-class Bridge:
-    """The ``ConnectionHandler`` that runs owc: a ``RunTable`` per connection, one ``Ledger`` across them."""
+class RunKeeper:
+    """The ``ConnectionHandler`` that runs owc and keeps its runs across connections: a ``RunTable`` per
+    connection; one ``Ledger``, the cut runs (``Cuts``) and the corrections across them. (Named ``Bridge`` until
+    issue 26: the bridge between the two loops is the host's, ``owc/owui/trio_host.py``.)"""
 
     def __init__(
         self,
@@ -785,7 +787,7 @@ class Bridge:
                         nursery.cancel_scope.cancel()
             finally:
                 if table is not None:
-                    table.closed()
+                    table.on_closed()
                     if self.table is table:
                         self.table = None
                 self.wake()
@@ -821,12 +823,12 @@ class Bridge:
         self._changed = trio.Event()
 
     async def changed(self) -> None:
-        """Return at the next change of any run or connection of this bridge."""
+        """Return at the next change of any run or connection of this keeper."""
         await self._changed.wait()
 
     def next_change(self) -> trio.Event:
         """The event the next change sets, taken now: a waiter that checks its condition and then waits in another
-        task (one per bridge) must take it before it yields, or a change in between is missed."""
+        task (one per keeper) must take it before it yields, or a change in between is missed."""
         return self._changed
 
     async def until(self, predicate: Callable[[], bool]) -> None:

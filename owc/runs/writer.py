@@ -791,7 +791,7 @@ class _Writer:
         if isinstance(result, AlreadyDone):
             log.info("runs.continued_elsewhere run=%s message=%s", r.run_id, r.message_id)
             await self._add_shown(output)
-            r.kept_output = None  # ``Cuts.settled``: nothing for this process to continue
+            r.kept_output = None  # ``Cuts.on_settled``: nothing for this process to continue
             ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
         if not isinstance(result, Written):

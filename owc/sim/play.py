@@ -26,7 +26,7 @@ from owc.gateway import GatewayConfig
 from owc.protocol import parse_chat_history
 from owc.registry import WriterRegistry
 from owc.render import shows_in_transcript
-from owc.runs import Bridge
+from owc.runs import RunKeeper
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.sim.scenario import ChatSpec, ScenarioPlayer, parse_scenario
 from owc.sim.server import Simulator, open_simulator
@@ -49,8 +49,8 @@ class Deployments:
         self.nursery = nursery
         self.token = token
         self.runtimes: dict[str, Runtime] = {}
-        #: Every deploy's bridge ever started (a killed process's counts still happened).
-        self.bridges: list[Bridge] = []
+        #: Every deploy's keeper ever started (a killed process's counts still happened).
+        self.keepers: list[RunKeeper] = []
         self._scopes: dict[str, trio.CancelScope] = {}
         self._process_of: dict[str, str] = {}  # deploy -> its process name
         self._registries: dict[str, WriterRegistry] = {}  # live process name -> its writer registry
@@ -127,7 +127,7 @@ class Deployments:
         )
         runtime, scope = await self.nursery.start(self._serve, config)
         self.runtimes[deploy], self._scopes[deploy] = runtime, scope
-        self.bridges.append(runtime.bridge)
+        self.keepers.append(runtime.keeper)
         await runtime.connected()
         await self.sim.wait_for(
             lambda: any(c.instance_id == deploy and c.subscribed and not c.closing for c in self.sim.conns.values())
@@ -150,7 +150,7 @@ class Deployments:
                 run = runtime.ledger.get(key, run_id)
                 return (run is not None and run.life.claimed) or runtime.ledger.is_settled(key, run_id)
 
-            await runtime.bridge.until(holds)
+            await runtime.keeper.until(holds)
             done.cancel()
 
         async with trio.open_nursery() as nursery:
@@ -243,8 +243,8 @@ async def play_scenario(text: str, db_url: str, *, progress: Callable[[str], Non
         for name, spec in player.chats.items():
             chat = await deployments.store.read_chat(spec.chat_id)
             chats[name] = chat["history"]["messages"] if chat else {}
-        claims = sum(b.totals()[0] for b in deployments.bridges)
-        finalized = sum(b.totals()[1] for b in deployments.bridges)
+        claims = sum(b.totals()[0] for b in deployments.keepers)
+        finalized = sum(b.totals()[1] for b in deployments.keepers)
         return Played(
             player,
             chats,
