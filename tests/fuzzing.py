@@ -48,7 +48,7 @@ FIXED_BUGS = {
         " finalize ordered the line by the read from before the claim, which did not name the latest run: the line"
         " stops at a run the order does not name, and [later, earlier] stayed ([order], fuzz seed 305323, 5 plays in"
         " 20; shrunk, 27 in 100). A finalize whose transcript was read before its claim reads it again"
-        " (Run.history_before_claim); if that read fails, a correction puts the line in order"
+        " (Reading.before_claim); if that read fails, a correction puts the line in order"
     ),
     "recovery-of-unstored-heartbeat": (
         "a heartbeat began after a run that ended on its own right after a tool call (no ending message stored) and a"

@@ -101,13 +101,18 @@ def _blocker_by_full_scan(ledger, run, carried):
     for other in ledger.runs.values():
         if (
             other is not run
-            and (not run.reconciled or other.reconciled or other.key in carried or other.rank == 0)
+            and (
+                not run.standing.reconciled
+                or other.standing.reconciled
+                or other.key in carried
+                or other.standing.rank == 0
+            )
             and other.ref.chat_id == run.ref.chat_id
             and other.place < run.place
             and other.life.state in (State.CLAIMING, State.CHECKING)
             and other.writer_live
-            and not other.check_waits
-            and not other.linking
+            and not other.read.check_waits
+            and not other.cont.linking
         ):
             return other
     return None

@@ -329,7 +329,7 @@ async def test_a_recovery_waiting_for_a_cut_run_that_another_process_finished_li
 
         def b_recovery_linking() -> bool:
             run = b.ledger.get(key, "R1")
-            return run is not None and run.linking
+            return run is not None and run.cont.linking
 
         # A streams its recovery into M; B's recovery waits for B's writer of S, held back at M.
         await env.until(lambda: state(a, "R1") is State.STREAMING and b_recovery_linking())
@@ -830,7 +830,7 @@ class _Held:
     """A ledger holding the cut run, at a Gateway time of its own."""
 
     def __init__(self, began_ms: int) -> None:
-        self.run = SimpleNamespace(order=(began_ms, 1), timed=True)
+        self.run = SimpleNamespace(standing=SimpleNamespace(order=(began_ms, 1), timed=True))
 
     def get(self, key: str, run_id: str) -> Any:
         return self.run if run_id == "S" else None
@@ -858,12 +858,12 @@ async def test_a_run_that_began_before_the_held_cut_run_does_not_end_it_as_newer
     other = SimpleNamespace(
         run_id="O",
         session_key="k",
-        link_checked=False,
-        history=page,
+        cont=SimpleNamespace(link_checked=False, chain=(), cut=None),
+        read=SimpleNamespace(history=page),
         life=SimpleNamespace(ended=True, settled=False),
         renderer=SimpleNamespace(output=lambda: []),
-        order=(1_000 if began == "before the cut run" else 3_000, 2),  # opened after the cut (2 > 1)
-        timed=True,
+        # Opened after the cut (2 > 1).
+        standing=SimpleNamespace(order=(1_000 if began == "before the cut run" else 3_000, 2), timed=True),
     )
     await cuts.link(None, other)  # type: ignore[arg-type]
     if began == "before the cut run":
@@ -990,7 +990,7 @@ def test_runs_before_a_cut_run_its_recovery_waits_for_are_not_held_behind_that_r
     later = ledger.open(key, "L", seen_ms=at + 5)
     assert later is not None and not cuts.owed_after(later, owed)  # a run after S may well follow R'
     assert not cuts.owed_after(earlier, (at - 1, 0, 0))  # the pass still owes a run before R' (and maybe before E)
-    recovery.rank = 1  # a recovery the pass did not place: its place says nothing of the pass's order
+    recovery.standing.rank = 1  # a recovery the pass did not place: its place says nothing of the pass's order
     assert not cuts.owed_after(earlier, owed)
 
 

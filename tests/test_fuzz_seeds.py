@@ -47,7 +47,7 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 320774, 320809: a gap's pass cut short by a close (``gap-pass-cut``) or by a failing read (``gap-pass-failed``).
 #: 322656: a silent sentinel in a joiner's run-wide text taken for the transcript's text gone on.
 #: 305323: a heartbeat a pass found, claimed under a later run, ordered by a read from before its claim
-#: (``order-read-before-claim``, ``Run.history_before_claim``).
+#: (``order-read-before-claim``, ``Reading.before_claim``).
 #: 333762: a silent run the transcript does not show, held for the whole pass while a later run the pass let go waited
 #: for it (``unplaced-run-held-by-pass``: a wait circle).
 #: 375143: a heartbeat's end lost in a drop, the cron run queued behind it claimed first (``earlier-run-end-lost``).

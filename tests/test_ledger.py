@@ -650,10 +650,10 @@ async def test_a_run_whose_transcript_was_read_before_its_claim_is_put_in_order_
                     (e := a.ledger.get(key, "E")) is not None
                     and e.life.state is State.CLAIMING
                     and (f := b.ledger.get(key, "E")) is not None
-                    and f.check_waits
+                    and f.read.check_waits
                 )
             )
-        assert a.ledger.get(key, "E").history is not None  # A read E's transcript before its claim
+        assert a.ledger.get(key, "E").read.history is not None  # A read E's transcript before its claim
         env.sim.start_run(key, "L", origin="cron").text("Later.").end()
         with trio.fail_after(PLAY_BOUND_S):
             await env.until(lambda: b.ledger.is_settled(key, "L"))
@@ -724,7 +724,7 @@ async def test_a_run_the_transcript_does_not_show_claims_by_its_own_time_while_t
             with trio.fail_after(PLAY_BOUND_S):
                 await keeper.until(lambda: claiming("Q") and claiming("S"))
             assert keeper.ledger.get(key, "B") is None  # owc heard nothing of the heartbeat
-            assert keeper.ledger.get(key, "Q").timed  # a Gateway time of its own (its agent events)
+            assert keeper.ledger.get(key, "Q").standing.timed  # a Gateway time of its own (its agent events)
             answer(*held[0])  # the list: the session's last run is B, which the pass owes
         with trio.fail_after(PLAY_BOUND_S):
             await env.settled()

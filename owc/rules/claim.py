@@ -46,8 +46,8 @@ class ClaimFacts:
     hello: bool = True
     #: This connection's pass is still due in the run's chat (``RunTable.reconcile_pending``).
     pass_due: bool = False
-    #: The run has a place of its own: placed by the transcript (``Run.rank == 0``) or by a Gateway time of its own
-    #: (``Run.timed``); else it stands at a stand-in time.
+    #: The run has a place of its own: placed by the transcript (``Standing.rank == 0``) or by a Gateway time of its own
+    #: (``Standing.timed``); else it stands at a stand-in time.
     placed: bool = False
     #: No run the pass still owes the chat began before this one (``RunTable._before_next_owed``).
     before_owed: bool = True
@@ -95,7 +95,7 @@ class Claimer:
     reconciled: bool = False
     #: Carried from an earlier connection (``RunTable.carried``).
     carried: bool = False
-    #: Placed by a pass's reading of the transcript (``Run.rank == 0``).
+    #: Placed by a pass's reading of the transcript (``Standing.rank == 0``).
     by_transcript: bool = False
     #: In a state on the way to a claim (``CLAIMING``, ``CHECKING``) with a live writer.
     on_its_way: bool = True

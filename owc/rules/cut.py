@@ -100,10 +100,9 @@ RESUMING = frozenset({CutState.RESUME_OWED, CutState.AFTER_HELLO, CutState.SENDI
 
 
 class Action(enum.Enum):
-    KEEP_OPEN = (
-        "keep_open"  # mark the cut run: its writer writes M open (``Run.cut`` = the owner) instead of finishing it
-    )
-    NOTE = "note"  # the cut run's writer ends M with the machine's note (``Run.cut_note``): a newer run took over
+    #: mark the cut run: its writer writes M open (``Continuation.cut`` = the owner) instead of finishing it
+    KEEP_OPEN = "keep_open"
+    NOTE = "note"  # the cut run's writer ends M with the machine's note (``Continuation.note``): a newer run took over
     REGISTER = "register"  # hold the cut on its session (ending an older cut there that is not one of its runs)
     LOOK = "look"  # the driver looks at the session now and answers with ``Session``
     SEND = "send"  # send the resume (reserving its number on M first, unless a run id is held already)
@@ -113,7 +112,7 @@ class Action(enum.Enum):
 
 
 class SettleOutcome(enum.Enum):
-    OPEN = "open"  # M is written open with the cut run's output (``Run.kept_output``)
+    OPEN = "open"  # M is written open with the cut run's output (``Continuation.kept_output``)
     NO_MESSAGE = "no_message"  # the run was abandoned: no message (nothing of it was shown, nothing stored)
     FINISHED_ELSEWHERE = "finished_elsewhere"  # M was finished by another process before it was written open
 

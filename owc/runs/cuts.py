@@ -222,7 +222,7 @@ class Cuts:
         give the recovery its message, the recovery waited for its cut run, and the cut run claimed after ``run``: a
         circle, the play hung (fuzz seed 80324; seed 20686's circle had a recovery linked to the wrong cut)."""
         cut = self.by_key.get(run.session_key)
-        if cut is None or not cut.awaited or cut.waiting is None or cut.waiting.rank != 0:
+        if cut is None or not cut.awaited or cut.waiting is None or cut.waiting.standing.rank != 0:
             return False
         held = self.keeper.ledger.get(cut.session_key, cut.source)
         return held is not None and held is not run and run.place < held.place and not owed < cut.waiting.place
@@ -236,11 +236,11 @@ class Cuts:
     def decide(self, table: Table, run: Run, row: Row, seen: Seen) -> Owner | None:
         """The owner rule for ``run``, cut (an abnormal terminal, or none before a new boot). Returns the decision,
         or None for a run the rule does not cover (a run already decided)."""
-        if run.cut is not None or run.life.settled:
+        if run.cont.cut is not None or run.life.settled:
             return None
         self.adopt(run)
         machine = CutMachine(run.run_id, seen)
-        resume_of_m = resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id))
+        resume_of_m = resumes_message(row.last_run_id, run.message_id, (*run.cont.chain, run.run_id))
         actions = machine.apply(Classify(row, resume_of_m))
         decision = machine.owner
         assert decision is not None
@@ -258,23 +258,23 @@ class Cuts:
             )
         for action in actions:
             if action is Action.NOTE:
-                run.cut_note = machine.note
+                run.cont.note = machine.note
             elif action is Action.KEEP_OPEN:
-                run.cut = decision
+                run.cont.cut = decision
             elif action is Action.REGISTER:
                 older = self.by_key.get(run.session_key)
-                if older is not None and older.source not in run.chain:
+                if older is not None and older.source not in run.cont.chain:
                     # A newer run took the session before the older cut's continuation came, and was cut in turn.
                     self._feed(table, older, NobodyContinues(Why.SUPERSEDED))
                 cut = Cut(
                     session_key=run.session_key,
                     ref=run.ref,
                     message_id=run.message_id,
-                    chain=(*run.chain, run.run_id),
+                    chain=(*run.cont.chain, run.run_id),
                     owner=decision,
                     seen=seen,
                     boot_id=run.life.boot_id or (table.hello.hello.boot_id if table.hello else None),
-                    resumes=run.resumes,
+                    resumes=run.cont.resumes,
                     opened=self.keeper.ledger.opened,
                 )
                 cut.machine = machine
@@ -291,11 +291,11 @@ class Cuts:
             return
         if run.life.state is State.ABANDONED:
             outcome = SettleOutcome.NO_MESSAGE  # nothing was streamed and its transcript shows nothing of it
-        elif run.kept_output is None and run.life.state is State.DONE:
+        elif run.cont.kept_output is None and run.life.state is State.DONE:
             outcome = SettleOutcome.FINISHED_ELSEWHERE  # another process finished M (``_keep_open`` met it done)
         else:
             outcome = SettleOutcome.OPEN
-            cut.output = run.kept_output if run.kept_output is not None else []
+            cut.output = run.cont.kept_output if run.cont.kept_output is not None else []
         self._feed(table, cut, Settled(outcome))
 
     # ------------------------------------------------------------------ the machine
@@ -868,14 +868,14 @@ class Cuts:
     def adopt(self, run: Run) -> None:
         """A resume owc sent: it continues its cut's message, after what M holds."""
         cut = self._expected.pop(run.run_id, None)
-        if cut is not None and not run.chain:
-            run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
+        if cut is not None and not run.cont.chain:
+            run.cont.chain, run.cont.prefix, run.cont.resumes = cut.chain, cut.output, cut.resumes
 
     async def adopt_stored(self, run: Run) -> None:
         """A resume of M that another process sent (or this one, before it restarted): its chain is M's, as stored
         (``meta.openclaw_chain``, without the resume itself); M's output so far is read at the claim."""
         ref = ids.parse_run_id(run.run_id)
-        if run.chain or ref is None or ref.kind != "resume":
+        if run.cont.chain or ref is None or ref.kind != "resume":
             return
         try:
             chat = await self.keeper.store.read_chat(run.ref.chat_id)
@@ -886,22 +886,27 @@ class Cuts:
         meta = message.get("meta") if isinstance(message, dict) else None
         chain = meta.get("openclaw_chain") if isinstance(meta, dict) else None
         if ref.token.isdigit():
-            run.resumes = max(run.resumes, int(ref.token))  # the n-th resume: M had n resumes when it began
-        if isinstance(chain, list) and not run.chain:
-            run.chain = tuple(str(x) for x in chain if x != run.run_id)
-            log.info("runs.chain_adopted run=%s chain=%d", run.run_id, len(run.chain))
+            run.cont.resumes = max(run.cont.resumes, int(ref.token))  # the n-th resume: M had n resumes when it began
+        if isinstance(chain, list) and not run.cont.chain:
+            run.cont.chain = tuple(str(x) for x in chain if x != run.run_id)
+            log.info("runs.chain_adopted run=%s chain=%d", run.run_id, len(run.cont.chain))
 
     def may_link(self, run: Run) -> bool:
         """``run`` may be a restart recovery: not a run owc sent, and its session has a cut the Gateway owns (or
         its row says the Gateway recovered it: ``abortedLastRun``, which also covers a cut this process never
         saw, such as one before owc started)."""
-        if run.link_checked or run.chain or run.cut is not None or ids.parse_run_id(run.run_id) is not None:
+        if (
+            run.cont.link_checked
+            or run.cont.chain
+            or run.cont.cut is not None
+            or ids.parse_run_id(run.run_id) is not None
+        ):
             return False
         cut = self.by_key.get(run.session_key)
         if cut is not None and cut.owner is Owner.GATEWAY and cut.source != run.run_id:
             return True
-        if run.history is not None and any(
-            m.user_run_id == run.run_id and m.is_restart_recovery_turn for m in run.history.messages
+        if run.read.history is not None and any(
+            m.user_run_id == run.run_id and m.is_restart_recovery_turn for m in run.read.history.messages
         ):
             return True  # a recovery that ended while owc was away: the reconcile's transcript says so
         if self.owed.get(run.session_key) not in (None, run.run_id):
@@ -924,7 +929,9 @@ class Cuts:
             return page is not None and (told_of(page) or shown)
 
         # The reconcile's page, if it holds the run's user turn or the run had ended (read after its end).
-        history = run.history if run.history is not None and (run.life.ended or told_of(run.history)) else None
+        history = (
+            run.read.history if run.read.history is not None and (run.life.ended or told_of(run.read.history)) else None
+        )
         shown = bool(run.renderer.output()) or run.life.ended
         while not told(history):
             if history is not None:
@@ -942,7 +949,7 @@ class Cuts:
                 if run.life.settled:
                     return
         link = recovery_source(history, run.run_id)
-        run.link_checked = True
+        run.cont.link_checked = True
         log.info("runs.link_checked run=%s verdict=%s source=%s", run.run_id, link.verdict.value, link.source)
         cut = self.by_key.get(run.session_key)
         kept_chain: tuple[str, ...] = ()
@@ -951,10 +958,15 @@ class Cuts:
             if cut is None or cut.owner is not Owner.GATEWAY or self._not_recovered(table, cut, history):
                 return  # (or the transcript says the cut run ended on its own before a later run: no note)
             if (
-                run.order[1] > cut.opened
+                run.standing.order[1] > cut.opened
                 and not cut.seen.notice_before_terminal
                 and (followed(history, cut.source) or recovery_owed(history) != cut.source)
-                and not (held is not None and run.timed and held.timed and run.order[0] < held.order[0])
+                and not (
+                    held is not None
+                    and run.standing.timed
+                    and held.standing.timed
+                    and run.standing.order[0] < held.standing.order[0]
+                )
             ):
                 # A run of its own took the session after the cut: the Gateway did not recover the cut run. Not so
                 # when the Gateway said it was going down while the cut run ran (its row was left running, so the
@@ -968,20 +980,20 @@ class Cuts:
                 # M lost the streamed tail the transcript lacks).
                 log.info("runs.link_newer run=%s held=%s (a run of its own after the cut)", run.run_id, cut.source)
                 self._feed(table, cut, NobodyContinues(Why.NEWER_RUN))
-            elif run.order[1] > cut.opened:
+            elif run.standing.order[1] > cut.opened:
                 log.info(
                     "runs.link_admitted run=%s held=%s (admitted before the recovery: M waits)", run.run_id, cut.source
                 )
             return
         self.owed.pop(run.session_key, None)  # the recovery came: its check decides
-        run.recovery = True
+        run.cont.recovery = True
         if (
             cut is not None
             and cut.owner is Owner.GATEWAY
             and held is not None
-            and run.timed
-            and held.timed
-            and run.order[0] < held.order[0]
+            and run.standing.timed
+            and held.standing.timed
+            and run.standing.order[0] < held.standing.order[0]
         ):
             # It began before the held cut's run did (Gateway times, strictly: at an equal time the place's tie-break
             # says nothing of which began first): a recovery starts at a boot after the run it recovers, so it
@@ -992,8 +1004,8 @@ class Cuts:
                 "runs.link_older run=%s held=%s began=%d held_began=%d (it began before the held cut's run)",
                 run.run_id,
                 cut.source,
-                run.order[0],
-                held.order[0],
+                run.standing.order[0],
+                held.standing.order[0],
             )
             if link.source is None:
                 return  # a recovery of a cut this process did not hold: a message of its own
@@ -1051,7 +1063,7 @@ class Cuts:
         run.message_id = message_id
         if cut is not None and cut.message_id == message_id:
             # M is written open first (the cut run's writer may still be at it): the recovery then takes it over.
-            run.linking = cut.awaited = True
+            run.cont.linking = cut.awaited = True
             cut.waiting = run
             self.keeper.wake()
             try:
@@ -1059,13 +1071,13 @@ class Cuts:
                 # wait: a cut run whose M another process had finished left its recovery claiming for ever).
                 await self.keeper.until(lambda: cut.settled or cut.dropped)
             finally:
-                run.linking = False
+                run.cont.linking = False
                 cut.waiting = None
             if cut.dropped:
                 if link.source is not None:
                     # Named by the transcript: the recovery makes the message the cut run never had.
                     run.message_id = ids.message_id(run.session_key, link.source) or run.message_id
-                    run.chain = (link.source,)
+                    run.cont.chain = (link.source,)
                     log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, run.message_id)
                 else:
                     log.info("runs.link_dropped run=%s (the cut run has no message: one of its own)", run.run_id)
@@ -1073,10 +1085,10 @@ class Cuts:
                 self.keeper.wake()
                 return
             # ``cut.output`` is None when another process finished M: M's output is then read at the claim.
-            run.chain, run.prefix, run.resumes = cut.chain, cut.output, cut.resumes
+            run.cont.chain, run.cont.prefix, run.cont.resumes = cut.chain, cut.output, cut.resumes
             self._feed(table, cut, Linked())
         else:
             # A cut this process did not see: M's output is read at the claim.
-            run.chain = (link.source,) if link.source else kept_chain
+            run.cont.chain = (link.source,) if link.source else kept_chain
         log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, message_id)
         self.keeper.wake()

@@ -65,7 +65,7 @@ class InlineTurn:
             statuses: tuple[dict[str, Any], ...] = ()
             if run.life.state is State.INLINE:
                 # While the request streams the run, it says the run's lines (a writer says them after a handover).
-                if run.heard or output:
+                if run.standing.heard or output:
                     run.status.apply(Started())  # a turn queued behind the reply before it has begun
                 if not run.life.ended:
                     run.status.apply(Tools(run.renderer.running_tool))
@@ -80,7 +80,7 @@ class InlineTurn:
         if run.life.state is not State.INLINE:
             return
         table = self.keeper.table
-        run.handover = HandoverState.DONE if table is not None else HandoverState.PENDING
+        run.writer.handover = HandoverState.DONE if table is not None else HandoverState.PENDING
         if table is None:
             # No connection now: the next connection's hello hands it over (``RunTable.on_hello``).
             log.info("runs.handover_waits run=%s (no Gateway connection now)", run.run_id)

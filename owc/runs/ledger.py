@@ -77,7 +77,7 @@ class Ledger:
             key = (session_key, run_id)
             run = self.runs.get(key)
             if run is not None:
-                return run.heard_at.first if run.heard_at is not None else None
+                return run.standing.heard_at.first if run.standing.heard_at is not None else None
             return self._settled.get(key)
 
         a, b = first(earlier), first(later)
@@ -109,8 +109,8 @@ class Ledger:
         if seen_ms is not None:
             self._latest_ms = max(self._latest_ms, seen_ms)
         self._opened += 1
-        run.order = (seen_ms if seen_ms is not None else self._latest_ms, self._opened)
-        run.timed = seen_ms is not None
+        run.standing.order = (seen_ms if seen_ms is not None else self._latest_ms, self._opened)
+        run.standing.timed = seen_ms is not None
         self.moved(run)  # OPEN and not ended: it may hold a later run's claim up (``owc.rules.claim.holds_up``)
         log.debug("runs.opened run=%s chat=%s message=%s", run_id, ref.chat_id, message_id)
         return run
@@ -119,9 +119,11 @@ class Ledger:
         """An event of ``run``'s own came from the Gateway (under ``boot``): it ran then, after every run of its
         session whose events all came before (``owc.rules.owner.ended_before``)."""
         self._events += 1
-        at = run.heard_at
+        at = run.standing.heard_at
         # Made anew, not ``attrs.evolve``d: this runs for every streamed event (issue 16's throughput).
-        run.heard_at = Heard(boot, self._events, self._events) if at is None else Heard(at.boot, at.first, self._events)
+        run.standing.heard_at = (
+            Heard(boot, self._events, self._events) if at is None else Heard(at.boot, at.first, self._events)
+        )
 
     @property
     def opened(self) -> int:
@@ -137,7 +139,7 @@ class Ledger:
         if self.runs.get(run.key) is run:
             del self.runs[run.key]
         self._drop_claiming(run)
-        self._settled[run.key] = run.heard_at.first if run.heard_at is not None else None
+        self._settled[run.key] = run.standing.heard_at.first if run.standing.heard_at is not None else None
         while len(self._settled) > SETTLED_MEMORY:
             self._settled.popitem(last=False)
 
@@ -172,12 +174,12 @@ def _claimer(run: Run, carried: frozenset[RunKey] | set[RunKey]) -> Claimer:
     """``run`` as claim order sees it (``owc.rules.claim``)."""
     return Claimer(
         place=run.place,
-        reconciled=run.reconciled,
+        reconciled=run.standing.reconciled,
         carried=run.key in carried,
-        by_transcript=run.rank == 0,
+        by_transcript=run.standing.rank == 0,
         on_its_way=run.life.state in _HOLDS_CLAIMS and run.writer_live,
-        check_waits=run.check_waits,
-        linking=run.linking,
+        check_waits=run.read.check_waits,
+        linking=run.cont.linking,
         session_key=run.session_key,
         running=_may_claim_later(run),
     )

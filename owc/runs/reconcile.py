@@ -161,8 +161,8 @@ async def _session(
             continue  # settled, or the live path has it
         if where is not None:
             run.place_in_transcript(*where)
-        run.reconciled = True
-        run.history = history
+        run.standing.reconciled = True
+        run.read.history = history
         run.life.owed = item.unfinished
         run.mark_missed("ended while owc was away")
         log.info(

@@ -46,21 +46,6 @@ class WriterHandle:
         self.scope.cancel()
 
 
-@attrs.define(eq=False)
-class WriterSlot:
-    """A run's writer task as its table sees it. ``nursery.start`` returns the handle only once the task has
-    started, and meanwhile the run must count as written (a second writer would be started otherwise)."""
-
-    #: ``nursery.start`` has not returned yet.
-    starting: bool = False
-    #: What the task handed back when it started (None: never started here, or not yet).
-    handle: WriterHandle | None = None
-
-    @property
-    def live(self) -> bool:
-        return self.starting or (self.handle is not None and not self.handle.finished.is_set())
-
-
 class HandoverState(enum.Enum):
     """Where a user turn's handover stands: the Pipe's request ended, and a writer takes its message over."""
 
@@ -70,24 +55,31 @@ class HandoverState(enum.Enum):
 
 
 @attrs.define(eq=False)
-class Run:
-    session_key: str
-    run_id: str
-    ref: ids.SessionRef
-    message_id: str
-    renderer: TurnRenderer
-    life: Lifecycle = attrs.field(factory=Lifecycle)
-    #: The transcript once read after the run's end (a check, a reconcile): the finalize reuses it.
-    history: ChatHistory | None = None
-    #: ``history`` was read before this process's claim put the run's message at the chat's tail: it holds the run
-    #: whole (read after its end), but not the runs of the session that began after it was read, whose messages the
-    #: claim may have landed under; the finalize reads it again for the order it puts that line in (fuzz seed
-    #: 305323).
-    history_before_claim: bool = False
-    #: Its writer task as the table sees it: being started, or started (its handle).
-    writer: WriterSlot = attrs.field(factory=lambda: WriterSlot())
-    #: Where the run stands in its chat's run-start order: (the Gateway time it was first known to have run,
-    #: the ledger's count when it was opened). Claims on one chat go in this order (``Ledger.claim_blocker``).
+class WriterSlot:
+    """A run's writing as its table sees it, across the writer tasks it may have (one per connection at most).
+    ``nursery.start`` returns the handle only once the task has started, and meanwhile the run must count as
+    written (a second writer would be started otherwise)."""
+
+    #: ``nursery.start`` has not returned yet.
+    starting: bool = False
+    #: What the task handed back when it started (None: never started here, or not yet).
+    handle: WriterHandle | None = None
+    #: A user turn's handover (``HandoverState``): its writer takes back the message the request's save marked done.
+    handover: HandoverState = HandoverState.NONE
+    #: The tabs were told its message is not saved yet (once; they hear again when it is).
+    told_unsaved: bool = False
+
+    @property
+    def live(self) -> bool:
+        return self.starting or (self.handle is not None and not self.handle.finished.is_set())
+
+
+@attrs.define(eq=False)
+class Standing:
+    """Where a run stands in its chat's run-start order, and against the reconcile passes. Claims on one chat go in
+    this order (``owc.rules.claim``)."""
+
+    #: (the Gateway time it was first known to have run, the ledger's count when it was opened).
     order: tuple[int, int] = (0, 0)
     #: ``order`` holds a Gateway time of the run's own (else a stand-in: the newest time seen when it was
     #: first known, replaced by the first time of its own that arrives).
@@ -95,35 +87,55 @@ class Run:
     #: 0 once a reconcile pass placed the run by its transcript (``order`` is then its first message's time
     #: and its index among the window's runs), 1 while it is placed by what the connection saw.
     rank: int = 1
+    #: The Gateway boot (``HelloOk.boot_id``) of the connection that first saw it live (None: opened by a reconcile
+    #: pass, or a boot without an id). A run is carried only forward, so another boot id is an earlier boot: the run
+    #: began before that later boot did, and before every run the later boot started (``goes_before_owed``).
+    boot: str | None = None
     #: Given its message by a hello's reconcile pass (it ended while owc was away).
     reconciled: bool = False
     #: First seen while a hello's reconcile pass still owed its chat older runs (before the list was in, or
     #: before the pass was done with the chat). Cleared when a pass is done with the chat; if the connection
     #: closes first, the run is carried still behind a pass, and the next connection's pass goes first.
     behind_pass: bool = False
-    #: The Gateway boot (``HelloOk.boot_id``) of the connection that first saw it live (None: opened by a reconcile
-    #: pass, or a boot without an id). A run is carried only forward, so another boot id is an earlier boot: the run
-    #: began before that later boot did, and before every run the later boot started (``goes_before_owed``).
-    boot: str | None = None
     #: A ``chat`` or ``agent`` event of its own reached a connection (not only its start and end).
     heard: bool = False
     #: Where its own events (a lifecycle push too) fell among the Gateway's events this process heard
     #: (``Ledger.heard``): a run of its session heard after its last one ran after it had ended (``ended_before``).
     heard_at: Heard | None = None
+
+    @property
+    def place(self) -> tuple[int, int, int]:
+        """The run's place in its chat's run-start order, comparable across runs of one chat. At equal Gateway
+        times a run placed by its transcript goes first: a run not in the window has stored nothing yet, so it
+        is the session's newest (or one a crash cut), and runs on one session never overlap."""
+        return (self.order[0], self.rank, self.order[1])
+
+
+@attrs.define(eq=False)
+class Reading:
+    """A run's transcript as this process read it, and its check's wait."""
+
+    #: The transcript once read after the run's end (a check, a reconcile): the finalize reuses it.
+    history: ChatHistory | None = None
+    #: ``history`` was read before this process's claim put the run's message at the chat's tail: it holds the run
+    #: whole (read after its end), but not the runs of the session that began after it was read, whose messages the
+    #: claim may have landed under; the finalize reads it again for the order it puts that line in (fuzz seed
+    #: 305323).
+    before_claim: bool = False
     #: Its transcript check waits for a read that failed to be answered (the next tick): it holds nobody up.
     check_waits: bool = False
-    #: Waiting, before its claim, for the message of the cut run it continues (``Cuts.link``): it waits on that run,
-    #: so it holds no other run's claim up (``Ledger.claim_blocker``).
-    linking: bool = False
-    #: The tabs were told its message is not saved yet (once; they hear again when it is).
-    told_unsaved: bool = False
-    #: A user turn's handover (``HandoverState``).
-    handover: HandoverState = HandoverState.NONE
-    #: The owner rule kept its message open for a continuation (``owc/runs/cuts.py``): its writer writes M open.
+
+
+@attrs.define(eq=False)
+class Continuation:
+    """A run's part in a cut run's continuation (``owc/runs/cuts.py``, ``owc.rules.cut``): as the cut run (its message
+    kept open, or ended with a note), or as the continuation (a resume, or a recovery linked by rule E)."""
+
+    #: The owner rule kept its message open for a continuation: its writer writes M open.
     cut: Owner | None = None
     #: The note its message ends with when nobody continues it (a newer run took the session).
-    cut_note: str | None = None
-    #: A continuation (a resume, or a recovery linked by rule E): the runs its message holds before it.
+    note: str | None = None
+    #: A continuation: the runs its message holds before it.
     chain: tuple[str, ...] = ()
     #: What its message shows before its own output (the earlier runs' output; None: read it at the claim).
     prefix: list[dict[str, Any]] | None = None
@@ -136,11 +148,31 @@ class Run:
     #: Link rule E said it is a restart recovery (linked, or of a run the transcript does not name): once its message
     #: is finished, a double of it another process made is taken out (``Cuts.one_reply``).
     recovery: bool = False
+    #: Waiting, before its claim, for the message of the cut run it continues (``Cuts.link``): it waits on that run,
+    #: so it holds no other run's claim up (``Ledger.claim_blocker``).
+    linking: bool = False
+    #: ``prefix`` with the seam after it, as the writer shows it live (kept, so its identity changes with ``prefix``).
+    seamed: tuple[object, list[dict[str, Any]] | None] = (None, None)
+
+
+@attrs.define(eq=False)
+class Run:
+    """One run: who it is, its lifecycle and what it shows, and four records of what this process knows of it (its
+    writing, its standing in the chat's order, its transcript, its part in a continuation)."""
+
+    session_key: str
+    run_id: str
+    ref: ids.SessionRef
+    message_id: str
+    renderer: TurnRenderer
+    life: Lifecycle = attrs.field(factory=Lifecycle)
     #: The status lines of its message as this process says them (``owc.render.status``): fed by the table, the
     #: writer and the Pipe's request; delivered by whoever writes the message now (the request while inline).
     status: StatusLines = attrs.field(factory=StatusLines)
-    #: ``prefix`` with the seam after it, as the writer shows it live (kept, so its identity changes with ``prefix``).
-    _seamed: tuple[object, list[dict[str, Any]] | None] = (None, None)
+    writer: WriterSlot = attrs.field(factory=WriterSlot)
+    standing: Standing = attrs.field(factory=Standing)
+    read: Reading = attrs.field(factory=Reading)
+    cont: Continuation = attrs.field(factory=Continuation)
     #: Set at the run's next change (an event, an input): what its writer waits on while it streams.
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
@@ -150,14 +182,13 @@ class Run:
 
     @property
     def place(self) -> tuple[int, int, int]:
-        """The run's place in its chat's run-start order, comparable across runs of one chat. At equal Gateway
-        times a run placed by its transcript goes first: a run not in the window has stored nothing yet, so it
-        is the session's newest (or one a crash cut), and runs on one session never overlap."""
-        return (self.order[0], self.rank, self.order[1])
+        """The run's place in its chat's run-start order (``Standing.place``)."""
+        return self.standing.place
 
     def place_in_transcript(self, first_ms: int | None, index: int) -> None:
         """A pass read the chat's transcript and found the run at ``index`` among its runs."""
-        self.order, self.rank, self.timed = (first_ms if first_ms is not None else self.order[0], index), 0, True
+        at = self.standing
+        at.order, at.rank, at.timed = (first_ms if first_ms is not None else at.order[0], index), 0, True
 
     @property
     def writer_live(self) -> bool:
@@ -175,10 +206,11 @@ class Run:
         """What its message shows before its own output while it streams: the earlier runs' output (a
         continuation's), and the seam that says a continuation begins (``owc.render.seam``). The same list object
         while ``prefix`` is (a writer's flush compares it by identity)."""
-        held, seamed = self._seamed
-        if held is not self.prefix:
-            seamed = with_live_seam(self.prefix, self.run_id, self.chain)
-            self._seamed = (self.prefix, seamed)
+        cont = self.cont
+        held, seamed = cont.seamed
+        if held is not cont.prefix:
+            seamed = with_live_seam(cont.prefix, self.run_id, cont.chain)
+            cont.seamed = (cont.prefix, seamed)
         return seamed
 
     def output(self) -> list[dict[str, Any]]:

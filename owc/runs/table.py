@@ -237,13 +237,13 @@ class RunTable:
         return ClaimFacts(
             claiming=claiming,
             awaited=claiming and self.keeper.cuts.awaited(run),
-            reconciled=run.reconciled,
+            reconciled=run.standing.reconciled,
             carried=carried,
-            behind_pass=run.behind_pass,
+            behind_pass=run.standing.behind_pass,
             hello=self.hello is not None,
             pass_due=run.ref.chat_id in self.reconcile_pending,
-            placed=run.rank == 0 or run.timed,
-            before_owed=claiming and not run.reconciled and self._before_next_owed(run),
+            placed=run.standing.rank == 0 or run.standing.timed,
+            before_owed=claiming and not run.standing.reconciled and self._before_next_owed(run),
             earlier=claiming and self.ledger.claim_blocker(run, self.carried) is not None,
         )
 
@@ -255,7 +255,9 @@ class RunTable:
             return False  # the pass has not read the chat's transcript yet
         nxt = self.next_owed[chat]
         boot = self.conn.hello.boot_id
-        earlier_boot = run.boot is not None and boot is not None and run.boot != boot  # a run carried across a boot
+        earlier_boot = (
+            run.standing.boot is not None and boot is not None and run.standing.boot != boot
+        )  # a run carried across a boot
         # A recovery waiting for a later cut run's message holds the pass: the runs it owes began after this one.
         return goes_before_owed(run.place, nxt, earlier_boot=earlier_boot) or (
             nxt is not None and self.keeper.cuts.owed_after(run, nxt)
@@ -276,7 +278,7 @@ class RunTable:
             self.unsettled_chats.discard(chat_id)
             for run in self.ledger.unsettled():
                 if run.ref.chat_id == chat_id:
-                    run.behind_pass = False
+                    run.standing.behind_pass = False
         else:
             self.unsettled_chats.add(chat_id)
         self.next_owed.pop(chat_id, None)
@@ -293,9 +295,11 @@ class RunTable:
         run = self.ledger.open(session_key, run_id, seen_ms=seen_ms)
         if run is not None and not known:
             self.keeper.cuts.adopt(run)  # a resume owc sent continues its cut's message
-            run.boot = self.conn.hello.boot_id
+            run.standing.boot = self.conn.hello.boot_id
             chat = run.ref.chat_id
-            run.behind_pass = self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
+            run.standing.behind_pass = (
+                self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
+            )
             self.keeper.wake()
         if run is not None and not known and not start:
             # Its start was not seen here: it began before this connection (or this process) did, or its first
@@ -339,7 +343,7 @@ class RunTable:
             if run is not None:
                 self.ledger.heard(run, self.conn.hello.boot_id)
             if run is not None and event.phase in ("end", "error"):
-                if not run.heard and not run.life.missed:
+                if not run.standing.heard and not run.life.missed:
                     # Not one event of its own reached this connection: the Gateway hides it from control UIs
                     # (a heartbeat runner's turn sends a sessions.subscribe connection only its start and end;
                     # measured). Its transcript decides, now, at its end, where a message keeps its place.
@@ -375,12 +379,12 @@ class RunTable:
         run = self._open(event.session_key, event.run_id, start=start, seen_ms=ts)
         if run is None:
             return
-        run.heard = True
+        run.standing.heard = True
         self.ledger.heard(run, self.conn.hello.boot_id)
-        if not run.timed and ts is not None:
+        if not run.standing.timed and ts is not None:
             # Any time of the run's own places it rightly: a session runs one run at a time, so its events
             # fall after every earlier run's end and before every later run's start.
-            run.order, run.timed = (ts, run.order[1]), True
+            run.standing.order, run.standing.timed = (ts, run.standing.order[1]), True
         if run.renderer.feed(event):
             run.poke()
         if not run.life.showable and run.renderer.showable:
@@ -433,8 +437,8 @@ class RunTable:
             # Back: a "connection lost" line its message shows is closed (by its writer's next write, or its request).
             run.status.apply(lines.Reconnected())
             self.apply(run, Hello(info.hello.boot_id, info.boot_changed))
-            if run.handover is HandoverState.PENDING and run.life.state is State.INLINE:
-                run.handover = HandoverState.DONE  # its request ended while no connection was up
+            if run.writer.handover is HandoverState.PENDING and run.life.state is State.INLINE:
+                run.writer.handover = HandoverState.DONE  # its request ended while no connection was up
                 self.apply(run, Handover())
             if run.life.settled or run.life.ended:
                 continue
@@ -445,7 +449,8 @@ class RunTable:
                     (
                         other
                         for other in known
-                        if other.session_key == run.session_key and ended_before(run.heard_at, other.heard_at)
+                        if other.session_key == run.session_key
+                        and ended_before(run.standing.heard_at, other.standing.heard_at)
                     ),
                     None,
                 )
@@ -513,7 +518,7 @@ class RunTable:
             # the row was rewritten to name this run, the rule gave it to the Gateway, the transcript then said the
             # run had ended (its row failed), and the message was finished without the resume streaming into it
             # (fuzzer seed 128, 2 plays in 100 under load).
-            and not resumes_message(row.last_run_id, run.message_id, (*run.chain, run.run_id))
+            and not resumes_message(row.last_run_id, run.message_id, (*run.cont.chain, run.run_id))
         ):
             # A newer run on the session since the boot, running or done: most likely the boot's recovery of this
             # very run (it starts at once, and may have ended before this hello). Link rule E tells, from the
@@ -659,7 +664,7 @@ class RunTable:
 
     async def next_tick(self) -> None:
         seen = self.keeper.ticks
-        self.keeper.wake()  # the caller may have changed what others wait on (``Run.check_waits``)
+        self.keeper.wake()  # the caller may have changed what others wait on (``Reading.check_waits``)
         await self.keeper.until(lambda: self.keeper.ticks > seen)
 
     def _correct(self) -> None:

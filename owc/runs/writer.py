@@ -282,9 +282,9 @@ class _Writer:
     async def _not_saved(self, why: str) -> None:
         """Tell the tabs, once per run, that its message is not saved yet (it is kept and tried again)."""
         r = self.run_
-        if r.told_unsaved:
+        if r.writer.told_unsaved:
             return
-        r.told_unsaved = True
+        r.writer.told_unsaved = True
         await self._emit({"type": "chat:message:error", "data": {"error": {"content": NOT_SAVED.format(why=why)}}})
 
     async def run(self) -> None:
@@ -388,10 +388,10 @@ class _Writer:
             # Whether the run showed anything is the transcript's to say: not knowing is not "nothing" (before,
             # a failed read gave the run up; found by the fuzzer, seed 15165). Read again at the Gateway's next
             # tick; meanwhile later runs of the chat do not wait for this one (``Ledger.claim_blocker``).
-            r.check_waits = True
+            r.read.check_waits = True
             await self.ctx.next_tick()
             history = await self._history()
-        r.check_waits = False
+        r.read.check_waits = False
         shows = False
         if history is not None:
             try:
@@ -436,9 +436,9 @@ class _Writer:
             ctx.stats.claims += 1
             if isinstance(result, TakenOver):
                 self._adopt_longer_chain(result.message)
-            if r.chain and r.prefix is None:
+            if r.cont.chain and r.cont.prefix is None:
                 # A continuation this process did not see cut: M's output so far is what it shows first.
-                r.prefix = self._before_own(result.message) if isinstance(result, TakenOver) else []
+                r.cont.prefix = self._before_own(result.message) if isinstance(result, TakenOver) else []
             ctx.apply(r, ClaimResult(ClaimOutcome.WON))
             if isinstance(result, TakenOver):
                 r.status.adopt(result.message.get("statusHistory"))  # a line the last holder left open
@@ -452,7 +452,7 @@ class _Writer:
                 self.inserted = True
                 # M is at the chat's tail now, under whatever claimed before it: a transcript read before (a check's,
                 # a reconcile pass's) does not name the runs that began since, so it cannot order that line.
-                r.history_before_claim = r.history is not None
+                r.read.before_claim = r.read.history is not None
                 messages = {r.message_id: result.message}
                 if parent is not None:
                     messages[result.parent_id] = parent
@@ -477,13 +477,13 @@ class _Writer:
             return
         if isinstance(result, AlreadyThere):
             if result.writer == ctx.writer_id and (not result.done or self.takes_back):
-                if r.chain:
+                if r.cont.chain:
                     stored = await self._stored_message()
                     if stored is not None:
                         self._adopt_longer_chain(stored)
                         r.status.adopt(stored.get("statusHistory"))
-                if r.chain and r.prefix is None:
-                    r.prefix = await self._stored_output()
+                if r.cont.chain and r.cont.prefix is None:
+                    r.cont.prefix = await self._stored_output()
                 ctx.apply(r, ClaimResult(ClaimOutcome.WON))
                 self._resumes()
                 if self.takes_back:
@@ -495,7 +495,7 @@ class _Writer:
                 # Finished by another process: by a continuation that never saw what this run showed here, that goes
                 # in front of its part. Before the outcome is reported: the run stays unsettled until it is written.
                 # The stream as it came: one that had a gap or joined mid-run is lined up at the transcript's end.
-                shown, _ = joined(r.prefix or [], r.run_id, r.renderer.output(done=True))
+                shown, _ = joined(r.cont.prefix or [], r.run_id, r.renderer.output(done=True))
                 await self._add_shown(shown, stream=True)
                 outcome = ClaimOutcome.FINISHED
             elif result.writer is not None and not ctx.registry.is_local(result.writer):
@@ -538,13 +538,13 @@ class _Writer:
         """A continuation holds M now: its line says M goes on ("Resumed after the Gateway restarted", or owc's
         resume), once per run, closing the line M waited under (``_keep_open``)."""
         r = self.run_
-        if r.chain:
+        if r.cont.chain:
             r.status.apply(lines.Resumed(r.run_id))  # said once per run (``StatusLines.resumed``)
 
     @property
     def takes_back(self) -> bool:
         """Its claim takes M back even if M was marked done: a handover, or a continuation of a cut run."""
-        return self.run_.handover is not HandoverState.NONE or bool(self.run_.chain)
+        return self.run_.writer.handover is not HandoverState.NONE or bool(self.run_.cont.chain)
 
     async def _stored_message(self) -> dict[str, Any] | None:
         r = self.run_
@@ -582,15 +582,15 @@ class _Writer:
         chain = meta.get("openclaw_chain")
         if (
             not isinstance(chain, list)
-            or len(chain) <= len(r.chain)
-            or tuple(str(x) for x in chain[: len(r.chain)]) != r.chain
+            or len(chain) <= len(r.cont.chain)
+            or tuple(str(x) for x in chain[: len(r.cont.chain)]) != r.cont.chain
             or r.run_id in chain
         ):
             return
-        log.info("runs.chain_extended run=%s chain=%d->%d", r.run_id, len(r.chain), len(chain))
+        log.info("runs.chain_extended run=%s chain=%d->%d", r.run_id, len(r.cont.chain), len(chain))
         output = message.get("output")
-        r.chain = tuple(str(x) for x in chain)
-        r.prefix = list(output) if isinstance(output, list) else []
+        r.cont.chain = tuple(str(x) for x in chain)
+        r.cont.prefix = list(output) if isinstance(output, list) else []
 
     async def _add_shown(self, through_own: list[dict[str, Any]], *, stream: bool = False) -> None:
         """M was finished by another process's continuation (a claim or a conditional write found it so) that never
@@ -610,8 +610,8 @@ class _Writer:
             shown_through[r.run_id] = through_own
             if stream and (r.life.missed or r.renderer.gaps):
                 missed[r.run_id] = r.renderer.text
-        if r.chain and r.prefix:
-            shown_through[r.chain[-1]] = list(r.prefix)
+        if r.cont.chain and r.cont.prefix:
+            shown_through[r.cont.chain[-1]] = list(r.cont.prefix)
         if not shown_through:
             return
         with trio.CancelScope(shield=True):
@@ -698,7 +698,7 @@ class _Writer:
         """The run's transcript, read once after its end (kept on the run for the finalize). None when the
         Gateway did not answer; ``_Gone`` when the connection closed (the next one reads it).
 
-        One read before the claim that put M at the chat's tail (``Run.history_before_claim``) is read again: it
+        One read before the claim that put M at the chat's tail (``Reading.before_claim``) is read again: it
         holds the run whole, but the finalize also puts the line of the session's messages around M in the
         transcript's order, and that read does not name the runs that began after it, whose messages M may have
         landed under (``tree.reorder_run_line`` stops at a run the order does not name). Fuzz seed 305323: a pass
@@ -707,16 +707,16 @@ class _Writer:
         holds no later run up), gave a later run its message; the heartbeat's message landed under it and stayed
         there. If that read fails, the earlier one still gives the content, and the order is left to a correction."""
         r = self.run_
-        usable = r.history is not None and reaches_run_start(r.history, r.run_id)
-        if usable and not r.history_before_claim:
-            return r.history
+        usable = r.read.history is not None and reaches_run_start(r.read.history, r.run_id)
+        if usable and not r.read.before_claim:
+            return r.read.history
         while True:
             try:
                 history = await self._read_history()
                 if history is None and usable:
                     self.order_unread = True  # it outgrew the page bound since: the earlier read holds the run whole
-                    return r.history
-                r.history, r.history_before_claim, self.order_unread = history, False, False
+                    return r.read.history
+                r.read.history, r.read.before_claim, self.order_unread = history, False, False
                 break
             except (SessionClosed, NotConnected):
                 raise _Gone from None
@@ -730,11 +730,11 @@ class _Writer:
                 log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
                 if usable:
                     self.order_unread = True  # the run's content is in hand; only the order waits (a correction)
-                    return r.history
+                    return r.read.history
                 self.history_failed = True
                 return None
         self.history_failed = False
-        return r.history
+        return r.read.history
 
     async def _read_history(self) -> ChatHistory | None:
         return await read_run_window(self.ctx.request, self.run_.session_key, self.run_.run_id)
@@ -745,13 +745,13 @@ class _Writer:
         nothing of what it streamed)."""
         r = self.run_
         if history is not None:
-            parts = [output_from_transcript(history, run_id) for run_id in r.chain]
+            parts = [output_from_transcript(history, run_id) for run_id in r.cont.chain]
             if all(parts):
                 # Never less than M showed (issue 24, item 5): a cut run's transcript lacks what a stop or a crash
                 # cut of its text after a tool call; M, written open by the cut run, kept it. The seams between the
                 # runs' parts as M shows them (``owc.render.seam``).
-                return never_less(r.prefix or [], parts_joined(list(zip(r.chain, parts))))
-        return list(r.prefix or [])
+                return never_less(r.cont.prefix or [], parts_joined(list(zip(r.cont.chain, parts))))
+        return list(r.cont.prefix or [])
 
     def _maybe_out_of_order(self, parent_run: str | None) -> bool:
         """M hangs right under another run's message, and this process cannot tell that run began first: only the
@@ -766,9 +766,9 @@ class _Writer:
         """The owner rule keeps M open for a continuation (``owc/runs/cuts.py``): M is written ``done: false`` with
         what the run left (its error is not shown: the run goes on), and the continuation shows it first."""
         r, ctx = self.run_, self.ctx
-        r.kept_output = output
+        r.cont.kept_output = output
         # Its line says M waits for a continuation (the Gateway's recovery, or owc's resume), until one claims M.
-        r.status.apply(lines.Waiting(by_owc=r.cut is not Owner.GATEWAY))
+        r.status.apply(lines.Waiting(by_owc=r.cont.cut is not Owner.GATEWAY))
         status = r.status.take()
         with trio.CancelScope(shield=True):
             try:
@@ -779,7 +779,7 @@ class _Writer:
                     output=output,
                     done=False,
                     # The resume count is written by the resume itself (``Cuts``): never lowered here.
-                    meta={"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at},
+                    meta={"openclaw_chain": [*r.cont.chain, r.run_id], "openclaw_own_at": own_at},
                     # The continuation (another process's, or a Gateway recovery it linked) wrote M already.
                     unless_continued=r.run_id,
                     status=status,
@@ -791,14 +791,19 @@ class _Writer:
         if isinstance(result, AlreadyDone):
             log.info("runs.continued_elsewhere run=%s message=%s", r.run_id, r.message_id)
             await self._add_shown(output)
-            r.kept_output = None  # ``Cuts.on_settled``: nothing for this process to continue
+            r.cont.kept_output = None  # ``Cuts.on_settled``: nothing for this process to continue
             ctx.apply(r, WriteResult(WriteOutcome.FINISHED_ELSEWHERE))
             return
         if not isinstance(result, Written):
             log.error(
                 "runs.NOT_WRITTEN run=%s chat=%s (kept open for its continuation): %s", r.run_id, r.ref.chat_id, result
             )
-        log.info("runs.kept_open run=%s message=%s owner=%s", r.run_id, r.message_id, r.cut.value if r.cut else None)
+        log.info(
+            "runs.kept_open run=%s message=%s owner=%s",
+            r.run_id,
+            r.message_id,
+            r.cont.cut.value if r.cont.cut else None,
+        )
         # Reported as written either way: the continuation writes M (and makes it, if this write could not).
         ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
         # The tabs get M as written open, with what it shows: a take-over on a new connection told them M as stored
@@ -836,18 +841,18 @@ class _Writer:
                 log.info("runs.kept_shown run=%s (the transcript lacks what was streamed)", r.run_id)
                 finished = attrs.evolve(finished, output=output, content=output_text(output), cards=count_cards(output))
         own_at = 0  # where this run's own part begins in M's output (``meta.openclaw_own_at``): at its seam
-        if r.chain:
+        if r.cont.chain:
             # The earlier runs' part, the seam that says the reply was continued here, then this run's own part
             # (``owc.render.seam``: rebuilt from the parts at every finalize, so never a seam twice).
             output, own_at = joined(self._chain_output(history), r.run_id, finished.output)
             finished = attrs.evolve(finished, output=output, content=output_text(output))
-        if r.cut is Owner.GATEWAY and history is not None and ended_in(history, r.run_id):
+        if r.cont.cut is Owner.GATEWAY and history is not None and ended_in(history, r.run_id):
             # Held for a recovery because no terminal reached owc before a new boot, but its last stored message
             # ended it (a final answer, an error): the boot recovers runs still running, not this one.
             log.info("runs.ended_before_the_boot run=%s (not the boot's to recover)", r.run_id)
-            r.cut = None
+            r.cont.cut = None
             ctx.uncut(r)
-        if r.cut is not None:
+        if r.cont.cut is not None:
             await self._keep_open(finished.output, own_at)
             return
         error = finished.error
@@ -856,7 +861,7 @@ class _Writer:
             # said it (``Terminal.from_row``), and it shows as a live one does (issue 24, item 2).
             error = {"content": terminal.error or "The run failed."}
         if (
-            r.cut_note is not None
+            r.cont.note is not None
             and history is not None
             and (ended_in(history, r.run_id) or taken_over_first(history, r.run_id))
         ):
@@ -864,10 +869,10 @@ class _Writer:
             # the next run begun after it with no recovery between (its end hidden: a final NO_REPLY, an abort right
             # after a tool call; fuzz seeds 80221, 80211): nothing cut it, so no cut-off note (issue 24, item 3).
             log.info("runs.not_cut run=%s (its transcript says it ended)", r.run_id)
-            r.cut_note = None
-        if r.cut_note is not None and error is None:
+            r.cont.note = None
+        if r.cont.note is not None and error is None:
             # The note belongs to a run that was cut and that nobody continues; never over the run's own error.
-            error = {"content": r.cut_note}
+            error = {"content": r.cont.note}
         if not finished.output and error is None:
             # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that
             # streamed it died): the message is finished with a word on why it is empty, not left open.
@@ -879,7 +884,9 @@ class _Writer:
         # Short of what the gaps held until a correction reads the transcript: marked in M, so that a later process
         # corrects it if this one exits first (``CORRECT_MARK``; fuzz seed 212956).
         short = finished.source == "stream" and self.history_failed and not finished.complete
-        meta: dict[str, Any] = {"openclaw_chain": [*r.chain, r.run_id], "openclaw_own_at": own_at} if r.chain else {}
+        meta: dict[str, Any] = (
+            {"openclaw_chain": [*r.cont.chain, r.run_id], "openclaw_own_at": own_at} if r.cont.chain else {}
+        )
         if short:
             meta[CORRECT_MARK] = True
         # Its status lines end with M: "Stopped" for a Stop, else the open line (a tool, a wait) is closed. The store
@@ -904,10 +911,10 @@ class _Writer:
                 # ``openclaw_own_at``: a process that streamed an earlier run of the chain, which this one never saw,
                 # puts what it showed in front of this run's part (``_add_shown``).
                 meta=meta or None,
-                continues=bool(r.chain),  # a continuation: a cut-off note an earlier finish left goes
+                continues=bool(r.cont.chain),  # a continuation: a cut-off note an earlier finish left goes
                 # Another process's copy of this continuation finished M after this one's claim: its finish stands
                 # (this write is from M as it was at the claim; fuzz seed 40164 under load).
-                unless_holds=r.run_id if r.chain else None,
+                unless_holds=r.run_id if r.cont.chain else None,
                 # A message is claimed at the tail; later runs of its session may have claimed first (this run was
                 # found late, or another process never saw it begin). The transcript read for this finalize gives
                 # the session's runs in start order, and the write puts the line of their messages in it.
@@ -982,5 +989,5 @@ class _Writer:
             await ctx.emitter.clear_stream(r.ref.chat_id, r.message_id)
         except Exception:
             log.exception("runs.clear_stream_failed run=%s", r.run_id)
-        if r.recovery:
+        if r.cont.recovery:
             ctx.one_reply(r)
