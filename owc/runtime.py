@@ -135,7 +135,10 @@ class Runtime:
         waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
         Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so.
         ``status``: the turn's status lines as its request began them (``owc.render.status``)."""
-        await self.keeper.until(lambda: not self.keeper.ledger.running_on(session_key))
+        ref = ids.parse_session_key(session_key)
+        await self.keeper.until(
+            lambda: not self.keeper.ledger.running_on(session_key), ref.chat_id if ref is not None else None
+        )
         retried = False
         while True:
             table = self.keeper.table

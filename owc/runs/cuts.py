@@ -343,7 +343,7 @@ class Cuts:
                 self._writing += 1
                 table.spawn(self._write_shown, cut)
             elif action is Action.WAKE:
-                self.keeper.wake()
+                self.keeper.wake(cut.ref.chat_id)
         return actions
 
     def _session(self, table: Table, cut: Cut) -> Session:
@@ -686,7 +686,7 @@ class Cuts:
             await self._end_message(cut, note)
         finally:
             self._writing -= 1
-            self.keeper.wake()
+            self.keeper.wake(cut.ref.chat_id)
 
     async def _end_message(self, cut: Cut, note: str | None) -> None:
         """M ends with what it holds (and a cut-off note): nobody continues its run. Or, when another process gave
@@ -740,7 +740,7 @@ class Cuts:
             await self._add_shown(cut)
         finally:
             self._writing -= 1
-            self.keeper.wake()
+            self.keeper.wake(cut.ref.chat_id)
 
     async def _absorb(self, cut: Cut) -> bool:
         """Make M and the recovery's own message one reply (``ChatStore.absorb_recovery``: M's part, then the
@@ -762,7 +762,7 @@ class Cuts:
             await self.one_reply(run)
         finally:
             self._writing -= 1
-            self.keeper.wake()
+            self.keeper.wake(run.ref.chat_id)
 
     async def _add_shown(self, cut: Cut) -> None:
         """M was continued by another process after this one wrote it open with what the cut run showed here
@@ -1043,7 +1043,7 @@ class Cuts:
             # ``aborted``).
             ended_first = beat or next_run_began(history, cut.source)
             self._feed(table, cut, NobodyContinues(Why.ENDED_FIRST if ended_first else Why.RECOVERED_OTHER))
-            self.keeper.wake()
+            self.keeper.wake(run.ref.chat_id)
             return  # a message of its own (the recovered run's was never one owc saw begin)
         if cut is not None and cut.owner is Owner.GATEWAY:
             # The cut this process saw on the session is the run the boot recovers (one run at a time), named or not.
@@ -1065,11 +1065,11 @@ class Cuts:
             # M is written open first (the cut run's writer may still be at it): the recovery then takes it over.
             run.cont.linking = cut.awaited = True
             cut.waiting = run
-            self.keeper.wake()
+            self.keeper.wake(run.ref.chat_id)
             try:
                 # Until the cut run is settled here, however (before, only "written open" or "dropped" ended this
                 # wait: a cut run whose M another process had finished left its recovery claiming for ever).
-                await self.keeper.until(lambda: cut.settled or cut.dropped)
+                await self.keeper.until(lambda: cut.settled or cut.dropped, cut.ref.chat_id)
             finally:
                 run.cont.linking = False
                 cut.waiting = None
@@ -1082,7 +1082,7 @@ class Cuts:
                 else:
                     log.info("runs.link_dropped run=%s (the cut run has no message: one of its own)", run.run_id)
                     run.message_id = ids.message_id(run.session_key, run.run_id) or run.message_id
-                self.keeper.wake()
+                self.keeper.wake(run.ref.chat_id)
                 return
             # ``cut.output`` is None when another process finished M: M's output is then read at the claim.
             run.cont.chain, run.cont.prefix, run.cont.resumes = cut.chain, cut.output, cut.resumes
@@ -1091,4 +1091,4 @@ class Cuts:
             # A cut this process did not see: M's output is read at the claim.
             run.cont.chain = (link.source,) if link.source else kept_chain
         log.info("runs.linked run=%s recovers=%s message=%s", run.run_id, link.source, message_id)
-        self.keeper.wake()
+        self.keeper.wake(run.ref.chat_id)

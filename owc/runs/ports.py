@@ -35,11 +35,11 @@ class Keeper(Protocol):
     @property
     def ledger(self) -> Ledger: ...
 
-    def wake(self) -> None:
-        """Something a waiter may wait on changed."""
+    def wake(self, chat_id: str | None = None) -> None:
+        """Runs of ``chat_id`` changed (None: of every chat)."""
 
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        """Wait, without a clock, until ``predicate`` holds."""
+    async def until(self, predicate: Callable[[], bool], chat_id: str | None = None) -> None:
+        """Wait, without a clock, until ``predicate`` holds (re-checked as ``chat_id``'s runs change)."""
 
 
 class Table(Protocol):

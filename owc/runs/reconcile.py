@@ -143,6 +143,7 @@ async def _session(
     for known in table.ledger.unsettled():
         if known.session_key == row.key and known.run_id in places:
             known.place_in_transcript(*places[known.run_id])  # exact order against the runs the pass owes
+    table.keeper.wake(ref.chat_id)  # places moved: claims waiting there look again
     count = 0
     for item in owed:
         where = places.get(item.run_id)
@@ -175,6 +176,8 @@ async def _session(
         # The session's row says how its last run ended: a failed one's error shows as a live one would (item 2).
         reason = "ended while owc was away"
         table.apply(run, Terminal.from_row(reason, run.run_id, row.status, row.last_run_id, row.last_run_error))
-        await table.keeper.until(lambda run=run: not run.writer_live)  # one at a time: they chain in run order
+        await table.keeper.until(
+            lambda run=run: not run.writer_live, run.ref.chat_id
+        )  # one at a time: they chain in run order
         count += 1
     return count

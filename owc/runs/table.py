@@ -59,6 +59,7 @@ from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
 from owc.runs.reconcile import reconcile
 from owc.runs.run import HandoverState, Run, RunKey
+from owc.runs.wakes import Wakes
 from owc.runs.writer import Stats, WriterContext, abort_run, history_reads, write_run
 from owc.store import TrioChatStore
 
@@ -112,6 +113,7 @@ class RunTable:
             one_reply=lambda run: keeper.cuts.finished_recovery(self, run),
             heard_before=self.ledger.heard_before,
             dropped=lambda: self.conn.closed,
+            wake=keeper.wake,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -186,7 +188,7 @@ class RunTable:
                 self.ledger.retire(run)
                 self.keeper.cuts.on_settled(self, run)
         run.poke()
-        self.keeper.wake()
+        self.keeper.wake(run.ref.chat_id)
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         """Start a task of this connection (it ends with the connection)."""
@@ -212,7 +214,7 @@ class RunTable:
             run.writer.handle = await self._nursery.start(write_run, self.ctx, run, name=f"owc.writer:{run.run_id}")
         finally:
             run.writer.starting = False
-            self.keeper.wake()
+            self.keeper.wake(run.ref.chat_id)
 
     async def claim_turn(self, run: Run) -> None:
         """Wait until ``run`` may claim (``WriterContext.claim_turn``): no earlier run of its chat is still
@@ -228,7 +230,7 @@ class RunTable:
         turn = claim_turn(self._claim_facts(run))
         if turn is not Turn.GO:
             log.info("runs.claim_waits run=%s chat=%s for=%s", run.run_id, run.ref.chat_id, turn.value)
-            await self.keeper.until(may_claim)
+            await self.keeper.until(may_claim, run.ref.chat_id)
 
     def _claim_facts(self, run: Run) -> ClaimFacts:
         """What claim order needs to know of ``run`` now (``owc.rules.claim``): gathered here, judged there."""
@@ -267,7 +269,7 @@ class RunTable:
         """The pass will give ``chat_id`` the run at ``place`` (``Run.place``) next (None: none that any run
         still waiting there could have to follow)."""
         self.next_owed[chat_id] = place
-        self.keeper.wake()
+        self.keeper.wake(chat_id)
 
     def reconciled_chat(self, chat_id: str, *, settled: bool = True) -> None:
         """The reconcile pass is done with ``chat_id``: live claims there may go on. ``settled``: it gave the
@@ -284,7 +286,7 @@ class RunTable:
         self.next_owed.pop(chat_id, None)
         if chat_id in self.reconcile_pending:
             self.reconcile_pending.discard(chat_id)
-            self.keeper.wake()
+            self.keeper.wake(chat_id)
 
     # ------------------------------------------------------------------ events
 
@@ -300,7 +302,7 @@ class RunTable:
             run.standing.behind_pass = (
                 self.hello is None or chat in self.reconcile_pending or chat in self.unsettled_chats
             )
-            self.keeper.wake()
+            self.keeper.wake(chat)
         if run is not None and not known and not start:
             # Its start was not seen here: it began before this connection (or this process) did, or its first
             # events were lost. Whatever it showed meanwhile is in its transcript, which is read before a run
@@ -385,6 +387,7 @@ class RunTable:
             # Any time of the run's own places it rightly: a session runs one run at a time, so its events
             # fall after every earlier run's end and before every later run's start.
             run.standing.order, run.standing.timed = (ts, run.standing.order[1]), True
+            self.keeper.wake(run.ref.chat_id)  # its place moved: a claim waiting on it looks again
         if run.renderer.feed(event):
             run.poke()
         if not run.life.showable and run.renderer.showable:
@@ -759,7 +762,7 @@ class RunKeeper:
         #: Every chat's ``updated_at`` (ms) as this process found it, read before its first connection reads a
         #: frame: the chats' own times, taken before this process's claims move them.
         self.chat_times: dict[str, int] | None = None
-        self._changed = trio.Event()
+        self._wakes = Wakes()
 
     @asynccontextmanager
     async def attach(self, conn: Connection) -> AsyncIterator[RunTable]:
@@ -823,23 +826,23 @@ class RunKeeper:
         if not table.stop_run(run):
             log.info("runs.stop_too_late run=%s state=%s", run.run_id, run.life.state.value)
 
-    def wake(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+    def wake(self, chat_id: str | None = None) -> None:
+        """Runs of ``chat_id`` changed (None: of every chat, or what every chat's waits read: ``owc/runs/wakes.py``)."""
+        self._wakes.wake(chat_id)
 
     async def changed(self) -> None:
         """Return at the next change of any run or connection of this keeper."""
-        await self._changed.wait()
+        await self._wakes.next().wait()
 
     def next_change(self) -> trio.Event:
         """The event the next change sets, taken now: a waiter that checks its condition and then waits in another
         task (one per keeper) must take it before it yields, or a change in between is missed."""
-        return self._changed
+        return self._wakes.next()
 
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        """Wait, without a clock, until ``predicate`` holds; re-checked whenever a run or a connection moves."""
-        while not predicate():
-            await self._changed.wait()
+    async def until(self, predicate: Callable[[], bool], chat_id: str | None = None) -> None:
+        """Wait, without a clock, until ``predicate`` holds; re-checked at each change of ``chat_id``'s runs (None:
+        whenever a run or a connection moves)."""
+        await self._wakes.until(predicate, chat_id)
 
     def quiet(self) -> bool:
         """Nothing left to do until the Gateway says more: no writer at work, no reconcile running, and no

@@ -145,6 +145,9 @@ class WriterContext:
     #: The connection closed under the writer (the Gateway went away, as opposed to owc shutting down): its message
     #: says so (``owc.render.status``).
     dropped: Callable[[], bool] = lambda: False
+    #: The runs of a chat changed (``RunKeeper.wake``): said as the writer ends, which no lifecycle input says (a
+    #: wait for a run's writer to be done looks again then).
+    wake: Callable[[str], None] = lambda chat_id: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -253,6 +256,7 @@ async def write_run(
                 except Exception:
                     log.exception("runs.close_task_failed run=%s", run.run_id)
         handle.finished.set()
+        ctx.wake(run.ref.chat_id)
 
 
 class _Writer:
