@@ -311,6 +311,13 @@ FIXED_BUGS = {
         " against the transcript's 'NO' took the sentinel for that text gone on, and the message showed"
         " ['NO', '_REPLY', 'NO'] (fuzz seed 322656)"
     ),
+    "named-earlier-linked-to-held": (
+        "a crash cut a sent run while no owc was up and the boot recovered it; an announce ran, owc2 came, a second"
+        " crash cut the announce, which owc2 held. Its pass read the first recovery, which the transcript names as the"
+        " sent run's, and linked it into the announce's message: the two runs' Gateway times fell in one millisecond,"
+        " so nothing said the recovery began before the held run (fuzz seed 399767, about 3 plays in 4). A named"
+        " source that began before the held cut's run on the transcript is an earlier boot's cut"
+    ),
     "earlier-run-end-lost": (
         "a speaking heartbeat's end was lost in a drop and a cron run queued behind it started: it claimed at once,"
         " while owc still held the heartbeat for running, and the heartbeat's message went after it; a crash left no"

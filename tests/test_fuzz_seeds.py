@@ -51,6 +51,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 333762: a silent run the transcript does not show, held for the whole pass while a later run the pass let go waited
 #: for it (``unplaced-run-held-by-pass``: a wait circle).
 #: 375143: a heartbeat's end lost in a drop, the cron run queued behind it claimed first (``earlier-run-end-lost``).
+#: 399767: a recovery the transcript names as an earlier run's, linked into the cut owc held when the two runs'
+#: times fell in one millisecond (``named-earlier-linked-to-held``, ``link.began_before``).
 #: 371031: as 150995, after the cut run's silent final reply, which chat.history hides like the completion (the
 #: oracle judges "ended" on what owc can read).
 CI_SEEDS = [
@@ -94,6 +96,7 @@ CI_SEEDS = [
     333762,
     371031,
     375143,
+    399767,
 ]
 
 

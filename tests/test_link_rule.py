@@ -12,6 +12,7 @@ from owc.rules.link import (
     Link,
     Verdict,
     before,
+    began_before,
     ended_in,
     followed,
     heartbeat_recovered,
@@ -405,3 +406,13 @@ def test_a_heartbeat_that_stored_nothing_but_its_prompt_right_before_the_recover
     assert not heartbeat_recovered(history(user("s"), tool_call("s"), marked), "s", "r")
     assert not heartbeat_recovered(page, "h", "r")
     assert not heartbeat_recovered(history(_at(marked, 5)), "s", "r")
+
+
+def test_began_before_reads_each_run_s_first_message() -> None:
+    """``began_before`` (fuzz seed 399767): the sent run S's turn and tool call, then an announce A whose turn is
+    hidden (its tool call is its first message), then S's recovery naming S. S began before A; A did not begin
+    before S; a run the page does not hold began before nothing, and nothing before it."""
+    page = history(user("S", "do it"), tool_call("S"), tool_call("A"), user("R", "resume", PROV))
+    assert began_before(page, "S", "A")
+    assert not began_before(page, "A", "S")
+    assert not began_before(page, "S", "X") and not began_before(page, "X", "S")

@@ -281,6 +281,18 @@ def before(history: ChatHistory, run_id: str, later: str) -> bool:
     return at is not None and any(_of(m, run_id) for m in messages[:at])
 
 
+def began_before(history: ChatHistory, run_id: str, other: str) -> bool:
+    """Run ``run_id``'s first stored message on this page (its user turn, or its first assistant message when its
+    turn is hidden) comes before run ``other``'s first: it began first (a session runs one run at a time). False when
+    the page holds nothing of either."""
+
+    def first(run: str) -> int | None:
+        return next((i for i, m in enumerate(history.messages) if _of(m, run)), None)
+
+    a, b = first(run_id), first(other)
+    return a is not None and b is not None and a < b
+
+
 def recovery_before(history: ChatHistory, run_id: str) -> str | None:
     """The restart recovery the Gateway ran right before run ``run_id`` began, if the page shows it: the nearest
     restart-recovery turn before ``run_id``'s first message (or its own agent turn, keyed by no run), with nothing

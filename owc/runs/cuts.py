@@ -63,6 +63,7 @@ from owc.rules.lifecycle import State
 from owc.rules.link import (
     Verdict,
     before,
+    began_before,
     followed,
     heartbeat_recovered,
     next_run_began,
@@ -1009,6 +1010,21 @@ class Cuts:
             )
             if link.source is None:
                 return  # a recovery of a cut this process did not hold: a message of its own
+            cut = None
+        if (
+            cut is not None
+            and cut.owner is Owner.GATEWAY
+            and link.source not in (None, *cut.chain)
+            and began_before(history, link.source, cut.source)
+        ):
+            # The transcript names a run that began before the held cut's run (its first message comes first): the
+            # boot recovers a run still running, and the held run began after the named one, so the named one was
+            # cut by an earlier boot, whose recovery this is. It writes into the named run's message, and the held cut
+            # waits for its own recovery. The Gateway times above say the same when they differ; at an equal
+            # millisecond they say nothing, and the recovery went into the held run's message (fuzz seed 399767: a
+            # crash cut a sent run while no owc was up, a second crash cut an announce owc2 held, and the first
+            # boot's recovery, which the transcript names, was linked into the announce's message).
+            log.info("runs.link_named_earlier run=%s source=%s held=%s", run.run_id, link.source, cut.source)
             cut = None
         if (
             cut is not None
