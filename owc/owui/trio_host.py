@@ -244,7 +244,8 @@ class TrioHost:
         self._started_at = time.perf_counter()
         # The one task owc makes outside a task group: the group's own host (module doc). Owned by this host:
         # ``aclose`` waits for it, and its end is observed (``_asyncio_side_ended``).
-        self._life = self.loop.create_task(self._asyncio_side(), name=f"owc-host {_name(self.main)}")  # root-task
+        name = f"owc-host {_name(self.main)}"
+        self._life = self.loop.create_task(self._asyncio_side(), name=name)  # task-ok: this host (aclose awaits it)
         self._life.add_done_callback(self._asyncio_side_ended)
 
     async def _asyncio_side(self) -> None:
