@@ -311,6 +311,12 @@ FIXED_BUGS = {
         " against the transcript's 'NO' took the sentinel for that text gone on, and the message showed"
         " ['NO', '_REPLY', 'NO'] (fuzz seed 322656)"
     ),
+    "error-missed-corrected": (
+        "a run ended with an error while owc was away, a later run took the session row, and chat.history failed at its"
+        " finalize: the message was finished from the stream and marked for correction, and the correction, reading"
+        " the transcript once it answered, left the transcript's error record out (fuzz seed 428467, about 5 plays in"
+        " 6). A correction of a run whose end owc missed shows the transcript's error as a live one shows"
+    ),
     "named-earlier-linked-to-held": (
         "a crash cut a sent run while no owc was up and the boot recovered it; an announce ran, owc2 came, a second"
         " crash cut the announce, which owc2 held. Its pass read the first recovery, which the transcript names as the"

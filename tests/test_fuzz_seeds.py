@@ -53,6 +53,8 @@ from schedules import MAY, SHOW, SILENT_FATE, build, generate, header, shrink
 #: 375143: a heartbeat's end lost in a drop, the cron run queued behind it claimed first (``earlier-run-end-lost``).
 #: 399767: a recovery the transcript names as an earlier run's, linked into the cut owc held when the two runs'
 #: times fell in one millisecond (``named-earlier-linked-to-held``, ``link.began_before``).
+#: 428467: an error missed in a drop, its finalize without a transcript, its correction without the error
+#: (``error-missed-corrected``).
 #: 371031: as 150995, after the cut run's silent final reply, which chat.history hides like the completion (the
 #: oracle judges "ended" on what owc can read).
 CI_SEEDS = [
@@ -97,6 +99,7 @@ CI_SEEDS = [
     371031,
     375143,
     399767,
+    428467,
 ]
 
 

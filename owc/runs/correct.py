@@ -34,7 +34,7 @@ from owc.gateway import GatewayError, NotConnected, SessionClosed
 from owc.ids import SessionRef
 from owc.protocol import ProtocolError
 from owc.render import output_from_transcript, output_text
-from owc.render.transcript import oversized_reply_in_run
+from owc.render.transcript import oversized_reply_in_run, transcript_error
 from owc.rules.owner import EMPTY_FINISH_NOTES
 from owc.rules.reconcile import run_order
 from owc.runs.run import Run, RunKey
@@ -55,10 +55,14 @@ class Correction:
     error: str | None = None
     #: The stream had gaps: the message is written again from the transcript. Else only its place is put right.
     content: bool = True
+    #: The run's own terminal reached owc live: it alone says whether the run failed (``render.run_error``). Else a
+    #: failure the transcript records shows once it is read (fuzz seed 428467).
+    terminal_seen: bool = False
 
     @classmethod
     def of(cls, run: Run, error: str | None = None, *, content: bool = True) -> Correction:
-        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error, content)
+        seen = run.renderer.terminal is not None
+        return cls(run.session_key, run.run_id, run.ref.chat_id, run.message_id, run.ref.user_id, error, content, seen)
 
     @classmethod
     def of_marked(
@@ -140,6 +144,11 @@ async def _correct(
     if not output:
         return await _put_in_order(item, order, store, emitter) and await _unmark(item, store)
     content = output_text(output)
+    error = item.error
+    if error is None and not item.terminal_seen:
+        # The run's end was missed and the transcript could not be read at its finalize (the row named a later run):
+        # its failure, recorded in the transcript, shows as a live one does (issue 24, item 2; fuzz seed 428467).
+        error = transcript_error(history, item.run_id)
     try:
         result = await store.write(
             item.chat_id,
@@ -147,7 +156,7 @@ async def _correct(
             content=content,
             output=output,
             done=True,
-            error=item.error,
+            error=error,
             fills=True,
             run_order=order,
             # A continuation's message keeps its earlier runs' part and the seam before this run's (issue 25 item 3).
@@ -174,7 +183,7 @@ async def _correct(
                     "done": True,
                     "output": output,
                     "content": content,
-                    **({"error": {"content": item.error}} if item.error else {}),
+                    **({"error": {"content": error}} if error else {}),
                 },
             },
         )
