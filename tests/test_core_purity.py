@@ -20,6 +20,7 @@ CORE = [
     "owc.render.seam",
     "owc.render.status",
     "owc.rules.claim",
+    "owc.rules.state_graph",
     "owc.rules.intent",
     "owc.rules.cut",
     "owc.rules.cut_graph",
