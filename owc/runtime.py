@@ -24,12 +24,14 @@ import trio
 
 from owc import ids
 from owc.emit import Emitter
+from owc.emit.asker import Asker, NoAsker
 from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.render.status import StatusLines
 from owc.runs import Ledger, RunKeeper
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
+from owc.runs.questions import QuestionDesk
 from owc.runs.table import RECONCILE_LIMIT
 from owc.store import TrioChatStore
 from owc.store.store import REFUSALS, refusal_text
@@ -222,12 +224,23 @@ class Runtime:
 
 
 @asynccontextmanager
-async def open_runtime(config: RuntimeConfig, store: TrioChatStore, emitter: Emitter) -> AsyncIterator[Runtime]:
+async def open_runtime(
+    config: RuntimeConfig, store: TrioChatStore, emitter: Emitter, asker: Asker | None = None
+) -> AsyncIterator[Runtime]:
+    """``asker``: where the Gateway's questions are shown (``owc.owui.questions`` in Open WebUI; none: nowhere)."""
     async with trio.open_nursery() as nursery:
+        questions = QuestionDesk(asker if asker is not None else NoAsker())
         keeper = RunKeeper(
-            store, emitter, config.registry, strict=config.strict, reconcile_limit=config.reconcile_limit
+            store,
+            emitter,
+            config.registry,
+            strict=config.strict,
+            reconcile_limit=config.reconcile_limit,
+            questions=questions,
         )
         client = GatewayClient(config.url, config.token, keeper, config.gateway)
+        questions.request = client.request
+        await nursery.start(questions.run)
         await nursery.start(client.run)
         try:
             yield Runtime(client, keeper)

@@ -16,9 +16,11 @@ CORE = [
     "owc.protocol.websocket",
     "owc.protocol.machine",
     "owc.protocol.active",
+    "owc.protocol.questions",
     "owc.render",
     "owc.render.seam",
     "owc.render.status",
+    "owc.render.ask_card",
     "owc.rules.claim",
     "owc.rules.state_graph",
     "owc.rules.intent",
@@ -28,6 +30,7 @@ CORE = [
     "owc.rules.link",
     "owc.rules.owner",
     "owc.rules.reconcile",
+    "owc.rules.questions",
 ]
 FORBIDDEN = [
     "trio",
@@ -49,6 +52,7 @@ PURE_FILES = [
     "owc/sim/script.py",
     "owc/sim/devices.py",
     "owc/gateway/url.py",
+    "owc/owui/question_dialog.py",
 ]
 
 

@@ -61,8 +61,19 @@ def test_the_stop_route_records_what_the_tab_said_before_open_webui_answers(seen
     ]  # a caller with no session left no record
 
 
+def test_the_question_route_answers_each_bad_request_with_one_line(seen: dict[str, Any]) -> None:
+    assert seen["question_answers"] == [
+        [401, "Sign in to Open WebUI to answer."],
+        [400, "The answer is not JSON."],
+        [400, "Each question takes a list of 1-16 answers."],
+        [503, "owc is not running here: your answer was not sent."],  # owc not started in this process
+        [503, "owc is not running here: your answer was not sent."],  # the page's cookie names its user too
+    ]
+
+
 def test_shutdown_gives_open_webui_its_own_page_and_stop_back(seen: dict[str, Any]) -> None:
     undone = seen["undone"]
+    assert undone["question_route"] in (404, 405)  # Open WebUI's own answer: owc's route is gone
     assert undone["loader"]["body"] == "" and undone["stop_route"] and undone["socket"]
     assert 'src="/static/loader.js"' in undone["index"]["body"] and "owc=" not in undone["index"]["body"]
 
@@ -76,5 +87,5 @@ def test_an_open_webui_shaped_otherwise_gets_one_line_per_part_and_the_rest(seen
         "part=stop_route" in line and "no route POST /api/tasks/chat/{chat_id:path}/stop" in line for line in failed
     )
     assert not any("Traceback" in line for line in log)
-    assert any("owui.page_patched parts=loader,socket " in line for line in log)
+    assert any("owui.page_patched parts=loader,socket,questions " in line for line in log)
     assert seen["changed"]["loader"]["cache"] == "no-cache"  # what could be installed, was

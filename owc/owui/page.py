@@ -41,7 +41,7 @@ from typing import Any
 import anyio.to_thread
 import attrs
 
-from owc.owui import trio_host
+from owc.owui import questions, trio_host
 from owc.owui.intent_hook import LOADER_SCRIPT, VERSION, install_code
 from owc.rules.intent import HEADER, KEEP, MAX_ID, Kind, StopLog, StopRecord, kind_of
 
@@ -141,6 +141,7 @@ def install(app: Any) -> StopBook:
         ("index", _version_loader_url),
         ("stop_route", _record_stops),
         ("socket", _hook_on_open),
+        ("questions", _answer_questions),
     ):
         try:
             page.undo.append(part(page))
@@ -345,6 +346,20 @@ async def _record(page: _Page, scope: Any, decode_token: Callable[[str], Any]) -
     log.info("owui.stop_sign chat=%s said=%s record=%s pid=%d", chat_id, kind.value, record.id, os.getpid())
 
 
+def _answer_questions(page: _Page) -> Callable[[], None]:
+    """The route the Gateway's question dialogs post their answers to (``owc.owui.questions``)."""
+    from open_webui.utils.auth import decode_token
+
+    route = questions.answer_route(decode_token, _sender)
+    page.app.router.routes.insert(0, route)  # before the single-page app's mount, which takes every other path
+
+    def undo() -> None:
+        if route in page.app.router.routes:
+            page.app.router.routes.remove(route)
+
+    return undo
+
+
 # ---------------------------------------------------------------------------------------------- the socket fallback
 
 
@@ -381,6 +396,8 @@ def _opened(page: _Page, sid: Any, data: Any) -> None:
     chat_id = data.get("chat_id")
     if data["data"].get("type") != "last_read_at" or not isinstance(chat_id, str) or not isinstance(sid, str):
         return
+    # Every open of a chat (not only the first): a question waiting there is shown (issue 27).
+    questions.tab_opened(sid, chat_id, page.sends)
     key = (sid, chat_id)
     if key in page.opened:
         return

@@ -38,6 +38,7 @@ from owc.gateway import GatewayConfig
 from owc.gateway.url import redact_url
 from owc.owui import trio_host
 from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
+from owc.owui.questions import OwuiAsker
 from owc.protocol import refusals
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.store import open_store
@@ -245,7 +246,7 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
         async with open_store(settings.database_url) as store:
             opened: Runtime | None = None
             try:
-                async with open_runtime(config, store, emitter) as runtime:
+                async with open_runtime(config, store, emitter, OwuiAsker(host)) as runtime:
                     opened = runtime
                     log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
                     task_status.started(runtime)

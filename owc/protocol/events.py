@@ -18,6 +18,7 @@ from owc.protocol import fields as f
 from owc.protocol.errors import ProtocolError
 from owc.protocol.frames import EventFrame
 from owc.protocol.handshake import ConnectChallenge, parse_challenge
+from owc.protocol.questions import QuestionRequested, QuestionResolved, parse_requested, parse_resolved
 
 log = logging.getLogger("owc.protocol")
 
@@ -167,6 +168,8 @@ class ToolData:
     args: Any = None
     result: Any = None
     is_error: bool = False
+    #: Set on a call made inside another (Tool Search's ``tool_call`` running ``ask_user``): the parent's call id.
+    parent_tool_call_id: str | None = None
 
 
 @attrs.frozen
@@ -239,7 +242,17 @@ class OtherEvent:
     raw: Mapping[str, Any] = RAW
 
 
-Event = ConnectChallenge | Tick | Shutdown | SessionsChanged | ChatEvent | AgentEvent | OtherEvent
+Event = (
+    ConnectChallenge
+    | Tick
+    | Shutdown
+    | SessionsChanged
+    | ChatEvent
+    | AgentEvent
+    | QuestionRequested
+    | QuestionResolved
+    | OtherEvent
+)
 
 
 def parse_tick(p: f.JSONObject) -> Tick:
@@ -323,6 +336,7 @@ def _tool(d: f.JSONObject) -> ToolData:
         args=d.get("args"),
         result=d.get("result"),
         is_error=bool(f.opt_bool(d, "isError", w)),
+        parent_tool_call_id=f.opt_str(d, "parentToolCallId", w),
     )
 
 
@@ -372,6 +386,8 @@ _PARSERS = {
     "chat": parse_chat,
     "agent": parse_agent,
     "session.tool": lambda p: parse_agent(p, via="session.tool"),
+    "question.requested": parse_requested,
+    "question.resolved": parse_resolved,
 }
 
 CONSUMED_EVENTS = frozenset(_PARSERS)

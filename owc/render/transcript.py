@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from owc.protocol import ChatHistory, HistoryMessage, TextPart, ToolCallPart
+from owc.render import ask_card
 from owc.render.frozen import FrozenDict
 from owc.render.items import (
     count_cards,
@@ -127,15 +128,14 @@ def output_from_transcript(history: ChatHistory, run_id: str) -> list[dict[str, 
                 answers = results.get(part.id) or []
                 result = answers[n - 1] if n <= len(answers) else None
                 status = "completed" if result is None or not result.is_error else "failed"
-                output.append(function_call_item(key, part.name, part.arguments, status=status))
+                text = None if result is None else result_text(result.raw.get("content"))
+                card = ask_card.view(part.name, part.arguments, text, is_error=result is not None and result.is_error)
+                output.append(function_call_item(key, card.name, card.args, status=status))
                 if result is not None and key not in emitted:
                     emitted.add(key)
                     output.append(
                         function_call_output_item(
-                            item_id("fco", run_id, key),
-                            key,
-                            result_text(result.raw.get("content")),
-                            is_error=result.is_error,
+                            item_id("fco", run_id, key), key, card.result or "", is_error=result.is_error
                         )
                     )
         flush(len(message.parts))

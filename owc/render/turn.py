@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from owc.protocol import AgentEvent, ChatEvent, Event
+from owc.render import ask_card
 from owc.render.frozen import FrozenDict
 from owc.render.items import (
     function_call_item,
@@ -63,6 +64,18 @@ class _Call:
     is_error: bool = False
     version: int = 0  # bumped when its args or result change: the key of its cached items
     start_seq: int | None = None  # the run seq of the start that made it
+
+
+#: How Tool Search names a call made inside its ``tool_call`` (measured: ``tool_search_code:call_ask1:ask_user:1``).
+NESTED_PREFIX = "tool_search_code:"
+
+
+def nested(call_id: str, parent_id: str | None) -> bool:
+    """A call made inside another call: its events show in the parent's card, never as a card of their own. The
+    transcript keeps only the parent's call and result (the nested record is a ``custom`` message), so a card of
+    its own would be shown live and gone at the finalize. The ``item`` events of a nested call carry no parent
+    id; their call id names the parent (``tool_search_code:<parent>:<tool>:<n>``)."""
+    return parent_id is not None or call_id.startswith(NESTED_PREFIX)
 
 
 def call_key(call_id: str, n: int) -> str:
@@ -266,6 +279,8 @@ class TurnRenderer:
             self._last_agent_seq = event.run_seq
         if event.tool is not None:
             tool = event.tool
+            if nested(tool.tool_call_id, tool.parent_tool_call_id):
+                return  # its parent's card shows it (the transcript keeps only the parent's call)
             if tool.phase == "start":
                 self._start_call(tool.tool_call_id, tool.name or "tool", tool.args, start_seq=event.run_seq)
             elif tool.phase == "result":
@@ -285,6 +300,7 @@ class TurnRenderer:
             and event.item.kind == "tool"
             and event.item.phase == "start"
             and event.item.tool_call_id
+            and not nested(event.item.tool_call_id, None)
         ):
             self._start_call(event.item.tool_call_id, event.item.name or "tool", None, start_seq=event.run_seq)
         elif event.lifecycle is not None and event.lifecycle.phase in ("end", "error"):
@@ -451,10 +467,11 @@ class TurnRenderer:
         if kind == "text":
             return self._text_item(value, key[2], closed=key[3], ended=key[4])
         call = self._calls[value]
+        card = ask_card.view(call.name, call.args, call.result, is_error=call.is_error)
         if kind == "call":
-            return function_call_item(call.call_id, call.name, call.args, status=key[3])
+            return function_call_item(call.call_id, card.name, card.args, status=key[3])
         return function_call_output_item(
-            item_id("fco", self.run_id, call.call_id), call.call_id, call.result or "", is_error=call.is_error
+            item_id("fco", self.run_id, call.call_id), call.call_id, card.result or "", is_error=call.is_error
         )
 
     def _text_item(self, start: int, end: int, *, closed: bool, ended: bool) -> FrozenDict | None:

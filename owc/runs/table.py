@@ -31,6 +31,7 @@ from owc.emit import Emitter
 from owc.gateway import HelloInfo, NotConnected, Resync, SessionClosed
 from owc.protocol import AgentEvent, ChatEvent, Event, SessionRow, SessionsChanged, Shutdown, Tick
 from owc.protocol.events import is_internal_run_id
+from owc.protocol.questions import QuestionRequested, QuestionResolved
 from owc.registry import WRITERS, WriterRegistry
 from owc.render import status as lines
 from owc.rules.claim import ClaimFacts, Turn, claim_turn
@@ -57,6 +58,7 @@ from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
+from owc.runs.questions import QuestionDesk
 from owc.runs.reconcile import reconcile
 from owc.runs.run import HandoverState, Run, RunKey
 from owc.runs.wakes import Wakes
@@ -332,6 +334,9 @@ class RunTable:
             self._retry_gap_passes()
             self._correct()
             return
+        if isinstance(event, (QuestionRequested, QuestionResolved)):
+            self.keeper.questions.on_event(event)  # a question to the chat's tabs: nothing about the run's life
+            return
         if isinstance(event, SessionsChanged):
             self.keeper.cuts.on_row(self, event)
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
@@ -424,6 +429,8 @@ class RunTable:
         """After the subscribe-and-list: account for every run the ledger carried from earlier connections,
         then act on the list, then (in the background) give runs that ended while owc was away their message."""
         self.hello = info
+        # What waits at the Gateway now (its question events are not replayed), beside the rest of the hello.
+        self._nursery.start_soon(self.keeper.questions.on_hello, self.conn.request)
         for row in resync.rows:
             self.ledger.saw_time(row.updated_at)
             ref = ids.parse_session_key(row.key)
@@ -742,9 +749,12 @@ class RunKeeper:
         ledger: Ledger | None = None,
         strict: bool = False,
         reconcile_limit: int = RECONCILE_LIMIT,
+        questions: QuestionDesk | None = None,
     ) -> None:
         self.store = store
         self.emitter = emitter
+        #: The Gateway's questions to the tabs (``owc.runs.questions``); its pump is the runtime's to run.
+        self.questions = questions if questions is not None else QuestionDesk()
         self.registry = registry
         self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()

@@ -76,6 +76,19 @@ answers = [
     client.post("/api/tasks/chat/chat-1/stop", headers={HEADER: "stop", "Cookie": f"token={token}"}).status_code,
 ]
 out["stop_answers"] = answers
+# The route the question dialogs post to (issue 27): no session, a bad body, and (owc not started in this process)
+# the line saying the answer was not sent; each a status and one line, never a traceback.
+QUESTION = "/api/owc/questions/ask_0123"
+out["question_answers"] = [
+    [r.status_code, r.json().get("detail")]
+    for r in (
+        client.post(QUESTION, json={"cancel": True}),
+        client.post(QUESTION, headers=bearer, content=b"not json"),
+        client.post(QUESTION, headers=bearer, json={"answers": {"a": "x"}}),
+        client.post(QUESTION, headers=bearer, json={"answers": {"a": ["x"]}}),
+        client.post(QUESTION, headers={"Cookie": f"token={token}"}, json={"cancel": True}),
+    )
+]
 out["records"] = [[r.kind.value, r.user_id] for r in asyncio.run(book.records("chat-1"))]
 out["socket_wrapped"] = sio.handlers["/"]["events:chat"] is not their_socket
 out["stop_wrapped"] = stop_route.app is not their_stop
@@ -86,6 +99,7 @@ out["undone"] = {
     "index": index("/"),
     "stop_route": stop_route.app is their_stop,
     "socket": sio.handlers["/"]["events:chat"] is their_socket,
+    "question_route": client.post(QUESTION, headers=bearer, json={"cancel": True}).status_code,
 }
 
 # An Open WebUI shaped otherwise: no stop route, no SPA mount. Each part says in one line what changed; the rest

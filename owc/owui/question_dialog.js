@@ -1,0 +1,105 @@
+// owc: the Gateway's question as a dialog (owc/owui/question_dialog.py fills __DATA__, __PATH__, __PREFIX__).
+// Single select: radio buttons; multi select: check boxes; "Other": a text field (a password field for a secret
+// question); Escape or "Dismiss" cancels the question; "Send" posts the answers. A refused answer keeps the
+// dialog open with the server's line under the buttons.
+const q = __DATA__;
+const prefix = __PREFIX__;
+const elId = prefix + q.id;
+if (document.getElementById(elId)) return {shown: false};
+const mk = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
+const root = mk('div', 'fixed inset-0 z-[9999] flex items-center justify-center bg-black/60 p-4');
+root.id = elId;
+root.setAttribute('role', 'dialog');
+root.setAttribute('aria-modal', 'true');
+root.dataset.owcQuestion = q.id;
+const box = mk('div', 'w-full max-w-lg rounded-2xl bg-white dark:bg-gray-900 text-gray-900 dark:text-gray-100 shadow-3xl p-6 max-h-[90vh] overflow-y-auto');
+root.appendChild(box);
+box.appendChild(mk('div', 'text-lg font-medium mb-1', (q.agent ? q.agent + ' asks' : 'The agent asks')));
+if (q.expiresAtMs) {
+  const t = new Date(q.expiresAtMs);
+  box.appendChild(mk('div', 'text-xs text-gray-500 mb-3', 'Waiting for your answer until ' + t.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit'})));
+}
+const fields = [];
+q.questions.forEach((item, n) => {
+  const sec = mk('fieldset', 'mb-4');
+  sec.dataset.question = item.id;
+  if (item.header) sec.appendChild(mk('legend', 'text-xs font-semibold uppercase tracking-wide text-gray-500 mb-1', item.header));
+  sec.appendChild(mk('div', 'text-sm mb-2', item.question));
+  const name = elId + '-' + n;
+  const inputs = [];
+  item.options.forEach((opt) => {
+    const row = mk('label', 'flex items-start gap-2 py-1 cursor-pointer text-sm');
+    const input = mk('input', 'mt-1');
+    input.type = item.multi ? 'checkbox' : 'radio';
+    input.name = name;
+    input.value = opt.label;
+    row.appendChild(input);
+    const words = mk('span', '');
+    words.appendChild(mk('span', 'font-medium', opt.label));
+    if (opt.description) words.appendChild(mk('span', 'block text-xs text-gray-500', opt.description));
+    row.appendChild(words);
+    sec.appendChild(row);
+    inputs.push(input);
+  });
+  let other = null;
+  if (item.other) {
+    other = mk('input', 'mt-1 w-full rounded-lg px-3 py-2 text-sm bg-gray-50 dark:bg-gray-850 dark:text-gray-200 outline-hidden border border-gray-100 dark:border-gray-800');
+    other.type = item.secret ? 'password' : 'text';
+    other.autocomplete = 'off';
+    other.placeholder = item.options.length ? 'Other: your own answer' : 'Your answer';
+    other.setAttribute('aria-label', (item.header || item.question) + ': other answer');
+    if (!item.multi) other.addEventListener('input', () => { if (other.value.trim()) inputs.forEach((i) => { i.checked = false; }); });
+    if (!item.multi) inputs.forEach((i) => i.addEventListener('change', () => { if (i.checked) other.value = ''; }));
+    sec.appendChild(other);
+  }
+  fields.push({item, inputs, other});
+  box.appendChild(sec);
+});
+const note = mk('div', 'text-sm text-red-600 dark:text-red-400 mb-2');
+note.setAttribute('role', 'alert');
+box.appendChild(note);
+const buttons = mk('div', 'flex justify-end gap-2');
+const dismiss = mk('button', 'px-3.5 py-1.5 text-sm font-medium bg-gray-100 hover:bg-gray-200 text-gray-800 dark:bg-gray-850 dark:hover:bg-gray-800 dark:text-white rounded-full', 'Dismiss');
+const send = mk('button', 'px-3.5 py-1.5 text-sm font-medium bg-black hover:bg-gray-900 text-white dark:bg-white dark:text-black dark:hover:bg-gray-100 rounded-full', 'Send');
+dismiss.type = 'button'; send.type = 'button';
+dismiss.dataset.action = 'dismiss'; send.dataset.action = 'send';
+buttons.appendChild(dismiss); buttons.appendChild(send);
+box.appendChild(buttons);
+let busy = false;
+const post = async (body) => {
+  if (busy) return;
+  busy = true; send.disabled = true; dismiss.disabled = true; note.textContent = '';
+  try {
+    const headers = {'Content-Type': 'application/json'};
+    const token = localStorage.getItem('token');
+    if (token) headers['Authorization'] = 'Bearer ' + token;
+    const res = await fetch(__PATH__ + encodeURIComponent(q.id), {method: 'POST', headers, body: JSON.stringify(body), credentials: 'same-origin'});
+    let said = {};
+    try { said = await res.json(); } catch (e) { said = {}; }
+    if (res.ok) { root.dataset.closedBy = 'me'; root.remove(); document.removeEventListener('keydown', onKey, true); return; }
+    note.textContent = said.detail || ('The answer was not taken (' + res.status + ').');
+  } catch (e) {
+    note.textContent = 'The answer could not be sent: ' + e;
+  }
+  busy = false; send.disabled = false; dismiss.disabled = false;
+};
+const onKey = (e) => {
+  if (!document.getElementById(elId)) { document.removeEventListener('keydown', onKey, true); return; }
+  if (e.key === 'Escape') { e.stopPropagation(); e.preventDefault(); post({cancel: true}); }
+};
+document.addEventListener('keydown', onKey, true);
+dismiss.addEventListener('click', () => post({cancel: true}));
+send.addEventListener('click', () => {
+  const answers = {};
+  for (const f of fields) {
+    const values = f.inputs.filter((i) => i.checked).map((i) => i.value);
+    if (f.other && f.other.value.trim()) values.push(f.other.value.trim());
+    if (!values.length) { note.textContent = 'Please answer “' + (f.item.header || f.item.question) + '”.'; return; }
+    answers[f.item.id] = values;
+  }
+  post({answers});
+});
+document.body.appendChild(root);
+const first = root.querySelector('input');
+if (first) first.focus();
+return {shown: true};

@@ -1,0 +1,181 @@
+"""The Gateway's questions in Open WebUI's tabs: the ``Asker`` that opens and closes their dialogs, the route their
+answers come back by, and the tab that opens a chat while a question waits there (issue 27).
+
+Every worker (and instance) runs its own owc with its own Gateway connection, and every such connection gets
+every question event (measured: a connection with ``operator.admin`` does). So each process shows a question to
+**its own** tabs on the chat (the chat room's sessions this process holds), closes it in them on
+``question.resolved``, and shows what waits to a tab of its own that opens the chat. An answer is a ``fetch`` to
+``ROUTE`` on whichever worker the load balancer picks; that worker's owc resolves it with its own connection
+(any connection may: measured, connection B answered A's question). Nothing assumes one process, and nothing relies
+on ``sio.call`` answers finding the worker that called (Open WebUI #15162).
+
+A dialog goes only to sessions of the chat's owner (the session key's user): a question is never shown to anyone
+else, and only the owner's answer is taken (``owc.rules.questions``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from owc.owui import trio_host
+from owc.owui.question_dialog import ANSWER_PATH, close_code, open_code
+from owc.protocol.questions import QuestionRecord
+from owc.rules.questions import closing_line
+from owc.runs.questions import QuestionDesk
+
+log = logging.getLogger("owc.owui")
+
+ROUTE = ANSWER_PATH + "{question_id}"
+#: Bounds of an answer's body: 1-3 questions, each a few values; anything larger is not a person's answer.
+MAX_BODY = 64 * 1024
+MAX_VALUES = 16
+MAX_VALUE = 4000
+
+
+class OwuiAsker:
+    """The Trio side's ``Asker`` inside Open WebUI: each call crosses to the loop's asyncio side (the host)."""
+
+    def __init__(self, host: trio_host.TrioHost) -> None:
+        self._host = host
+
+    async def show(self, chat_id: str, user_id: str, record: QuestionRecord, *, session: str | None = None) -> int:
+        return await self._host.run_in_asyncio(_send, chat_id, user_id, open_code(record), session)
+
+    async def close(self, chat_id: str, user_id: str, question_id: str, status: str) -> int:
+        return await self._host.run_in_asyncio(
+            _send, chat_id, user_id, close_code(question_id, closing_line(status)), None
+        )
+
+
+async def _send(chat_id: str, user_id: str, code: str, session: str | None) -> int:
+    """``code`` as an ``execute`` event to this process's sessions of ``user_id`` in chat ``chat_id``'s room (or
+    to ``session`` only), about the chat's current message (the page runs an ``execute`` only for a message it
+    holds). Returns how many sessions it went to."""
+    from open_webui.models.chats import Chats
+    from open_webui.socket.main import get_socket_session_user, sio
+
+    if session is not None:
+        sessions: list[str] = [session]
+    else:
+        sessions = [sid for sid, _ in sio.manager.get_participants("/", f"chat:{chat_id}")]
+    if not sessions:
+        return 0
+    chat = await Chats.get_chat_by_id(chat_id)
+    history = ((getattr(chat, "chat", None) or {}).get("history") or {}) if chat else {}
+    message_id = history.get("currentId")
+    if not isinstance(message_id, str):
+        return 0
+    sent = 0
+    for sid in sessions:
+        user = await get_socket_session_user(sid, wait_for_disconnect=False)
+        if not user or user.get("id") != user_id:
+            continue  # another user's tab on this chat (a shared chat): never shown
+        event = {"chat_id": chat_id, "message_id": message_id, "data": {"type": "execute", "data": {"code": code}}}
+        await sio.emit("events", event, to=sid)
+        sent += 1
+    return sent
+
+
+# ---------------------------------------------------------------------------------------------- a tab opens a chat
+
+
+def tab_opened(sid: str, chat_id: str, owner: set[trio_host.OwnedTask]) -> None:
+    """Session ``sid`` opened chat ``chat_id`` (its ``last_read_at``, ``owc.owui.page``): it is shown what waits
+    there. Started as a task of the host's group held by ``owner``; one log line if it fails."""
+    host = trio_host.process_host()
+    if host is None:
+        return
+    host.start_asyncio(_tab_opened, sid, chat_id, owner=owner)
+
+
+async def _tab_opened(sid: str, chat_id: str) -> None:
+    from open_webui.socket.main import get_socket_session_user
+
+    try:
+        user = await get_socket_session_user(sid, wait_for_disconnect=False)
+        user_id = user.get("id") if isinstance(user, dict) else None
+        if not isinstance(user_id, str):
+            return
+        host, desk = _desk()
+
+        async def opened() -> int:
+            return desk.opened(chat_id, user_id, sid)
+
+        shown = await host.run_in_trio(opened)
+        if shown:
+            log.info("owui.questions_on_open chat=%s shown=%d pid=%d", chat_id, shown, os.getpid())
+    except Exception as exc:
+        log.warning("owui.questions_on_open_failed chat=%s: %s: %s", chat_id, type(exc).__name__, exc)
+
+
+# ---------------------------------------------------------------------------------------------- the answer route
+
+
+def _desk() -> tuple[trio_host.TrioHost, QuestionDesk]:
+    """The running host and its runtime's question desk; ``HostError`` if owc is not running here."""
+    host = trio_host.current_host()
+    keeper = getattr(getattr(host, "started_value", None), "keeper", None)
+    desk = getattr(keeper, "questions", None)
+    if host is None or not isinstance(desk, QuestionDesk):
+        raise trio_host.HostError("owc is not running")
+    return host, desk
+
+
+def answer_route(decode_token: Callable[[str], Any], sender: Callable[..., str | None]) -> Any:
+    """The route the dialog posts to: ``{"answers": {<question id>: [values]}}`` or ``{"cancel": true}``, with the
+    page's session token. Answers ``{"status"}`` (200) or ``{"detail": <one line>}`` (400 a bad body or answer,
+    401 no session, 403 not the chat's owner, 409 the question ended, 503 owc or the Gateway not reachable)."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def answer(request: Request) -> JSONResponse:
+        headers = {k.lower(): v for k, v in request.scope.get("headers", ())}
+        user_id = sender(headers, decode_token)
+        if user_id is None:
+            return JSONResponse({"detail": "Sign in to Open WebUI to answer."}, status_code=401)
+        question_id = request.path_params.get("question_id", "")
+        body = await request.body()
+        parsed = parse_body(body)
+        if isinstance(parsed, str):
+            return JSONResponse({"detail": parsed}, status_code=400)
+        try:
+            host, desk = _desk()
+            outcome = await host.run_in_trio(desk.answer, user_id, question_id, parsed)
+        except trio_host.HostError:
+            return JSONResponse({"detail": "owc is not running here: your answer was not sent."}, status_code=503)
+        if outcome.ok:
+            return JSONResponse({"status": outcome.status})
+        return JSONResponse({"detail": outcome.line, "status": outcome.status}, status_code=outcome.code)
+
+    return Route(ROUTE, answer, methods=["POST"], name="owc-question-answer")
+
+
+def parse_body(body: bytes) -> dict[str, list[str]] | str | None:
+    """The answers a request carries (``None``: a dismissal), or the one line saying what is wrong with it."""
+    if len(body) > MAX_BODY:
+        return "The answer is too large."
+    try:
+        data = orjson.loads(body or b"{}")
+    except orjson.JSONDecodeError:
+        return "The answer is not JSON."
+    if not isinstance(data, dict):
+        return "The answer must be a JSON object."
+    if data.get("cancel") is True and "answers" not in data:
+        return None
+    answers = data.get("answers")
+    if not isinstance(answers, dict) or not answers:
+        return 'Send {"answers": {<question id>: [values]}} or {"cancel": true}.'
+    out: dict[str, list[str]] = {}
+    for qid, values in answers.items():
+        if not isinstance(values, list) or not 0 < len(values) <= MAX_VALUES:
+            return "Each question takes a list of 1-16 answers."
+        if not all(isinstance(v, str) and len(v) <= MAX_VALUE for v in values):
+            return f"Each answer is text of at most {MAX_VALUE} characters."
+        out[str(qid)] = list(values)
+    return out
