@@ -14,6 +14,7 @@ import trio
 
 from owc import ids
 from owc.emit import RecordingEmitter
+from owc.emit.asker import RecordingAsker
 from owc.gateway import GatewayClient, GatewayConfig
 from owc.registry import WriterRegistry
 from owc.runs import RunKeeper
@@ -32,6 +33,8 @@ class Env:
         self.store = store
         self.nursery = nursery
         self.emitter = RecordingEmitter()
+        #: Where every runtime shows the Gateway's questions (one recording of the tabs, issue 27).
+        self.asker = RecordingAsker()
         self.registry = WriterRegistry()
         self.runtimes: dict[str, Runtime] = {}
         self.keepers: dict[str, RunKeeper] = {}
@@ -69,7 +72,7 @@ class Env:
         task_status: trio.TaskStatus[Any],
     ) -> None:
         with trio.CancelScope() as scope:
-            async with open_runtime(config, store, emitter) as runtime:
+            async with open_runtime(config, store, emitter, self.asker) as runtime:
                 task_status.started((runtime, scope))
                 await trio.sleep_forever()
 

@@ -329,3 +329,38 @@ def test_the_dialog_code_is_valid_javascript_and_keyed_by_the_question(tmp_path:
         source = tmp_path / "s.js"
         source.write_text(snippet)
         subprocess.run(["node", str(check), str(source)], check=True)
+
+
+# ---------------------------------------------------------------------------------------------- the status line
+
+
+def test_an_ask_waits_for_an_answer_in_the_status_line_and_closes_in_words() -> None:
+    from owc.render import status
+
+    line = status.tool_line(ask_card.NAME)
+    assert line.description == "Waiting for your answer..."
+    assert status.ending(line).description == "Question closed"
+    reread = status.open_line(status.entry(line, done=False))  # as a later process reads it from the message
+    assert reread == line and status.ending(reread).description == "Question closed"
+    assert status.tool_line("read").description == "Running read..."
+
+
+def test_the_running_tool_is_the_ask_card_in_both_shapes() -> None:
+    from owc.protocol import AgentEvent
+    from owc.render.turn import TurnRenderer
+
+    for name, args in (("ask_user", ARGS), ("tool_call", {"id": "ask_user", "args": ARGS})):
+        renderer = TurnRenderer("r1")
+        data = {"phase": "start", "name": name, "toolCallId": "call_ask1", "args": args}
+        renderer.feed(AgentEvent(run_id="r1", stream="tool", data=data, tool=_tool(data)))
+        assert renderer.running_tool == ask_card.NAME
+        nested = {"phase": "start", "name": "ask_user", "toolCallId": "tool_search_code:call_ask1:ask_user:1"}
+        nested["parentToolCallId"] = "call_ask1"
+        renderer.feed(AgentEvent(run_id="r1", stream="tool", data=nested, tool=_tool(nested)))
+        assert renderer.tool_count == 1  # the nested call is the parent's card, not one of its own
+
+
+def _tool(data: dict):
+    from owc.protocol.events import _tool as parse
+
+    return parse(data)

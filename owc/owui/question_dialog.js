@@ -7,12 +7,20 @@ const prefix = __PREFIX__;
 const elId = prefix + q.id;
 if (document.getElementById(elId)) return {shown: false};
 const mk = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
-const root = mk('div', 'fixed inset-0 z-[9999] flex items-center justify-center bg-black/60 p-4');
+// A panel above the composer, not a modal over the page: the reply stays readable and the Stop button (and Open
+// WebUI's own Escape, from outside the panel) stays reachable while the question waits.
+const root = mk('div', '');
 root.id = elId;
 root.setAttribute('role', 'dialog');
-root.setAttribute('aria-modal', 'true');
+root.setAttribute('aria-modal', 'false');
+root.setAttribute('aria-label', 'A question from the agent');
 root.dataset.owcQuestion = q.id;
-const box = mk('div', 'w-full max-w-lg rounded-2xl bg-white dark:bg-gray-900 text-gray-900 dark:text-gray-100 shadow-3xl p-6 max-h-[90vh] overflow-y-auto');
+Object.assign(root.style, {position: 'fixed', left: '50%', transform: 'translateX(-50%)', bottom: '120px',
+  width: 'min(32rem, calc(100% - 2rem))', zIndex: '60'});
+const others = document.querySelectorAll('[data-owc-question]').length;  // several waiting: stacked, newest on top
+if (others) root.style.bottom = (120 + 16 * others) + 'px';
+const box = mk('div', 'rounded-2xl bg-white dark:bg-gray-900 text-gray-900 dark:text-gray-100 shadow-lg border border-gray-100 dark:border-gray-800 p-5');
+Object.assign(box.style, {maxHeight: '60vh', overflowY: 'auto'});
 root.appendChild(box);
 box.appendChild(mk('div', 'text-lg font-medium mb-1', (q.agent ? q.agent + ' asks' : 'The agent asks')));
 if (q.expiresAtMs) {
@@ -76,18 +84,18 @@ const post = async (body) => {
     const res = await fetch(__PATH__ + encodeURIComponent(q.id), {method: 'POST', headers, body: JSON.stringify(body), credentials: 'same-origin'});
     let said = {};
     try { said = await res.json(); } catch (e) { said = {}; }
-    if (res.ok) { root.dataset.closedBy = 'me'; root.remove(); document.removeEventListener('keydown', onKey, true); return; }
+    if (res.ok) { root.dataset.closedBy = 'me'; root.remove(); return; }
     note.textContent = said.detail || ('The answer was not taken (' + res.status + ').');
   } catch (e) {
     note.textContent = 'The answer could not be sent: ' + e;
   }
   busy = false; send.disabled = false; dismiss.disabled = false;
 };
+// Escape inside the panel dismisses the question (and is not also Open WebUI's Stop); outside it, it is Open WebUI's.
 const onKey = (e) => {
-  if (!document.getElementById(elId)) { document.removeEventListener('keydown', onKey, true); return; }
   if (e.key === 'Escape') { e.stopPropagation(); e.preventDefault(); post({cancel: true}); }
 };
-document.addEventListener('keydown', onKey, true);
+root.addEventListener('keydown', onKey);
 dismiss.addEventListener('click', () => post({cancel: true}));
 send.addEventListener('click', () => {
   const answers = {};

@@ -13,7 +13,8 @@ process that asked.
 
 Every value from the Gateway (question, header, option labels and descriptions) is data: it is embedded as JSON
 (with ``<``, ``>``, ``&`` and the JS line separators escaped) and set with ``textContent``, never as markup.
-The look is Open WebUI's own modal (its Tailwind classes, dark mode included).
+The look is Open WebUI's own (its Tailwind classes, dark mode included); it is a panel above the composer, not
+a modal: the reply stays readable and Stop stays reachable while the question waits.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ def _json(value: Any) -> str:
     return text
 
 
+def _who(agent_id: str | None) -> str:
+    """Who asks, as the model picker names it: "OpenClaw" (the default agent), or "OpenClaw (<agent>)"."""
+    return "OpenClaw" if agent_id in (None, "", "main") else f"OpenClaw ({agent_id})"
+
+
 def record_data(record: QuestionRecord, agent: str | None = None) -> dict[str, Any]:
     return {
         "id": record.id,
-        "agent": agent or record.agent_id or "",
+        "agent": agent or _who(record.agent_id),
         "expiresAtMs": record.expires_at_ms,
         "questions": [
             {

@@ -149,6 +149,14 @@ def answer_route(decode_token: Callable[[str], Any], sender: Callable[..., str |
             outcome = await host.run_in_trio(desk.answer, user_id, question_id, parsed)
         except trio_host.HostError:
             return JSONResponse({"detail": "owc is not running here: your answer was not sent."}, status_code=503)
+        # One line a person's answer (never its words): which process took it, and what became of it.
+        log.info(
+            "owui.question_answer id=%s status=%s code=%d pid=%d",
+            question_id[:80],
+            outcome.status,
+            outcome.code,
+            os.getpid(),
+        )
         if outcome.ok:
             return JSONResponse({"status": outcome.status})
         return JSONResponse({"detail": outcome.line, "status": outcome.status}, status_code=outcome.code)

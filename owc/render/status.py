@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from owc.render import seam
+from owc.render import ask_card, seam
 
 #: The key of an entry that names its line's kind.
 KIND_KEY = "owc"
@@ -52,6 +52,9 @@ STARTED = "Started after the reply before it"
 QUEUE_ENDED = "Ended before it started"
 RUNNING = "Running {tool}..."
 TOOL_DONE = "{tool} done"
+#: An ``ask_user`` call (``owc.render.ask_card``) waits for a person, not a tool: said so, and closed in words.
+ASKING = "Waiting for your answer..."
+ASKED = "Question closed"
 STOPPED = "Stopped"
 WAIT_RECOVERY = "Waiting for the Gateway to resume this reply"
 WAIT_RESUME = "Waiting to resume this reply"
@@ -151,12 +154,16 @@ def said(description: str) -> Line:
 
 
 def tool_line(name: str) -> Line:
+    if name == ask_card.NAME:
+        return Line(Kind.TOOL, ASKING, name)
     return Line(Kind.TOOL, RUNNING.format(tool=name), name)
 
 
 def ending(line: Line) -> Line:
     """The line that closes ``line`` at the message's end (the run is over, whatever held)."""
     if line.kind is Kind.TOOL:
+        if line.tool == ask_card.NAME:
+            return said(ASKED)
         return said(TOOL_DONE.format(tool=line.tool or "tool"))
     if line.kind is Kind.DROP:
         return said(DROP_ENDED)
@@ -179,7 +186,9 @@ def open_line(stored: Mapping[str, Any] | None) -> Line | None:
     except ValueError:
         kind = Kind.OTHER
     tool = None
-    if kind is Kind.TOOL and description.startswith("Running ") and description.endswith("..."):
+    if kind is Kind.TOOL and description == ASKING:
+        tool = ask_card.NAME
+    elif kind is Kind.TOOL and description.startswith("Running ") and description.endswith("..."):
         tool = description[len("Running ") : -len("...")]
     return Line(kind, description, tool)
 
@@ -314,7 +323,7 @@ def _tool_tools(lines: StatusLines, event: Input) -> list[dict[str, Any]]:
     if event.running == lines.open.tool:
         return []
     if event.running is None:
-        return lines._close(said(TOOL_DONE.format(tool=lines.open.tool or "tool")))
+        return lines._close(ending(lines.open))
     return lines._open(tool_line(event.running))  # another call runs now (the newest): its line replaces
 
 

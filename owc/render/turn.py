@@ -321,12 +321,14 @@ class TurnRenderer:
             self._uses[call_id] = uses
             key = call_key(call_id, uses)
             call = self._calls[key] = _Call(key, name, args, start_seq=start_seq)
-            self._running[key] = name
+            self._running[key] = ask_card.view(name, args, None).name  # the status line's name for it
             self._add(("call", key))
             self._segment_from = self._length  # text after the call is a new message item
             self.version += 1
         elif args is not None and call.args is None:
             call.args = args
+            if call.call_id in self._running:  # started by its item event: its arguments may name it (ask_user)
+                self._running[call.call_id] = ask_card.view(call.name, args, None).name
             call.version += 1
             self._dirty.add(self._where[("call", call.call_id)])
             if ("result", call.call_id) in self._where:

@@ -1,12 +1,24 @@
 """A protocol-faithful OpenClaw Gateway simulator (Trio + trio-websocket), with fault injection."""
 
 from owc.sim.devices import Devices, PairingRefused
-from owc.sim.script import CANNED_ANSWER, Delay, End, Hold, Text, Tool, default_recovery, fake_model_responder
+from owc.sim.script import (
+    CANNED_ANSWER,
+    Ask,
+    Delay,
+    End,
+    Hold,
+    Text,
+    Then,
+    Tool,
+    default_recovery,
+    fake_model_responder,
+)
 from owc.sim.server import RESTART_MODES, SimConn, SimRun, Simulator, open_simulator
 
 __all__ = [
     "CANNED_ANSWER",
     "RESTART_MODES",
+    "Ask",
     "Delay",
     "Devices",
     "End",
@@ -16,6 +28,7 @@ __all__ = [
     "SimRun",
     "Simulator",
     "Text",
+    "Then",
     "Tool",
     "default_recovery",
     "fake_model_responder",

@@ -33,6 +33,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 from owc.sim import model as m
 
 READ, WRITE = "operator.read", "operator.write"
+ADMIN, QUESTIONS = "operator.admin", "operator.questions"
 
 #: Who among the live connections receives an event.
 Audience = Callable[["SimConn"], bool]
@@ -40,6 +41,9 @@ Audience = Callable[["SimConn"], bool]
 #: (2026.9.6: ``isItemEvent || shouldMirrorAgentEventToHiddenSessionMessages``, ``server-chat-*.mjs:160-162,
 #: 994``; commentary-phase ``assistant`` text too, which the simulator never sends).
 HIDDEN_RUN_STREAMS = frozenset({"lifecycle", "item", "thinking", "approval"})
+#: Events their audience alone gives out, read scope or not: ``tick`` to every connection, and the question events,
+#: which the Gateway guards by ``operator.questions`` (``EVENT_SCOPE_GUARDS``; ``question_recipients``).
+OWN_GUARD_EVENTS = frozenset({"tick", "question.requested", "question.resolved"})
 
 
 @attrs.frozen
@@ -127,6 +131,13 @@ def message_subscribers(key: str) -> Audience:
     return lambda c: key in c.message_keys
 
 
+def question_recipients(conn: SimConn) -> bool:
+    """Who gets ``question.requested`` / ``question.resolved``: every connection holding ``operator.questions`` or
+    ``operator.admin`` (which counts as every scope), whatever its caps and subscriptions (measured on 2026.9.6,
+    docs/measured/ask-user-2026.9.6.md section 4: read+write alone gets nothing)."""
+    return QUESTIONS in conn.scopes or ADMIN in conn.scopes
+
+
 def tool_recipient(run: m.Run) -> Audience:
     """The run's sender, if it declared ``tool-events``: it alone gets ``agent`` tool events."""
     return lambda c: c.conn_id == run.owner and "tool-events" in c.caps
@@ -151,7 +162,7 @@ class Fanout:
         for conn in list(self.conns.values()):
             if conn.closing or not audience(conn):
                 continue
-            if event != "tick" and not conn.can_read():
+            if event not in OWN_GUARD_EVENTS and not conn.can_read():
                 continue
             conn.seq += 1
             if drop_if_slow and conn.drop_next > 0:

@@ -16,6 +16,7 @@ import trio
 
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, everyone
+from owc.sim.questions import Questions
 from owc.sim.runs import RunDriver
 from owc.sim.script import End, RecoveryScript, Step
 
@@ -60,8 +61,10 @@ class Restarts:
         *,
         recovery: RecoveryScript,
         notify: Callable[[], Awaitable[None]],
+        questions: Questions,
     ) -> None:
         self._fanout = fanout
+        self._questions = questions
         self._driver = driver
         self._boot = boot
         self.recovery = recovery
@@ -121,7 +124,8 @@ class Restarts:
           code 143``; then the shutdown notice and the close; no recovery.
         * ``crash``: no terminal, no notice, connections cut (1006); rows stay ``running``; recovery at boot.
 
-        Every mode closes every connection (1012 after a notice) and boots with a new boot id. While
+        Every mode closes every connection (1012 after a notice) and boots with a new boot id, and loses every
+        question (pending or not: the question manager is process-local; the asking run is cut as above). While
         ``down_seconds`` run (Trio's clock; at least ``BOOT_SECONDS``: a process never starts in no time, and the
         boot's clock, ``snapshot.uptimeMs``, begins after the last write of the process before it) a ``connect`` is
         refused with UNAVAILABLE / 1013, as the real Gateway refuses one while it starts (measured).
@@ -160,6 +164,7 @@ class Restarts:
                 driver.end(run, End("aborted", stop_reason="restart"))
             else:  # crash: the process dies under it
                 driver.cut(run)
+        self._questions.lose_all()  # process-local: every question dies with the process
         for conn in list(fanout.conns.values()):
             if mode == "crash":
                 fanout.abort(conn)

@@ -18,7 +18,9 @@ import orjson
 
 from owc.protocol import ProtocolError, Request, decode_frame
 from owc.sim import model as m
-from owc.sim.delivery import READ, WRITE, Fanout, SimConn
+from owc.sim import questions as qs
+from owc.sim.delivery import ADMIN, QUESTIONS, READ, WRITE, Fanout, SimConn
+from owc.sim.questions import QuestionError, Questions
 from owc.sim.runs import RunDriver
 from owc.sim.script import End, Responder
 
@@ -36,8 +38,11 @@ METHOD_SCOPES = {
     "wake": WRITE,
     "models.list": READ,
     "sessions.patch": WRITE,  # or admin, by its params: ``required_scope``
+    # ``operator.questions`` or ``operator.admin`` (``Rpc.answer``; docs/measured/ask-user-2026.9.6.md section 4).
+    "question.list": QUESTIONS,
+    "question.get": QUESTIONS,
+    "question.resolve": QUESTIONS,
 }
-ADMIN = "operator.admin"
 
 #: The ``sessions.patch`` params ``operator.write`` may send; any other needs ``operator.admin`` (2026.9.6,
 #: ``SESSIONS_PATCH_WRITE_SCOPE_ENVELOPE_FIELDS`` / ``_MUTATIONS``, ``dist/method-scopes-C7g7eSZh.mjs:59-95``).
@@ -157,12 +162,16 @@ class InvalidParams(Exception):
     pass
 
 
+#: An error without ``details`` (``None`` would send ``"details": null``, which the question refusal does).
+NO_DETAILS: Any = object()
+
+
 class Refused(Exception):
     """A request the handler refuses with its own error (no ``invalid <method> params:`` prefix)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, details: Any = NO_DETAILS) -> None:
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.details = code, message, details
 
 
 def param(params: dict[str, Any], key: str, kind: type[T], default: D) -> T | D:
@@ -328,9 +337,11 @@ class Rpc:
         max_payload: int,
         now_ms: Callable[[], int],
         poke: Callable[[], None],
+        questions: Questions,
     ) -> None:
         self._fanout = fanout
         self._driver = driver
+        self._questions = questions
         self.requests = requests
         self.responder = responder
         self._max_payload = max_payload
@@ -357,6 +368,9 @@ class Rpc:
             "wake": self._wake,
             "models.list": self._models_list,
             "sessions.patch": self._sessions_patch,
+            "question.list": self._question_list,
+            "question.get": self._question_get,
+            "question.resolve": self._question_resolve,
         }
 
     def on_request(self, conn: SimConn, message: str | bytes) -> None:
@@ -387,7 +401,13 @@ class Rpc:
         if scope is None:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"unknown method: {frame.method[:80]}")
             return
-        if scope not in conn.scopes:
+        if scope == QUESTIONS:
+            if not conn.scopes & {QUESTIONS, ADMIN}:
+                # Measured (section 4): read+write alone falls back to "own-run question access", which needs a
+                # verified user profile a token client has not: FORBIDDEN with ``details: null``.
+                self._reply_error(conn, frame.id, "FORBIDDEN", qs.ACCESS_REFUSED, None)
+                return
+        elif scope not in conn.scopes:
             details = {"code": "MISSING_SCOPE", "missingScope": scope, "requiredScopes": [scope]}
             self._reply_error(conn, frame.id, "FORBIDDEN", f"missing scope: {scope}", details)
             return
@@ -398,15 +418,18 @@ class Rpc:
             self._reply_error(conn, frame.id, "INVALID_REQUEST", f"invalid {frame.method} params: {exc}")
             return
         except Refused as exc:
-            self._reply_error(conn, frame.id, exc.code, exc.message)
+            self._reply_error(conn, frame.id, exc.code, exc.message, exc.details)
+            return
+        except QuestionError as exc:
+            self._reply_error(conn, frame.id, "INVALID_REQUEST", exc.message, {"reason": exc.reason})
             return
         if not conn.closing:
             self._fanout.enqueue(conn, {"type": "res", "id": frame.id, "ok": True, "payload": payload})
         self._after_reply()
 
-    def _reply_error(self, conn: SimConn, req_id: str, code: str, message: str, details: Any = None) -> None:
+    def _reply_error(self, conn: SimConn, req_id: str, code: str, message: str, details: Any = NO_DETAILS) -> None:
         error: dict[str, Any] = {"code": code, "message": message}
-        if details is not None:
+        if details is not NO_DETAILS:
             error["details"] = details
         if not conn.closing:
             self._fanout.enqueue(conn, {"type": "res", "id": req_id, "ok": False, "error": error})
@@ -488,6 +511,15 @@ class Rpc:
                 "runId": run_id,
                 "status": "in_flight" if existing.state == "active" or run_id in self._driver.pending else "ok",
             }
+        if run_id in self._questions.answered_sends:  # modelled: a send that answered a question is done
+            return {"runId": run_id, "status": "ok"}
+        asking = self._questions.pending_in_session(key)
+        answers = None if asking is None else self._answers_in(asking.questions, message)
+        if asking is not None and answers is not None:
+            # Measured (section 9): the message answers the question the session's run waits on; the reply says
+            # "started" and goes out first, as for any send.
+            self._deferred.append(lambda: self._driver.answer_by_send(key, run_id, message, asking, answers))
+            return {"runId": run_id, "status": "started"}
         attachments = param(params, "attachments", list, None)
         if attachments is not None:
             self.attachments[run_id] = attachments
@@ -525,6 +557,48 @@ class Rpc:
                 # Live: the aborted terminal reaches clients before the chat.abort reply.
                 self._driver.end(active, End("aborted", stop_reason="rpc"))
         return {"ok": True, "aborted": bool(aborted), "runIds": aborted}
+
+    @staticmethod
+    def _answers_in(questions: list[dict[str, Any]], message: str) -> dict[str, list[str]] | None:
+        """The answers a chat message gives (``questions.answers_from_text``), None if it is no valid answer."""
+        found = qs.answers_from_text(questions, message)
+        if found is None:
+            return None
+        try:
+            return qs.canonical_answers(questions, found)
+        except QuestionError:
+            return None
+
+    def _question_list(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``question.list {}``: the pending records, oldest first (section 5; a late client's way to find them)."""
+        why = qs.closed_params_error(params, ())
+        if why is not None:
+            raise InvalidParams(why)
+        return {"questions": [q.record() for q in self._questions.pending()]}
+
+    def _question_get(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``question.get {id}``: the record, terminal ones too for ``GRACE_S`` (with ``answers`` / ``resolvedBy``)."""
+        why = qs.closed_params_error(params, ("id",))
+        if why is not None:
+            raise InvalidParams(why)
+        return {"question": self._questions.get(params["id"]).record()}
+
+    def _question_resolve(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """``question.resolve``: ``{id, answers: {answers: {...}}, resolvedBy?}`` or ``{id, cancel: true,
+        resolvedBy?}`` (section 5). Checked now (a refusal changes nothing); the question ends after the reply is
+        queued, as measured (the reply comes before the run's tool result)."""
+        why = qs.resolve_params_error(params)
+        if why is not None:
+            raise InvalidParams(why)
+        question = self._questions.awaiting(params["id"])
+        resolved_by = param(params, "resolvedBy", str, None)
+        settle = self._questions.settle
+        if params.get("cancel") is True:
+            self._deferred.append(lambda: settle(question, qs.CANCELLED, resolved_by=resolved_by))
+            return {"status": qs.CANCELLED}
+        answers = qs.canonical_answers(question.questions, params["answers"]["answers"])
+        self._deferred.append(lambda: settle(question, qs.ANSWERED, answers, resolved_by))
+        return qs.answered_payload(answers)
 
     def _wake(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         """``wake`` as the real Gateway 2026.9.6 answers it (measured, and ``cronHandlers.wake``): ``{"ok": true}``

@@ -8,8 +8,9 @@ so a scripted run and a hand-driven one put the same frames on the wire.
 
 from __future__ import annotations
 
+import collections
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,16 +18,37 @@ import trio
 import trio.lowlevel
 
 from owc.sim import model as m
-from owc.sim.delivery import Fanout
-from owc.sim.script import Delay, End, Hold, Step, Text, Tool
+from owc.sim import questions as q
+from owc.sim.delivery import Fanout, everyone
+from owc.sim.questions import Questions, SimQuestion
+from owc.sim.script import DEFAULT_ASK_TIMEOUT_S, Ask, Delay, End, Hold, Step, Text, Then, Tool
 
 
-def _tool_item(call_id: str, name: str, phase: str, status: str, **at: int) -> dict[str, Any]:
-    """A tool call on the ``agent`` ``item`` stream (``startedAt`` at its start, ``endedAt`` at its end)."""
-    return {
+def _tool_item(
+    call_id: str, name: str, phase: str, status: str, fields: Mapping[str, Any] | None = None, **at: Any
+) -> dict[str, Any]:
+    """A tool call on the ``agent`` ``item`` stream (``startedAt`` at its start, ``endedAt`` at its end). ``fields``:
+    a tool's own ``title`` and ``meta`` (``ask_user``'s, measured), and ``error`` at a failed end."""
+    fields = fields or {}
+    item = {
         "itemId": f"tool:{call_id}", "toolCallId": call_id, "name": name, "kind": "tool", "phase": phase,
-        "title": name.title(), "status": status, **at,
+        "title": fields.get("title", name.title()), "status": status,
     }  # fmt: skip
+    if "meta" in fields:
+        item["meta"] = fields["meta"]
+    item.update(at)
+    if "error" in fields:
+        item["error"] = fields["error"]
+    return item
+
+
+@attrs.frozen
+class Asked:
+    """What an ``Ask`` step did: its tool call, and the question it raised or the tool's refusal (``error``)."""
+
+    call_id: str
+    question: SimQuestion | None
+    error: str | None = None
 
 
 @attrs.frozen
@@ -82,6 +104,25 @@ class SimRun:
         """Let a run holding on a ``Hold`` step play its remaining steps."""
         self._driver.release(self.run)
 
+    def ask(
+        self,
+        questions: Sequence[Mapping[str, Any]],
+        *,
+        timeout_s: float = DEFAULT_ASK_TIMEOUT_S,
+        call_id: str | None = None,
+    ) -> str | None:
+        """The model calls ``ask_user`` (an ``Ask`` step): returns the question's id, None when the tool refused
+        the arguments (the run got the error result). It does not wait: answer it (``question.resolve``, a
+        ``chat.send``, ``sim.questions.answer`` / ``cancel``) or let it expire, and the run gets its tool result
+        then; drive the run on afterwards (``text``, ``end``)."""
+        asked = self._driver.ask(self.run, Ask(tuple(dict(x) for x in questions), timeout_s, call_id))
+        return asked.question.id if asked.question is not None else None
+
+    @property
+    def question(self) -> SimQuestion | None:
+        """The run's pending question, if it is waiting on one."""
+        return self._driver.questions.pending_of_run(self.run_id)
+
     def steer(self, text: str, provenance: dict[str, Any] | None = None) -> SimRun:
         """An input steered into the running run (a sub-agent's completion while its parent runs, seed 000
         case 10): no run of its own; the run goes on with it in its context."""
@@ -103,9 +144,13 @@ class RunDriver:
         now_ms: Callable[[], int],
         poke: Callable[[], None],
         cli_runtime: bool,
+        questions: Questions,
     ) -> None:
         self._nursery = nursery
         self._fanout = fanout
+        #: The Gateway's question manager: ``Ask`` steps raise questions there, and it tells the run when one ends.
+        self.questions = questions
+        questions.settled = self._question_settled
         self.sessions = sessions
         self.runs = runs
         self._now_ms = now_ms
@@ -115,6 +160,7 @@ class RunDriver:
         self.plays: dict[str, trio.CancelScope] = {}  # run id -> the task playing its steps
         self.pending: dict[str, Pending] = {}  # started runs that have not begun (queued, or within start_run)
         self._holds: dict[str, trio.Event] = {}
+        self._items: dict[tuple[str, str], dict[str, Any]] = {}  # (run id, call id) -> a tool's own item fields
         #: Called with a session key before a run (not a heartbeat's, not a recovery) is admitted there:
         #: ``Restarts`` starts a boot's recovery of that session first if it is still pending.
         self.admitting: Callable[[str], None] = lambda _key: None
@@ -236,10 +282,13 @@ class RunDriver:
         self._poke()
 
     async def _play(self, run: m.Run, steps: list[Step]) -> None:
+        todo = collections.deque(steps)
+        told = ""  # the text of the last tool result: what a ``Then`` step reads
         with trio.CancelScope() as scope:
             self.plays[run.run_id] = scope
             try:
-                for step in steps:
+                while todo:
+                    step = todo.popleft()
                     await trio.lowlevel.checkpoint()
                     if run.state != "active":
                         return
@@ -251,6 +300,16 @@ class RunDriver:
                         if run.state != "active":
                             return
                         self.tool_result(run, call_id, step.result, step.is_error)
+                        told = step.result if isinstance(step.result, str) else str(step.result)
+                    elif isinstance(step, Ask):
+                        asked = self.ask(run, step)
+                        if asked.question is not None:
+                            await asked.question.done.wait()
+                        if run.state != "active":
+                            return
+                        told = (asked.question.result if asked.question is not None else asked.error) or ""
+                    elif isinstance(step, Then):
+                        todo.extendleft(reversed(list(step.build(told))))
                     elif isinstance(step, Delay):
                         await trio.sleep(step.seconds)
                     elif isinstance(step, Hold):
@@ -303,7 +362,10 @@ class RunDriver:
                 run, "delta", drop_if_slow=True, deltaText=chat_delta, message=m.text_message(run.text, now)
             )
 
-    def tool_start(self, run: m.Run, name: str, args: Any, call_id: str | None) -> str:
+    def tool_start(
+        self, run: m.Run, name: str, args: Any, call_id: str | None, *, item: Mapping[str, Any] | None = None
+    ) -> str:
+        """Start a tool call; ``item``: the tool's own ``item`` fields (``_tool_item``)."""
         session = self._active(run)
         call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
         said = "".join(p["text"] for p in run.parts if p.get("type") == "text")
@@ -320,11 +382,25 @@ class RunDriver:
         # tool runs; its result is persisted without a session.message (live probe, NOTES.md).
         self._flush(session, run, "toolUse")
         now = self._now_ms()
-        self._fanout.agent(run, "item", _tool_item(call_id, name, "start", "running", startedAt=now))
+        fields = dict(item or {})
+        self._items[(run.run_id, call_id)] = fields
+        self._fanout.agent(run, "item", _tool_item(call_id, name, "start", "running", fields, startedAt=now))
         self._fanout.tool_event(run, {"phase": "start", "name": name, "toolCallId": call_id, "args": args})
         return call_id
 
-    def tool_result(self, run: m.Run, call_id: str, result: Any, is_error: bool) -> None:
+    def tool_result(
+        self,
+        run: m.Run,
+        call_id: str,
+        result: Any,
+        is_error: bool,
+        *,
+        details: Mapping[str, Any] | None = None,
+        status: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        """A tool call's result: stored, then its ``tool`` event (``details``: the tool's, ``{}`` by default) and the
+        item's end (``status``: ``done``, or ``blocked`` for an error, unless the tool has its own; ``error``)."""
         session = self._active(run)
         name = run.open_tools.pop(call_id, None)
         if name is None:
@@ -333,14 +409,74 @@ class RunDriver:
         session.append(m.tool_result_message(run, call_id, name, result, is_error, now), now)
         content = {
             "content": [{"type": "text", "text": result if isinstance(result, str) else str(result)}],
-            "details": {},
+            "details": dict(details or {}),
         }
         self._fanout.tool_event(
             run, {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content}
         )
-        self._fanout.agent(
-            run, "item", _tool_item(call_id, name, "end", "blocked" if is_error else "done", endedAt=now)
-        )
+        fields = self._items.pop((run.run_id, call_id), {})
+        if error is not None:
+            fields = {**fields, "error": error}
+        status = status or ("blocked" if is_error else "done")
+        self._fanout.agent(run, "item", _tool_item(call_id, name, "end", status, fields, endedAt=now))
+
+    # ------------------------------------------------------------------ ask_user
+
+    def ask(self, run: m.Run, step: Ask) -> Asked:
+        """The model calls ``ask_user`` (offered directly): the call is stored and started as any tool's (its item
+        titled ``Ask User <first question>``); then the tool checks the arguments (a refusal is its error result,
+        and no question, section 2) and raises the question (``question.requested``, right after the tool start).
+        The run then waits: ``settled`` gives it the result when the question ends."""
+        args = q.ask_arguments(step.questions, step.timeout_s)
+        call_id = self.tool_start(run, q.TOOL, args, step.call_id, item=q.item_fields(args))
+        error = q.invalid_arguments(args)
+        if error is None and self.questions.pending_in_session(run.key) is not None:
+            error = q.ALREADY_PENDING
+        if error is not None:
+            details = {"status": "error", "error": error}
+            self.tool_result(run, call_id, error, True, details=details, status="blocked", error=error)
+            return Asked(call_id, None, error)
+        return Asked(call_id, self.questions.raise_question(run, call_id, args, step.timeout_s))
+
+    def _question_settled(self, question: SimQuestion) -> bool:
+        """A question ended: its run, still waiting in that tool call, gets the tool's result (measured: the item
+        ends ``completed``) and goes on. False when the run is gone (aborted, cut) and there is no one to tell."""
+        run = self.runs.get(question.run_id)
+        if run is None or run.state != "active" or question.call_id not in run.open_tools:
+            return False
+        assert question.result is not None
+        self.tool_result(run, question.call_id, question.result, False, details=question.details, status="completed")
+        return True
+
+    def _ask_aborted(self, run: m.Run, question: SimQuestion) -> None:
+        """An aborted run's ``ask_user`` call ends ``Aborted`` (``isError``; direct mode's ``details`` are ``{}``)
+        and its item ``failed``; the transcript keeps the call without a result (section 8, measured)."""
+        name = run.open_tools.pop(question.call_id, q.TOOL)
+        content = {"content": [{"type": "text", "text": q.ABORTED_TEXT}], "details": {}}
+        data = {"phase": "result", "name": name, "toolCallId": question.call_id, "isError": True, "result": content}
+        self._fanout.tool_event(run, data)
+        fields = {**self._items.pop((run.run_id, question.call_id), {}), "error": q.ABORTED_TEXT}
+        item = _tool_item(question.call_id, name, "end", "failed", fields, endedAt=self._now_ms())
+        self._fanout.agent(run, "item", item)
+
+    def answer_by_send(
+        self, key: str, run_id: str, text: str, question: SimQuestion, answers: Mapping[str, Sequence[str]]
+    ) -> None:
+        """A ``chat.send`` on a session whose run waits on ``question`` is its answer, not a new turn (section 9,
+        measured): the user's text is stored (between the tool call and its result) and pushed, the question is
+        answered ``resolvedBy: "plain-text"`` (the asking run goes on with it), and the send's run id gets only a
+        bare ``chat`` final: no message, no ``agent`` event, no run."""
+        session = self.session(key)
+        now = self._now_ms()
+        message = session.append(m.user_message(run_id, text, now), now)
+        session.updated_at = now
+        self._fanout.session_message(session, message, run_id)
+        self.questions.answered_sends[run_id] = question.id
+        if question.status == q.PENDING:
+            self.questions.settle(question, q.ANSWERED, answers, q.PLAIN_TEXT)
+        bare = {"runId": run_id, "sessionKey": key, "seq": 1, "state": "final"}
+        self._fanout.emit("chat", bare, audience=everyone, drop_if_slow=False)
+        self._poke()
 
     def steer(self, run: m.Run, text: str, provenance: dict[str, Any] | None) -> None:
         """The model turn in progress completes, then the steered input joins the transcript as a user turn
@@ -394,6 +530,7 @@ class RunDriver:
         now = self._now_ms()
         state = step.state
         sid = session.session_id
+        asking = self.questions.pending_of_run(run.run_id)
         if state == "final":
             last = session.transcript[-1] if session.transcript else None
             if not run.parts and last is not None and last.get("role") == "toolResult":
@@ -446,6 +583,8 @@ class RunDriver:
             )
             message = m.text_message(run.text, now) if run.text else None
             fanout.chat(run, "aborted", drop_if_slow=False, stopReason=stop_reason, message=message)
+            if asking is not None:
+                self._ask_aborted(run, asking)
             fanout.agent(run, "lifecycle", {"phase": "error", "error": "aborted", "aborted": True}, session_id=sid)
             # A cancel for a restart keeps the row running so the Gateway recovers it at boot (F2).
             session.status = "running" if stop_reason == "restart" else "killed"
@@ -478,6 +617,7 @@ class RunDriver:
         run.state = "ended"
         run.terminal = state
         run.open_tools.clear()
+        self._forget_items(run)
         session.active = None
         session.last_run_id = run.run_id
         session.ended_at = session.updated_at = now
@@ -487,9 +627,18 @@ class RunDriver:
         fanout.sessions_changed(session, phase="end", run_id=run.run_id)
         if state != "final":
             fanout.sessions_changed(session, phase="error", run_id=run.run_id)
+        self.questions.run_ended(run.run_id)
+        if asking is not None:
+            # A run that ends while it asks cancels its question (section 8: "An aborted agent run cancels its
+            # pending Gateway question", measured for chat.abort; modelled alike for any other end).
+            self.questions.settle(asking, q.CANCELLED, resolved_by=q.REQUESTER_INACTIVE)
         if session.queued:
             self._begin(session, session.queued.pop(0))
         self._poke()
+
+    def _forget_items(self, run: m.Run) -> None:
+        for key in [k for k in self._items if k[0] == run.run_id]:
+            del self._items[key]
 
     def interrupt_for_restart(self, run: m.Run) -> None:
         """A restart cuts the run (measured on 2026.9.6, a forced restart or one past its 300 s wait): no chat
@@ -504,6 +653,7 @@ class RunDriver:
         self._push(session, run, session.append(message, now))
         run.state = "ended"
         run.open_tools.clear()
+        self._forget_items(run)
         session.active = None
         session.status, session.aborted_last_run = "running", True
         session.updated_at = now

@@ -6,6 +6,7 @@ of steps. Tests and scenario files drive other runs step by step through the sam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,37 @@ CANNED_ANSWER = "Hello from the fake model. This is a canned answer."
 READ_VALIDATION_ERROR = (
     'Validation failed for tool "read":\n  - path: must have required properties path\n\nReceived arguments:\n{}'
 )
+#: ``ask_user``'s wait when the model gives no ``timeoutSeconds`` (docs/measured/ask-user-2026.9.6.md section 2).
+DEFAULT_ASK_TIMEOUT_S = 900.0
+#: The questions the offline Gateway's fake model asks (``tests/realgw/fake_model.py`` ``QUESTIONS``), in the tool's
+#: model-facing shape: a single select, a multi select and another single select.
+ASK_QUESTIONS: tuple[dict[str, Any], ...] = (
+    {
+        "id": "deploy_target",
+        "header": "Target",
+        "question": "Where should this deploy?",
+        "options": [
+            {"label": "Staging (Recommended)", "description": "The safe default."},
+            {"label": "Production"},
+        ],
+    },
+    {
+        "id": "features",
+        "header": "Features",
+        "question": "Which features should be enabled?",
+        "options": [{"label": "Logging"}, {"label": "Metrics"}, {"label": "Tracing"}],
+        "multiSelect": True,
+    },
+    {
+        "id": "region",
+        "header": "Region",
+        "question": "Which region should host it?",
+        "options": [{"label": "eu-west"}, {"label": "us-east"}, {"label": "ap-south"}, {"label": "sa-east"}],
+    },
+)
+#: What the fake model says after ``ask_user``'s result: this, then the result's text verbatim.
+ASK_REPLY_PREFIX = "The ask_user tool said: "
+_ASK = re.compile(r"ASK_USER(?:_(BAD)|_([123]))?(?:_T(\d+))?")
 
 
 @attrs.frozen
@@ -55,6 +87,29 @@ class Delay:
 
 
 @attrs.frozen
+class Ask:
+    """The model calls the Gateway's ``ask_user`` tool (offered directly, as with ``tools.toolSearch: false``) with
+    ``questions`` in the model's form (``{id, header, question, options: [{label, description?}], multiSelect?}``)
+    and waits for the answer: the run raises the question and plays nothing more until it is answered, cancelled,
+    expired (``timeout_s`` on Trio's clock, clamped to 30..3600 s as the tool does) or the run is aborted. The
+    arguments carry ``timeoutSeconds`` only when ``timeout_s`` is not the default. Arguments the tool refuses (say
+    one option) give an error result and no question. A ``Then`` after it reads what the tool said."""
+
+    questions: tuple[dict[str, Any], ...]
+    timeout_s: float = DEFAULT_ASK_TIMEOUT_S
+    call_id: str | None = None
+
+
+@attrs.frozen
+class Then:
+    """Steps decided when the run gets here: ``build(told)`` gets the text of the last tool result (an ``Ask``'s
+    once it ends) and returns what the model does next. A model's next turn depends on what its tool said, which a
+    script written before the run cannot know (the answer to an ``Ask``)."""
+
+    build: Callable[[str], Sequence[Step]]
+
+
+@attrs.frozen
 class End:
     state: str = "final"  # final | error | aborted
     yielded: bool = False
@@ -62,20 +117,46 @@ class End:
     stop_reason: str | None = None
 
 
-Step = Text | Tool | Hold | Delay | End
+Step = Text | Tool | Hold | Delay | End | Ask | Then
 #: ``(session_key, message) -> steps`` for a ``chat.send`` run.
 Responder = Callable[[str, str], Sequence[Step]]
 #: ``(session_key, source_run_id) -> steps`` for a restart-recovery run.
 RecoveryScript = Callable[[str, str | None], Sequence[Step]]
 
 
+def ask_user_step(message: str) -> Ask | None:
+    """The ``ask_user`` call the fake model makes for ``message`` (None: no ``ASK_USER`` trigger): ``ASK_USER`` asks
+    the first two ``ASK_QUESTIONS``, ``ASK_USER_1|2|3`` that many, ``_T<seconds>`` sets ``timeoutSeconds``, and
+    ``ASK_USER_BAD`` gives the first question one option, which the tool refuses."""
+    match = _ASK.search(message)
+    if match is None:
+        return None
+    bad, count, timeout = match.groups()
+    if bad:
+        questions = ({**ASK_QUESTIONS[0], "options": ASK_QUESTIONS[0]["options"][:1]},)
+    else:
+        questions = tuple(dict(q) for q in ASK_QUESTIONS[: int(count or 2)])
+    return Ask(questions, float(timeout) if timeout else DEFAULT_ASK_TIMEOUT_S, call_id="call_ask1")
+
+
+def say_what_the_tool_said(told: str) -> list[Step]:
+    """The fake model's answer after ``ask_user``'s result: ``ASK_REPLY_PREFIX`` and the result's text, verbatim, in
+    one delta (as the fake model streams it; the text's own runs of spaces must survive)."""
+    text = ASK_REPLY_PREFIX + told
+    return [Text(text, (text,)), End()]
+
+
 def fake_model_responder(session_key: str, message: str) -> Sequence[Step]:
     """Behaves like the offline Gateway's fake model: ``USE_TOOL`` makes it call ``read`` once (which the
     real tool rejects) before answering; ``ECHO_TOOL`` says the answer's first word before that call (so the
     answer starts with an earlier item's text); ``SLOW`` makes it start answering and then hold (after two
-    words with ``ECHO_TOOL``: the conformance tier stops it there)."""
+    words with ``ECHO_TOOL``: the conformance tier stops it there); ``ASK_USER`` (and its variants,
+    ``ask_user_step``) asks the user through ``ask_user`` and then says what the tool said."""
     steps: list[Step] = []
     echo = "ECHO_TOOL" in message
+    ask = None if echo or "USE_TOOL" in message else ask_user_step(message)
+    if ask is not None:
+        return [ask, Then(say_what_the_tool_said)]
     if echo:
         steps.append(Text(CANNED_ANSWER.split(" ")[0]))
     if "USE_TOOL" in message or echo:

@@ -24,6 +24,7 @@ state objects (``conns``, ``sessions``, ``runs``, ``requests``, the ``Boot``) an
 * ``delivery.Fanout``: per-connection numbering, drops, slow consumers, audiences, the Gateway's pushes;
 * ``runs.RunDriver``: starting, queueing and playing runs, each step's events (``SimRun`` is its handle);
 * ``rpc.Rpc``: request dispatch, scopes and the handlers;
+* ``questions.Questions``: the ``ask_user`` questions (records, their events and RPCs, expiry on Trio's clock);
 * ``faults.Faults``: the fault injectors; ``restarts.Restarts``: the restart modes and boot recovery.
 
 Composition rather than mixins because every job depends on one or two others only (runs on delivery, RPC
@@ -55,6 +56,7 @@ from owc.sim import devices as d
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, SimConn, dumps, everyone, write_frames
 from owc.sim.faults import Faults
+from owc.sim.questions import Questions
 from owc.sim.restarts import RESTART_MODES, Boot, Restarts
 from owc.sim.rpc import METHOD_SCOPES, Rpc, param
 from owc.sim.runs import RunDriver, SimRun
@@ -127,8 +129,18 @@ class Simulator:
         self._epoch_ms = int(time.time() * 1000) - int(trio.current_time() * 1000)
         self.boot.started_ms = self.now_ms()
         self.fanout = Fanout(self.conns, self.now_ms)
+        #: The question manager: ``sim.questions.pending()``, ``.answer(id, {qid: [...]})``, ``.cancel(id)``, and
+        #: ``.resolved_after_end = True`` to send each ``question.resolved`` after the asking run's terminal.
+        self.questions = Questions(self.fanout, nursery=nursery, now_ms=self.now_ms, poke=self._poke)
         self.driver = RunDriver(
-            nursery, self.fanout, self.sessions, self.runs, now_ms=self.now_ms, poke=self._poke, cli_runtime=cli_runtime
+            nursery,
+            self.fanout,
+            self.sessions,
+            self.runs,
+            now_ms=self.now_ms,
+            poke=self._poke,
+            cli_runtime=cli_runtime,
+            questions=self.questions,
         )
         self.rpc = Rpc(
             self.fanout,
@@ -138,10 +150,13 @@ class Simulator:
             max_payload=max_payload,
             now_ms=self.now_ms,
             poke=self._poke,
+            questions=self.questions,
         )
         self.faults = Faults(self.fanout, nursery=nursery, answer=self.rpc.answer)
         self.rpc.hold = self.faults.hold
-        self.restarts = Restarts(self.fanout, self.driver, self.boot, recovery=recovery, notify=self._notify)
+        self.restarts = Restarts(
+            self.fanout, self.driver, self.boot, recovery=recovery, notify=self._notify, questions=self.questions
+        )
         # The public API the collaborators implement, as bound methods: one signature and docstring each.
         self.session = self.driver.session
         self.start_run = self.driver.start_run
@@ -441,6 +456,8 @@ class Simulator:
                     "chat",
                     "agent",
                     "heartbeat",
+                    "question.requested",
+                    "question.resolved",
                 ],
                 "capabilities": [],
             },
