@@ -207,3 +207,50 @@ async def test_a_tab_that_fails_costs_one_line_not_the_next_question(nursery: tr
     await asker.until(lambda: bool(asker.calls))
     assert [c.question_id for c in asker.calls] == ["ask_2"]
     assert any("questions.tab_failed" in r.getMessage() for r in caplog.records)
+
+
+# ---------------------------------------------------------------------------------------------- races (review h13)
+# The reader dispatches every frame it has before the task awaiting a response runs again: a live event that
+# follows the hello's ``question.list`` answer on the wire is handled before that list.
+
+
+async def test_a_question_raised_right_after_the_list_snapshot_is_not_closed_as_gone(nursery: trio.Nursery) -> None:
+    desk, asker = await desk_with(Gateway(), nursery)
+
+    async def gateway(method: str, params: Any = None, **_: Any) -> Any:
+        desk.on_event(QuestionRequested(record("ask_new")))  # read before the list's answer is acted on
+        return {"questions": []}
+
+    await desk.on_hello(gateway)
+    await asker.until(lambda: bool(asker.calls))
+    await trio.testing.wait_all_tasks_blocked()
+    assert list(desk.book.pending) == ["ask_new"] and not asker.closed()
+
+
+async def test_a_question_resolved_right_after_the_list_snapshot_is_not_shown_again(nursery: trio.Nursery) -> None:
+    desk, asker = await desk_with(Gateway(), nursery)
+    desk.on_event(QuestionRequested(record("ask_old")))
+
+    async def gateway(method: str, params: Any = None, **_: Any) -> Any:
+        desk.on_event(QuestionResolved("ask_old", "answered"))
+        return {"questions": [wire(record("ask_old"))]}
+
+    await desk.on_hello(gateway)
+    await asker.until(lambda: bool(asker.closed()))
+    await trio.testing.wait_all_tasks_blocked()
+    assert "ask_old" not in desk.book.pending
+    assert [(c.kind, c.question_id) for c in asker.calls] == [("show", "ask_old"), ("close", "ask_old")]
+
+
+async def test_an_answer_closes_the_dialogs_at_once_and_the_late_resolved_changes_nothing(
+    nursery: trio.Nursery,
+) -> None:
+    desk, asker = await desk_with(Gateway(), nursery)
+    desk.on_event(QuestionRequested(record()))
+    outcome = await desk.answer(USER, "ask_1", {"target": ["Staging"]})
+    assert outcome.ok
+    await asker.until(lambda: bool(asker.closed()))
+    assert desk.opened(CHAT, USER, "sid-late") == 0  # a tab opened before question.resolved is not shown it
+    desk.on_event(QuestionResolved("ask_1", "answered"))  # the Gateway's event, seconds later
+    await trio.testing.wait_all_tasks_blocked()
+    assert [(c.kind, c.status) for c in asker.calls] == [("show", None), ("close", "answered")]

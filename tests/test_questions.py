@@ -315,7 +315,7 @@ def test_the_dialog_embeds_gateway_values_as_escaped_data_only() -> None:
     assert "\u2028" not in code
     assert ".innerHTML" not in code and "insertAdjacentHTML" not in code  # values only ever go in as text
     data = orjson.loads(code.split("const q = ", 1)[1].split(";\n", 1)[0])
-    assert data == record_data(hostile_record())
+    assert data == {**record_data(hostile_record()), "chat": ""}
 
 
 def test_the_dialog_code_is_valid_javascript_and_keyed_by_the_question(tmp_path: Path) -> None:
@@ -364,3 +364,23 @@ def _tool(data: dict):
     from owc.protocol.events import _tool as parse
 
     return parse(data)
+
+
+def test_placeholders_in_the_models_words_are_never_filled(tmp_path: Path) -> None:
+    """Review h13: the code's placeholders were filled one after another, so a question saying ``__PREFIX__`` got the
+    next value pasted into it and the dialog's code broke (the page swallowed the error: no dialog at all)."""
+    words = "Use __PREFIX__ or __PATH__ or __DATA__ or __LINE__ or __ID__?"
+    q = Question("q1", words, words, (Option(words), Option("B")), is_other=True)
+    rec = QuestionRecord(id="ask___ID__", questions=(q,), session_key=KEY, agent_id=words)
+    code = open_code(rec, CHAT)
+    data = orjson.loads(code.split("const q = ", 1)[1].split(";\n", 1)[0])
+    assert data == {**record_data(rec), "chat": CHAT}  # the words arrive as they were said
+    check = tmp_path / "check.js"
+    check.write_text(
+        "new Function('return (async () => {' + require('fs').readFileSync(process.argv[2], 'utf8') + '})');\n"
+    )
+    for snippet in (code, close_code(rec.id, words)):
+        source = tmp_path / "s.js"
+        source.write_text(snippet)
+        subprocess.run(["node", str(check), str(source)], check=True)
+    assert f"document.getElementById({orjson.dumps(ELEMENT_PREFIX + rec.id).decode()})" in close_code(rec.id, words)

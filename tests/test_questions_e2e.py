@@ -7,13 +7,16 @@ run, and a question the Gateway expires on its own clock (virtual time)."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import trio
 
 from owc import ids
 from owc.registry import WriterRegistry
-from owc.render import ask_card
-from owc.sim.script import ASK_QUESTIONS
+from owc.render import ask_card, output_text
+from owc.rules.lifecycle import State
+from owc.sim.script import ASK_QUESTIONS, ASK_REPLY_PREFIX
 
 from harness import USER, open_env
 
@@ -57,15 +60,19 @@ async def test_an_agent_turn_asks_is_answered_and_goes_on_in_its_one_message(tmp
 
 
 async def test_a_persons_reply_that_asks_shows_the_card_live_and_after(tmp_path, clock) -> None:
-    """The default model answers ``ASK_USER`` by asking and then quoting what it was told: the reply streamed
-    live holds the same card the finalize keeps."""
+    """The default model answers ``ASK_USER`` by asking and then quoting what it was told. The reply streamed live
+    holds the card, dismissed; after Open WebUI's end-of-stream save and the handover, the finalized message holds
+    the same card and the model's words after it."""
     async with open_env(tmp_path) as env:
-        chat_id, key = await env.chat()
+        chat_id, m = str(uuid.uuid4()), "m-reply"
+        key = ids.session_key("main", USER, chat_id)
+        stub = {"id": m, "parentId": "u1", "childrenIds": [], "role": "assistant", "content": "", "done": False}
+        asked = {"id": "u1", "parentId": None, "childrenIds": [m], "role": "user", "content": "ASK_USER_1 where?"}
+        body = {"id": chat_id, "title": "t", "history": {"currentId": m, "messages": {"u1": asked, m: stub}}}
+        await env.store.create_chat(chat_id, USER, chat=body)
         keeper = await env.connect()
-        runtime = env.runtimes["A"]
-        m = "m-reply"
         run_id = ids.input_run_id(chat_id, m, "t1")
-        turn = await runtime.user_turn(key, run_id, "ASK_USER_1 where?")
+        turn = await env.runtimes["A"].user_turn(key, run_id, "ASK_USER_1 where?")
         async with trio.open_nursery() as nursery:
 
             async def person() -> None:
@@ -78,10 +85,15 @@ async def test_a_persons_reply_that_asks_shows_the_card_live_and_after(tmp_path,
             while not (step := await turn.next_output(shown)).over:
                 shown = step.output
             shown = step.output
-        live = [(i["name"]) for i in shown if i.get("type") == "function_call"]
-        assert live == [ask_card.NAME]
-        results = [i for i in shown if i.get("type") == "function_call_output"]
-        assert results and results[0]["output"][0]["text"] == ask_card.DISMISSED
+        live = cards({"output": shown})
+        assert live == [(ask_card.NAME, ask_card.DISMISSED)]
+        await env.store.write(chat_id, m, content=output_text(shown), output=shown, done=True)
+        turn.request_ended()
+        await keeper.until(lambda: turn.run.life.state is State.DONE)
+        await env.settled()
+        saved = (await env.messages(chat_id))[m]
+        assert cards(saved) == live  # the card the tab was shown is the one kept
+        assert saved["content"].startswith(ASK_REPLY_PREFIX + "The question was cancelled")
 
 
 @pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer

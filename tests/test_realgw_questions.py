@@ -126,8 +126,9 @@ async def test_stop_while_a_question_waits_stops_the_run_and_closes_the_dialog(r
     assert asker.closed()[0].status == "cancelled"  # the Gateway cancels the question of an aborted run
     assert message["done"] is True
     assert ASK_REPLY_PREFIX not in message["content"]  # the run did not go on
-    names = [name for name, _ in _cards(message["output"])]
-    assert names == [ask_card.NAME]
+    # The transcript keeps the call without a result (measured); the tab was shown the run's "Aborted", which
+    # the card says in words, and the finalize keeps it (never less than was shown).
+    assert _cards(message["output"]) == [(ask_card.NAME, ask_card.STOPPED)]
 
 
 async def test_an_agent_turn_that_asks_is_shown_and_answered_in_its_chat(real_gateway, tmp_path: Path) -> None:

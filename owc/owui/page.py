@@ -302,9 +302,9 @@ def _record_stops(page: _Page) -> Callable[[], None]:
     return undo
 
 
-def _sender(headers: dict[bytes, bytes], decode_token: Callable[[str], Any]) -> str | None:
-    """The user whose session token the request carries (as Open WebUI reads it: the bearer, else the ``token``
-    cookie), checked with Open WebUI's own secret; None for an API key, no token or a bad one."""
+def _session_token(headers: dict[bytes, bytes]) -> str | None:
+    """The session token a request carries, as Open WebUI reads it (the bearer, else the ``token`` cookie); None
+    for none or an API key."""
     token = ""
     auth = headers.get(b"authorization", b"").decode("latin-1")
     if auth[:7].lower() == "bearer ":
@@ -315,6 +315,15 @@ def _sender(headers: dict[bytes, bytes], decode_token: Callable[[str], Any]) -> 
             if name == "token":
                 token = value.strip()
     if not token or token.startswith("sk-"):
+        return None
+    return token
+
+
+def _sender(headers: dict[bytes, bytes], decode_token: Callable[[str], Any]) -> str | None:
+    """The user whose session token the request carries, checked with Open WebUI's own secret; None for an API key,
+    no token or a bad one. (A stop's record is a hint read by its own cancel: the signature is enough there.)"""
+    token = _session_token(headers)
+    if token is None:
         return None
     decoded = decode_token(token)
     user_id = decoded.get("id") if isinstance(decoded, dict) else None
@@ -348,9 +357,25 @@ async def _record(page: _Page, scope: Any, decode_token: Callable[[str], Any]) -
 
 def _answer_questions(page: _Page) -> Callable[[], None]:
     """The route the Gateway's question dialogs post their answers to (``owc.owui.questions``)."""
-    from open_webui.utils.auth import decode_token
+    # An answer decides for a person, so the token is checked as Open WebUI checks its own API's: signature, session
+    # stamp (a changed password), revocation (a sign-out), the token's type, the user still existing and verified.
+    from open_webui.utils.auth import get_verified_user_by_token
+    from starlette.exceptions import HTTPException
 
-    route = questions.answer_route(decode_token, _sender)
+    async def verified(headers: dict[bytes, bytes]) -> str | None:
+        token = _session_token(headers)
+        if token is None:
+            return None
+        try:
+            user = await get_verified_user_by_token(token, getattr(page.app.state, "redis", None))
+        except HTTPException as exc:  # Open WebUI's own refusal of the token (its words name no fix for a person)
+            if exc.status_code in (401, 403):
+                return None
+            raise
+        user_id = getattr(user, "id", None)
+        return user_id if isinstance(user_id, str) else None
+
+    route = questions.answer_route(verified)
     page.app.router.routes.insert(0, route)  # before the single-page app's mount, which takes every other path
 
     def undo() -> None:

@@ -1,26 +1,50 @@
-// owc: the Gateway's question as a dialog (owc/owui/question_dialog.py fills __DATA__, __PATH__, __PREFIX__).
-// Single select: radio buttons; multi select: check boxes; "Other": a text field (a password field for a secret
-// question); Escape or "Dismiss" cancels the question; "Send" posts the answers. A refused answer keeps the
-// dialog open with the server's line under the buttons.
+// owc: the Gateway's question as a dialog (owc/owui/question_dialog.py fills __DATA__, __PATH__, __PREFIX__ in one
+// pass). Single select: radio buttons; multi select: check boxes; "Other": a text field (a password field for a
+// secret question); Escape inside the panel or "Dismiss" cancels the question; "Send" posts the answers. A refused
+// answer keeps the panel open with the server's line under the buttons, unless the question has ended (409) or is
+// not this person's (403): then the panel goes, saying why. The panel belongs to its chat: it goes when the page
+// shows another chat (Open WebUI then drops that chat's events, its close included), and comes back with the
+// chat (owc shows what waits when a tab opens a chat).
 const q = __DATA__;
 const prefix = __PREFIX__;
 const elId = prefix + q.id;
-if (document.getElementById(elId)) return {shown: false};
+const chatPath = '/c/' + q.chat;
+if (document.getElementById(elId) || (q.chat && location.pathname !== chatPath)) return {shown: false};
 const mk = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
-// A panel above the composer, not a modal over the page: the reply stays readable and the Stop button (and Open
-// WebUI's own Escape, from outside the panel) stays reachable while the question waits.
+// Leaving the chat: Open WebUI's router moves with history.pushState / replaceState (and popstate on Back). One
+// wrapper per page tells every panel; each removes itself when the page is no longer on its chat.
+if (!window.__owcNavigation) {
+  window.__owcNavigation = true;
+  const tell = () => window.dispatchEvent(new Event('owc:navigated'));
+  for (const name of ['pushState', 'replaceState']) {
+    const original = history[name];
+    history[name] = function () { const out = original.apply(this, arguments); tell(); return out; };
+  }
+  window.addEventListener('popstate', tell);
+}
+// The panels share one column above the composer, not a modal over the page: the reply stays readable and the Stop
+// button (and Open WebUI's own Escape, from outside a panel) stays reachable while a question waits.
+let column = document.getElementById('owc-questions');
+if (!column) {
+  column = mk('div', '');
+  column.id = 'owc-questions';
+  Object.assign(column.style, {position: 'fixed', left: '50%', transform: 'translateX(-50%)', bottom: '120px',
+    width: 'min(32rem, calc(100% - 2rem))', zIndex: '60', display: 'flex', flexDirection: 'column', gap: '8px',
+    maxHeight: '70vh', overflowY: 'auto'});
+  document.body.appendChild(column);
+}
 const root = mk('div', '');
 root.id = elId;
 root.setAttribute('role', 'dialog');
 root.setAttribute('aria-modal', 'false');
 root.setAttribute('aria-label', 'A question from the agent');
 root.dataset.owcQuestion = q.id;
-Object.assign(root.style, {position: 'fixed', left: '50%', transform: 'translateX(-50%)', bottom: '120px',
-  width: 'min(32rem, calc(100% - 2rem))', zIndex: '60'});
-const others = document.querySelectorAll('[data-owc-question]').length;  // several waiting: stacked, newest on top
-if (others) root.style.bottom = (120 + 16 * others) + 'px';
+root.dataset.owcChat = q.chat;
+const leave = () => {
+  if (location.pathname !== chatPath) { root.remove(); window.removeEventListener('owc:navigated', leave); }
+};
+window.addEventListener('owc:navigated', leave);
 const box = mk('div', 'rounded-2xl bg-white dark:bg-gray-900 text-gray-900 dark:text-gray-100 shadow-lg border border-gray-100 dark:border-gray-800 p-5');
-Object.assign(box.style, {maxHeight: '60vh', overflowY: 'auto'});
 root.appendChild(box);
 box.appendChild(mk('div', 'text-lg font-medium mb-1', (q.agent ? q.agent + ' asks' : 'The agent asks')));
 if (q.expiresAtMs) {
@@ -85,6 +109,13 @@ const post = async (body) => {
     let said = {};
     try { said = await res.json(); } catch (e) { said = {}; }
     if (res.ok) { root.dataset.closedBy = 'me'; root.remove(); return; }
+    if (res.status === 409 || res.status === 403) {
+      // Ended (answered in another tab, dismissed, expired) or not this person's: nothing here can change that.
+      box.replaceChildren(mk('div', 'text-sm text-gray-600 dark:text-gray-300', said.detail || 'This question is closed.'));
+      root.dataset.closedBy = 'server';
+      setTimeout(() => root.remove(), 4000);  // the page's own: how long the line stays readable, nothing of the run's
+      return;
+    }
     note.textContent = said.detail || ('The answer was not taken (' + res.status + ').');
   } catch (e) {
     note.textContent = 'The answer could not be sent: ' + e;
@@ -107,7 +138,9 @@ send.addEventListener('click', () => {
   }
   post({answers});
 });
-document.body.appendChild(root);
+column.appendChild(root);
+// Focus the question only when nothing else has it: a person typing in the composer keeps their keys.
+const active = document.activeElement;
 const first = root.querySelector('input');
-if (first) first.focus();
+if (first && (!active || active === document.body)) first.focus();
 return {shown: true};

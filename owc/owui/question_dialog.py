@@ -19,6 +19,7 @@ a modal: the reply stays readable and Stop stays reachable while the question wa
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
 from typing import Any
 
@@ -69,19 +70,26 @@ def record_data(record: QuestionRecord, agent: str | None = None) -> dict[str, A
     }
 
 
-def open_code(record: QuestionRecord, agent: str | None = None) -> str:
-    """The ``execute`` code that opens ``record``'s dialog (nothing if this page shows it already)."""
-    return (
-        _OPEN.replace("__DATA__", _json(record_data(record, agent)))
-        .replace("__PATH__", _json(ANSWER_PATH))
-        .replace("__PREFIX__", _json(ELEMENT_PREFIX))
-    )
+def open_code(record: QuestionRecord, chat_id: str = "", agent: str | None = None) -> str:
+    """The ``execute`` code that opens ``record``'s dialog in a page showing chat ``chat_id`` (nothing if the page
+    shows it already, or shows another chat)."""
+    data = {**record_data(record, agent), "chat": chat_id}
+    return _fill(_OPEN, {"DATA": _json(data), "PATH": _json(ANSWER_PATH), "PREFIX": _json(ELEMENT_PREFIX)})
 
 
 def close_code(question_id: str, line: str) -> str:
-    """The ``execute`` code that closes the dialog of ``question_id`` in this page, if it shows it; ``line`` (what
-    became of it) is shown for a moment in Open WebUI's own toast if the page has one, else nothing."""
-    return _CLOSE.replace("__ID__", _json(ELEMENT_PREFIX + question_id)).replace("__LINE__", _json(line))
+    """The ``execute`` code that closes the dialog of ``question_id`` in this page, if it shows it. It returns
+    ``line`` (what became of the question) with whether it closed one: for the record of the call, not shown."""
+    return _fill(_CLOSE, {"ID": _json(ELEMENT_PREFIX + question_id), "LINE": _json(line)})
+
+
+_PLACEHOLDER = re.compile(r"__([A-Z]+)__")
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    """``template`` with each ``__NAME__`` replaced in one pass: a value (the model's words) that holds a
+    placeholder's name is never filled again (it once broke the dialog's code: a question saying ``__PREFIX__``)."""
+    return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), template)
 
 
 _CLOSE = """

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -44,7 +45,7 @@ class OwuiAsker:
         self._host = host
 
     async def show(self, chat_id: str, user_id: str, record: QuestionRecord, *, session: str | None = None) -> int:
-        return await self._host.run_in_asyncio(_send, chat_id, user_id, open_code(record), session)
+        return await self._host.run_in_asyncio(_send, chat_id, user_id, open_code(record, chat_id), session)
 
     async def close(self, chat_id: str, user_id: str, question_id: str, status: str) -> int:
         return await self._host.run_in_asyncio(
@@ -126,24 +127,27 @@ def _desk() -> tuple[trio_host.TrioHost, QuestionDesk]:
     return host, desk
 
 
-def answer_route(decode_token: Callable[[str], Any], sender: Callable[..., str | None]) -> Any:
+def answer_route(verified: Callable[[dict[bytes, bytes]], Awaitable[str | None]]) -> Any:
     """The route the dialog posts to: ``{"answers": {<question id>: [values]}}`` or ``{"cancel": true}``, with the
-    page's session token. Answers ``{"status"}`` (200) or ``{"detail": <one line>}`` (400 a bad body or answer,
-    401 no session, 403 not the chat's owner, 409 the question ended, 503 owc or the Gateway not reachable)."""
+    page's session token (``verified``: the user it names, as Open WebUI's own API checks it, or None). Answers
+    ``{"status"}`` (200) or ``{"detail": <one line>}`` (400 a bad body or answer, 401 no valid session, 403 not
+    the chat's owner, 409 the question ended, 503 owc or the Gateway not reachable)."""
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
     async def answer(request: Request) -> JSONResponse:
         headers = {k.lower(): v for k, v in request.scope.get("headers", ())}
-        user_id = sender(headers, decode_token)
-        if user_id is None:
-            return JSONResponse({"detail": "Sign in to Open WebUI to answer."}, status_code=401)
-        question_id = request.path_params.get("question_id", "")
-        body = await request.body()
-        parsed = parse_body(body)
+        if not headers.get(b"authorization") and b"token=" not in headers.get(b"cookie", b""):
+            return JSONResponse({"detail": SIGN_IN}, status_code=401)
+        body = await _bounded_body(request)
+        parsed = parse_body(body) if body is not None else "The answer is too large."
         if isinstance(parsed, str):
             return JSONResponse({"detail": parsed}, status_code=400)
+        user_id = await verified(headers)
+        if user_id is None:
+            return JSONResponse({"detail": SIGN_IN}, status_code=401)
+        question_id = request.path_params.get("question_id", "")
         try:
             host, desk = _desk()
             outcome = await host.run_in_trio(desk.answer, user_id, question_id, parsed)
@@ -152,7 +156,7 @@ def answer_route(decode_token: Callable[[str], Any], sender: Callable[..., str |
         # One line a person's answer (never its words): which process took it, and what became of it.
         log.info(
             "owui.question_answer id=%s status=%s code=%d pid=%d",
-            question_id[:80],
+            _printable(question_id),
             outcome.status,
             outcome.code,
             os.getpid(),
@@ -164,10 +168,27 @@ def answer_route(decode_token: Callable[[str], Any], sender: Callable[..., str |
     return Route(ROUTE, answer, methods=["POST"], name="owc-question-answer")
 
 
+SIGN_IN = "Sign in to Open WebUI to answer."
+
+
+async def _bounded_body(request: Any) -> bytes | None:
+    """The request's body, or None past ``MAX_BODY`` (read no further: a larger body is not a person's answer)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _printable(text: str) -> str:
+    """An id from a URL as a log shows it: at most 80 characters, nothing but letters, digits and ``_-.``."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "?", text[:80])
+
+
 def parse_body(body: bytes) -> dict[str, list[str]] | str | None:
     """The answers a request carries (``None``: a dismissal), or the one line saying what is wrong with it."""
-    if len(body) > MAX_BODY:
-        return "The answer is too large."
     try:
         data = orjson.loads(body or b"{}")
     except orjson.JSONDecodeError:

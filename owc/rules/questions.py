@@ -61,8 +61,18 @@ def place(record: QuestionRecord) -> tuple[str, str] | None:
 @attrs.define
 class QuestionBook:
     pending: dict[str, Asked] = attrs.field(factory=dict)
+    #: While a ``question.list`` is on its way (``list_started`` to ``listed``): what the live events said of each
+    #: question meanwhile. The list is a snapshot taken somewhere in that window; an event read before its answer
+    #: may be newer than it, so what an event said wins over the list (a question raised right after the snapshot is
+    #: not closed as gone; one resolved right after it is not shown again).
+    since_list: dict[str, str] | None = None
+
+    def list_started(self) -> None:
+        self.since_list = {}
 
     def requested(self, record: QuestionRecord) -> tuple[Effect, ...]:
+        if self.since_list is not None:
+            self.since_list[record.id] = "requested"
         where = place(record)
         if where is None or record.status != "pending":
             return ()
@@ -70,6 +80,8 @@ class QuestionBook:
         return (Show(where[0], where[1], record),)
 
     def resolved(self, question_id: str, status: str) -> tuple[Effect, ...]:
+        if self.since_list is not None:
+            self.since_list[question_id] = "resolved"
         asked = self.pending.pop(question_id, None)
         if asked is None:
             return ()
@@ -78,12 +90,14 @@ class QuestionBook:
     def listed(self, records: Iterable[QuestionRecord]) -> tuple[Effect, ...]:
         """The Gateway's pending questions at a hello: each is shown (again: the page keeps one dialog a question),
         and a question held here that the list lacks is closed (``GONE``)."""
+        since, self.since_list = self.since_list or {}, None
         effects: list[Effect] = []
         seen: set[str] = set()
         for record in records:
             seen.add(record.id)
-            effects.extend(self.requested(record))
-        for qid in [q for q in self.pending if q not in seen]:
+            if since.get(record.id) != "resolved":
+                effects.extend(self.requested(record))
+        for qid in [q for q in self.pending if q not in seen and since.get(q) != "requested"]:
             effects.extend(self.resolved(qid, GONE))
         return tuple(effects)
 

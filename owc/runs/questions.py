@@ -121,10 +121,12 @@ class QuestionDesk:
     async def on_hello(self, request: Request) -> None:
         """What waits at the Gateway now (events are not replayed): shown again (one dialog each in the page),
         and any the book held that the Gateway no longer lists (it restarted; it ended while owc was away) closed."""
+        self.book.list_started()
         try:
             result = await request("question.list", {})
             records, bad = parse_list(result)
         except (GatewayError, ProtocolError) as exc:
+            self.book.since_list = None
             if isinstance(exc, RequestError) and exc.code == "FORBIDDEN" and self._refused_logged:
                 return
             self._refused_logged = self._refused_logged or (isinstance(exc, RequestError) and exc.code == "FORBIDDEN")
@@ -169,9 +171,13 @@ class QuestionDesk:
         except GatewayError as exc:
             log.warning("questions.answer_unsent id=%s: %s", question_id, exc)
             return AnswerOutcome(False, "unreachable", _UNREACHABLE, 503)
-        status = result.get("status") if isinstance(result, dict) else None
+        said = result.get("status") if isinstance(result, dict) else None
+        status = str(said or ("cancelled" if answers is None else "answered"))
         log.info("questions.answered id=%s chat=%s status=%s", question_id, asked.chat_id, status)
-        return AnswerOutcome(True, str(status or ("cancelled" if answers is None else "answered")))
+        # The Gateway's answer is final: the dialogs close now, and a tab opened before its ``question.resolved``
+        # (which may come seconds later, measured) is not shown the question again.
+        self._queue(self.book.resolved(question_id, status))
+        return AnswerOutcome(True, status)
 
 
 _UNREACHABLE = "The Gateway is not reachable right now: your answer was not sent. It still waits; try again shortly."

@@ -87,6 +87,7 @@ out["question_answers"] = [
         client.post(QUESTION, headers=bearer, json={"answers": {"a": "x"}}),
         client.post(QUESTION, headers=bearer, json={"answers": {"a": ["x"]}}),
         client.post(QUESTION, headers={"Cookie": f"token={token}"}, json={"cancel": True}),
+        client.post(QUESTION, headers=bearer, content=b'{"answers": {"a": ["' + b"x" * 70_000 + b'"]}}'),
     )
 ]
 out["records"] = [[r.kind.value, r.user_id] for r in asyncio.run(book.records("chat-1"))]
