@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     _gateway_arguments(run)
     run.add_argument("--db", required=True, help="Open WebUI's database URL")
     run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
+    run.add_argument(
+        "--no-usage-line",
+        dest="usage_line",
+        action="store_false",
+        help="no status line with the context used and the rate limits after each reply",
+    )
 
     doctor = sub.add_parser(
         "doctor",
@@ -580,7 +586,10 @@ async def _run_bridge(args: argparse.Namespace) -> int:
     token, source = _gateway_token(args)
     await trio.to_thread.run_sync(_check_database, args.db)
     config = RuntimeConfig(
-        url=url, token=token, gateway=_gateway_config(args, instance_id=args.instance, token_source=source)
+        url=url,
+        token=token,
+        gateway=_gateway_config(args, instance_id=args.instance, token_source=source),
+        usage_line=args.usage_line,
     )
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, _database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:

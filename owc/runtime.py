@@ -48,6 +48,8 @@ class RuntimeConfig:
     registry: WriterRegistry = WRITERS
     strict: bool = False
     reconcile_limit: int = RECONCILE_LIMIT
+    #: The usage line after each finished reply (``owc.render.usage``).
+    usage_line: bool = True
 
 
 log = logging.getLogger("owc.runs")
@@ -237,6 +239,7 @@ async def open_runtime(
             strict=config.strict,
             reconcile_limit=config.reconcile_limit,
             questions=questions,
+            usage_line=config.usage_line,
         )
         client = GatewayClient(config.url, config.token, keeper, config.gateway)
         questions.request = client.request

@@ -305,3 +305,36 @@ def test_two_instances_show_the_question_in_each_tab_and_an_answer_in_b_closes_i
     answered_by = pids(log_lines(second, "owui.question_answer ") + log_lines(first, "owui.question_answer "))
     b_pids = pids(log_lines(second, "owui.page_patched"))
     assert answered_by and answered_by <= b_pids, (answered_by, b_pids)  # the answer went through B's own owc
+
+
+# ---------------------------------------------------------------------------------------------- the usage line
+# (issue 28, here to share this module's server: one more Open WebUI boot would cost the tier half a minute)
+
+
+def test_the_usage_line_shows_under_a_finished_reply_and_stays_after_a_reload(deployment, browser) -> None:
+    from owc.sim.model import PROVIDER
+
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    chat_id, key = new_chat(admin)
+    page = open_page(browser, deployment, chat_id)
+
+    def usage() -> None:
+        sim.rpc.session_usage[key] = {"totalTokens": 115_000, "totalTokensFresh": True, "contextTokens": 1_000_000}
+        sim.rpc.usage_providers[:] = [
+            {"provider": PROVIDER, "windows": [{"label": "5h", "usedPercent": 24, "resetAt": sim.now_ms() + 1_320_000}]}
+        ]
+
+    call(token, usage)
+    call(token, lambda: sim.start_run(key, "u-usage").text("All checks passed.").end())
+    combined = "115k / 1.0m (11.5%) context · 5h 76% left"
+    page.wait_for_text(combined, timeout_ms=MS)  # the line a person sees under the reply, live
+    page.screenshot("u-usage-line")
+    page.page.reload(wait_until="load")
+    page.wait_for_text(combined, timeout_ms=MS)  # stored with the message
+    message = wait_until(lambda: finished(admin, chat_id, ids.message_id(key, "u-usage")), "the message")
+    assert [e["description"] for e in message["statusHistory"]][-3:] == [
+        "Context 115k / 1.0m (11.5%)",
+        "5h 76% left, resets in 22m",
+        combined,
+    ]
+    call(token, lambda: sim.rpc.usage_providers.clear())

@@ -23,6 +23,7 @@ from owc.render.status import (
     Started,
     StatusLines,
     Stopped,
+    Told,
     Tools,
     Waiting,
     open_line,
@@ -44,6 +45,7 @@ INPUTS: dict[str, Any] = {
     "Resumed.owc": Resumed(RESUME_RUN),
     "Stopped": Stopped(),
     "Ended": Ended(),
+    "Told": Told(("Context 10 / 128k (0.0%)",)),
 }
 #: The line each state starts from (a fresh machine with that line open).
 OPEN: dict[str, Line | None] = {
@@ -74,6 +76,7 @@ none:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: -
+    Told: =Context 10 / 128k (0.0%)
 tool:
     Queued: -
     Started: -
@@ -88,6 +91,7 @@ tool:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =exec done
+    Told: -
 drop:
     Queued: -
     Started: -
@@ -102,6 +106,7 @@ drop:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =Gateway connection lost
+    Told: -
 queued:
     Queued: -
     Started: =Started after the reply before it
@@ -116,6 +121,7 @@ queued:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =Ended before it started
+    Told: -
 recovery:
     Queued: -
     Started: -
@@ -130,6 +136,7 @@ recovery:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =Not resumed: nobody continued it
+    Told: -
 resume:
     Queued: -
     Started: -
@@ -144,6 +151,7 @@ resume:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =Not resumed: nobody continued it
+    Told: -
 other:
     Queued: -
     Started: -
@@ -158,6 +166,7 @@ other:
     Resumed.owc: =Resumed by owc after the Gateway stopped
     Stopped: =Stopped
     Ended: =Searching the web
+    Told: -
 """
 
 

@@ -70,6 +70,8 @@ class HostSettings:
     pin_sha256: str | None = None
     #: Where the token came from (a valve's or a variable's name, never the value): a refusal's line names it.
     token_source: str = "GATEWAY_TOKEN"
+    #: The usage line after each reply (the USAGE_LINE valve): applies from the next reply, no reconnect.
+    usage_line: bool = True
 
     def gateway_config(self) -> GatewayConfig:
         """The connection's settings. A refusal retrying cannot fix (a wrong token) is held, not raised: owc goes on
@@ -214,6 +216,7 @@ def settings_from(
         ca_file=ca_file,
         pin_sha256=pin,
         token_source=token_source,
+        usage_line=getattr(valves, "USAGE_LINE", True) is not False,
     )
 
 
@@ -241,6 +244,7 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
         url=settings.gateway_url,
         token=settings.token,
         gateway=settings.gateway_config(),
+        usage_line=settings.usage_line,
     )
     try:
         async with open_store(settings.database_url) as store:
@@ -290,6 +294,9 @@ async def apply_changes(host: trio_host.TrioHost, runtime: Runtime, old: HostSet
     the new settings at once (``Runtime.reconfigure``); runs in flight are carried by the ledger, as across any
     reconnect. Open WebUI says "Valves updated successfully" when it saved them; from here they are in force. One
     log line naming the valves (never a value)."""
+    if old.usage_line != new.usage_line:
+        runtime.keeper.usage_line = new.usage_line  # read at each finalize: the next reply follows the valve
+        log.info("owui.settings_applied changed=USAGE_LINE (from the next reply)")
     changed = connection_changes(old, new)
     if not changed:
         return

@@ -139,9 +139,28 @@ class Ended:
     """M is finished (or its writer gave up on it): the open line, if any, is closed."""
 
 
-Input = Queued | Started | Tools | Dropped | Reconnected | Waiting | Resumed | Stopped | Ended
+@attrs.frozen
+class Told:
+    """Lines said once, done at once, that change nothing open: the usage line after a finished reply
+    (``owc.render.usage``)."""
+
+    texts: tuple[str, ...]
+
+
+Input = Queued | Started | Tools | Dropped | Reconnected | Waiting | Resumed | Stopped | Ended | Told
 #: Every input type, for the exhaustive cell-by-cell test.
-INPUT_TYPES: tuple[type, ...] = (Queued, Started, Tools, Dropped, Reconnected, Waiting, Resumed, Stopped, Ended)
+INPUT_TYPES: tuple[type, ...] = (
+    Queued,
+    Started,
+    Tools,
+    Dropped,
+    Reconnected,
+    Waiting,
+    Resumed,
+    Stopped,
+    Ended,
+    Told,
+)
 
 
 def entry(line: Line, *, done: bool) -> dict[str, Any]:
@@ -385,6 +404,17 @@ def _ended(lines: StatusLines, event: Input) -> list[dict[str, Any]]:
 
 
 _on(None, Ended)(_nothing)
+
+
+@_on(None, Told)
+def _told(lines: StatusLines, event: Input) -> list[dict[str, Any]]:
+    assert isinstance(event, Told)
+    return [entry(said(text), done=True) for text in event.texts]
+
+
+# Said only once nothing is open (after the message's end): a done line behind an open one would hide it.
+_on((Kind.TOOL, Kind.DROP, Kind.QUEUED, Kind.RECOVERY, Kind.RESUME, Kind.OTHER), Told)(_nothing)
+
 
 # Kind.OTHER takes what no open line of owc's would: Queued, Started, Reconnected do nothing there (above).
 assert all((kind, event) in _TABLE for kind in _OPEN_KINDS for event in INPUT_TYPES), "a cell without a rule"

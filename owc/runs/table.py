@@ -116,6 +116,7 @@ class RunTable:
             heard_before=self.ledger.heard_before,
             dropped=lambda: self.conn.closed,
             wake=keeper.wake,
+            usage_line=lambda: keeper.usage_line,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -750,9 +751,12 @@ class RunKeeper:
         strict: bool = False,
         reconcile_limit: int = RECONCILE_LIMIT,
         questions: QuestionDesk | None = None,
+        usage_line: bool = True,
     ) -> None:
         self.store = store
         self.emitter = emitter
+        #: The usage line after a finished reply (``owc.render.usage``): on unless a valve or option says no.
+        self.usage_line = usage_line
         #: The Gateway's questions to the tabs (``owc.runs.questions``); its pump is the runtime's to run.
         self.questions = questions if questions is not None else QuestionDesk()
         self.registry = registry

@@ -36,6 +36,7 @@ from owc.render import (
     output_from_transcript,
     output_text,
     reaches_run_start,
+    usage,
 )
 from owc.render import status as lines
 from owc.render.items import count_cards
@@ -148,6 +149,9 @@ class WriterContext:
     #: The runs of a chat changed (``RunKeeper.wake``): said as the writer ends, which no lifecycle input says (a
     #: wait for a run's writer to be done looks again then).
     wake: Callable[[str], None] = lambda chat_id: None
+    #: Whether a finished reply gets its usage line (``owc.render.usage``): read at each finalize (a valve saved
+    #: meanwhile applies to the next reply).
+    usage_line: Callable[[], bool] = lambda: False
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -820,6 +824,24 @@ class _Writer:
         )
         await self._emit({"type": "chat:messages", "data": {"messages": {r.message_id: shown}}})
 
+    async def _usage(self) -> tuple[str, ...]:
+        """The usage line for the finished reply (``owc.render.usage``): ``sessions.describe`` and ``usage.status``
+        read once, side by side, bounded by the transport's RPC timeout; a read that fails shows nothing of its
+        part (never something stale). No text of a person's is in it."""
+        r = self.run_
+        got: dict[str, Any] = {}
+
+        async def read(name: str, method: str, params: dict[str, Any]) -> None:
+            try:
+                got[name] = await self.ctx.request(method, params)
+            except (GatewayError, ProtocolError) as exc:
+                log.info("runs.usage_unread run=%s method=%s: %s", r.run_id, method, exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read, "describe", "sessions.describe", {"key": r.session_key})
+            nursery.start_soon(read, "status", "usage.status", {})
+        return usage.lines(usage.usage_of(got.get("describe"), got.get("status"), r.run_id))
+
     async def _finalize(self, *, unless_done: bool) -> None:
         r, ctx = self.run_, self.ctx
         if (r.life.stop or isinstance(self.handle.ended_by, Stop)) and r.life.terminal is None and not self.aborted:
@@ -898,6 +920,10 @@ class _Writer:
         stopped = r.life.stop or isinstance(self.handle.ended_by, Stop)
         if not r.status.ended:  # a finalize tried again after the database refused says its end once
             r.status.apply(lines.Stopped() if stopped else lines.Ended())
+            if not stopped and ctx.usage_line():
+                told = await self._usage()
+                if told:
+                    r.status.apply(lines.Told(told))
         status = r.status.take()
         # Shielded: a started final write completes even if the connection closes meanwhile (one short
         # transaction, bounded by the busy wait), and its result is reported before anything can cancel.

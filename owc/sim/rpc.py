@@ -30,6 +30,7 @@ METHOD_SCOPES = {
     "sessions.subscribe": READ,
     "sessions.list": READ,
     "sessions.describe": READ,
+    "usage.status": READ,
     "sessions.messages.subscribe": READ,
     "sessions.messages.unsubscribe": READ,
     "chat.history": READ,
@@ -342,6 +343,11 @@ class Rpc:
         self._fanout = fanout
         self._driver = driver
         self._questions = questions
+        #: What ``sessions.describe`` adds to a session's row (the usage fields a real run leaves: ``totalTokens``,
+        #: ``totalTokensFresh``, ``contextTokens``, ``goal``...), by key; none unless a test sets them.
+        self.session_usage: dict[str, dict[str, Any]] = {}
+        #: ``usage.status``'s providers (offline, the real Gateway has none).
+        self.usage_providers: list[dict[str, Any]] = []
         self.requests = requests
         self.responder = responder
         self._max_payload = max_payload
@@ -360,6 +366,7 @@ class Rpc:
             "sessions.subscribe": self._sessions_subscribe,
             "sessions.list": self._sessions_list,
             "sessions.describe": self._sessions_describe,
+            "usage.status": self._usage_status,
             "sessions.messages.subscribe": self._sessions_messages_subscribe,
             "sessions.messages.unsubscribe": self._sessions_messages_unsubscribe,
             "chat.history": self._chat_history,
@@ -472,7 +479,14 @@ class Rpc:
     def _sessions_describe(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         key = require_str(params, "key")
         session = self._driver.sessions.get(key)
-        return {"session": None if session is None else session.row()}
+        if session is None:
+            return {"session": None}  # measured: an unknown key, or one before its first run, is no error
+        return {"session": {**session.row(), **self.session_usage.get(key, {})}}
+
+    def _usage_status(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """Measured offline: ``{updatedAt, providers: []}``; a test puts providers in ``usage_providers`` (the
+        schema read in the dist: ``{provider, displayName, windows: [{label, usedPercent, resetAt?}], summary?}``)."""
+        return {"updatedAt": self._now_ms(), "providers": [dict(p) for p in self.usage_providers]}
 
     def _sessions_messages_subscribe(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         key = require_str(params, "key")

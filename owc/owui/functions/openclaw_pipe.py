@@ -55,6 +55,11 @@ class Pipe:
         MAX_MODELS: int = Field(
             default=30, description="At most this many Gateway models, without a whitelist (1-100). Default: 30"
         )
+        USAGE_LINE: bool = Field(
+            default=True,
+            description="After each reply, a status line with the context used, the provider's rate limits and"
+            " the agent's goal, as the Gateway reports them. Default: on",
+        )
 
     def __init__(self):
         self.valves = self.Valves()
