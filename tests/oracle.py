@@ -95,6 +95,17 @@ SEAMS = {
 _SENTINEL_WORDS = ("NO_REPLY", "ANNOUNCE_SKIP", "REPLY_SKIP", "HEARTBEAT_OK")
 
 
+def cards(output: list[dict[str, Any]] | None) -> list[tuple[str, str | None]]:
+    """A message's tool cards as a person reads them: each card's name and its result's text (None: no result)."""
+    output = output or []
+    results = {
+        i["call_id"]: "".join(p.get("text", "") for p in i["output"])
+        for i in output
+        if i.get("type") == "function_call_output"
+    }
+    return [(i["name"], results.get(i["call_id"])) for i in output if i.get("type") == "function_call"]
+
+
 def expected_message_id(key: str, run_id: str) -> str | None:
     if run_id.startswith("owui-action-"):
         return None

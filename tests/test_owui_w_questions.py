@@ -43,6 +43,7 @@ from owc import ids
 from owc.render import ask_card
 from owc.sim.script import ASK_QUESTIONS, ASK_REPLY_PREFIX
 
+from oracle import cards
 from owui.simthread import call
 
 pytestmark = [pytest.mark.owuiserver, pytest.mark.timeout(1800)]
@@ -126,16 +127,6 @@ def settled(sim: Any, token: Any, run_id: str) -> Any:
     )
 
 
-def cards(message: dict[str, Any]) -> list[tuple[str, str | None]]:
-    output = message.get("output") or []
-    results = {
-        i["call_id"]: "".join(p.get("text", "") for p in i["output"])
-        for i in output
-        if i.get("type") == "function_call_output"
-    }
-    return [(i["name"], results.get(i["call_id"])) for i in output if i.get("type") == "function_call"]
-
-
 def the_reply(admin: Any, chat_id: str) -> dict[str, Any] | None:
     """The chat's one assistant reply once finished (None until then); two replies fail the test."""
     replies = assistant_messages(admin, chat_id)
@@ -187,7 +178,9 @@ def test_a_question_in_a_persons_reply_is_answered_in_a_second_tab_and_closes_in
     first.screenshot("q-answered-first-tab")
     reply = wait_until(lambda: the_reply(admin, chat_id), "the reply")
     assert reply["content"].startswith(ASK_REPLY_PREFIX + "Target: Production\nFeatures: Logging, Metrics, Audit trail")
-    assert cards(reply) == [(ask_card.NAME, "Answered:\nTarget: Production\nFeatures: Logging, Metrics, Audit trail")]
+    assert cards(reply.get("output")) == [
+        (ask_card.NAME, "Answered:\nTarget: Production\nFeatures: Logging, Metrics, Audit trail")
+    ]
 
 
 def test_an_agent_turn_asks_the_reloaded_tab_shows_it_and_escape_dismisses_it(deployment, browser) -> None:
@@ -215,7 +208,7 @@ def test_an_agent_turn_asks_the_reloaded_tab_shows_it_and_escape_dismisses_it(de
     assert list(assistant_messages(admin, chat_id)) == [message_id]  # one message for the run, question and all
     assert message["content"].startswith("Before I go on:")
     assert message["content"].rstrip().endswith("going on without an answer.")
-    assert cards(message) == [(ask_card.NAME, ask_card.DISMISSED)]
+    assert cards(message.get("output")) == [(ask_card.NAME, ask_card.DISMISSED)]
     card = page.page.locator("text=Ask User >> visible=true").first  # the card, as the tab shows it
     card.click()  # unfolded, it says what became of the question
     page.page.locator("text=Dismissed: nobody answered >> visible=true").first.wait_for(timeout=MS)
@@ -301,7 +294,7 @@ def test_two_instances_show_the_question_in_each_tab_and_an_answer_in_b_closes_i
         assert answered.status == "answered" and answered.answers == {"deploy_target": ["Canary first"]}
         call(token, lambda: run.text(" Done.").end())
         message = wait_until(lambda: finished(admin, chat_id, ids.message_id(key, "q-instances")), "the message")
-        assert cards(message) == [(ask_card.NAME, "Answered:\nTarget: Canary first")]
+        assert cards(message.get("output")) == [(ask_card.NAME, "Answered:\nTarget: Canary first")]
     answered_by = pids(log_lines(second, "owui.question_answer ") + log_lines(first, "owui.question_answer "))
     b_pids = pids(log_lines(second, "owui.page_patched"))
     assert answered_by and answered_by <= b_pids, (answered_by, b_pids)  # the answer went through B's own owc

@@ -19,16 +19,7 @@ from owc.rules.lifecycle import State
 from owc.sim.script import ASK_QUESTIONS, ASK_REPLY_PREFIX
 
 from harness import USER, open_env
-
-
-def cards(message: dict) -> list[tuple[str, str | None]]:
-    output = message.get("output") or []
-    results = {
-        i["call_id"]: "".join(p.get("text", "") for p in i["output"])
-        for i in output
-        if i.get("type") == "function_call_output"
-    }
-    return [(i["name"], results.get(i["call_id"])) for i in output if i.get("type") == "function_call"]
+from oracle import cards
 
 
 async def test_an_agent_turn_asks_is_answered_and_goes_on_in_its_one_message(tmp_path, clock, caplog) -> None:
@@ -52,7 +43,7 @@ async def test_an_agent_turn_asks_is_answered_and_goes_on_in_its_one_message(tmp
         m = ids.message_id(key, "ask-1")
         assert set(messages) == {"u1", m}  # one message for the run, question and all
         assert messages[m]["content"] == "One question first.\nDeploying to production."
-        assert cards(messages[m]) == [(ask_card.NAME, "Answered:\nTarget: Production\nFeatures: Metrics")]
+        assert cards(messages[m]["output"]) == [(ask_card.NAME, "Answered:\nTarget: Production\nFeatures: Metrics")]
     # The person's answer is theirs: no owc log line carries it (ids and statuses only).
     owc_lines = [r.getMessage() for r in caplog.records if r.name.startswith("owc")]
     assert any("questions.answered" in line for line in owc_lines)
@@ -85,14 +76,14 @@ async def test_a_persons_reply_that_asks_shows_the_card_live_and_after(tmp_path,
             while not (step := await turn.next_output(shown)).over:
                 shown = step.output
             shown = step.output
-        live = cards({"output": shown})
+        live = cards(shown)
         assert live == [(ask_card.NAME, ask_card.DISMISSED)]
         await env.store.write(chat_id, m, content=output_text(shown), output=shown, done=True)
         turn.request_ended()
         await keeper.until(lambda: turn.run.life.state is State.DONE)
         await env.settled()
         saved = (await env.messages(chat_id))[m]
-        assert cards(saved) == live  # the card the tab was shown is the one kept
+        assert cards(saved["output"]) == live  # the card the tab was shown is the one kept
         assert saved["content"].startswith(ASK_REPLY_PREFIX + "The question was cancelled")
 
 
@@ -134,7 +125,7 @@ async def test_another_owc_process_answers_a_question_whose_run_it_does_not_writ
         messages = await env.messages(chat_id)
         m = ids.message_id(key, "ask-3")
         assert set(messages) == {"u1", m}
-        assert cards(messages[m]) == [(ask_card.NAME, "Answered:\nTarget: Staging (Recommended)")]
+        assert cards(messages[m]["output"]) == [(ask_card.NAME, "Answered:\nTarget: Staging (Recommended)")]
 
 
 @pytest.mark.virtual_seconds(30)  # the Gateway's expiry (its clock, the simulator's), nothing of owc's
@@ -153,7 +144,7 @@ async def test_a_question_nobody_answers_expires_on_the_gateways_clock_only(tmp_
         run.text(" Went on.").end()
         await env.settled()
         m = ids.message_id(key, "ask-4")
-        assert cards((await env.messages(chat_id))[m]) == [(ask_card.NAME, ask_card.EXPIRED)]
+        assert cards((await env.messages(chat_id))[m]["output"]) == [(ask_card.NAME, ask_card.EXPIRED)]
 
 
 async def test_a_question_on_another_users_chat_is_not_answered_by_this_user(tmp_path, clock) -> None:

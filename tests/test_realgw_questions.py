@@ -26,22 +26,13 @@ from owc.rules.lifecycle import State
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
 from owc.store import open_store
 
+from oracle import cards
 from rawclient import raw_client
 from realgw.fake_model import ASK_REPLY_PREFIX, QUESTIONS
 
 pytestmark = pytest.mark.realgateway
 
 WAIT_S = 180  # the first run on a fresh Gateway prepares its workspace for 10-20 s on this machine
-
-
-def _cards(output: list[dict[str, Any]]) -> list[tuple[str, str | None]]:
-    """Each card as (name, its result text or None)."""
-    results = {
-        item["call_id"]: "".join(p.get("text", "") for p in item["output"])
-        for item in output
-        if item.get("type") == "function_call_output"
-    }
-    return [(i["name"], results.get(i["call_id"])) for i in output if i.get("type") == "function_call"]
 
 
 async def _ask(
@@ -109,8 +100,8 @@ async def test_an_answered_question_continues_the_run_in_the_same_message(real_g
     assert message["done"] is True
     # (Tool Search wraps the tool's result in JSON: the model quotes the wrapper, with the tool's own text inside.)
     assert message["content"].startswith(ASK_REPLY_PREFIX) and "Target: Production" in message["content"]
-    assert _cards(message["output"]) == [(ask_card.NAME, "Answered:\nTarget: Production")]
-    assert _cards(shown) == _cards(message["output"])  # the card the tab was shown is the one kept
+    assert cards(message["output"]) == [(ask_card.NAME, "Answered:\nTarget: Production")]
+    assert cards(shown) == cards(message["output"])  # the card the tab was shown is the one kept
 
 
 async def test_a_dismissed_question_says_so_in_the_message(real_gateway, tmp_path: Path) -> None:
@@ -118,7 +109,7 @@ async def test_a_dismissed_question_says_so_in_the_message(real_gateway, tmp_pat
     assert asker.closed()[0].status == "cancelled"
     assert message["done"] is True
     assert message["content"].startswith(ASK_REPLY_PREFIX) and "The question was cancelled" in message["content"]
-    assert _cards(message["output"]) == [(ask_card.NAME, ask_card.DISMISSED)]
+    assert cards(message["output"]) == [(ask_card.NAME, ask_card.DISMISSED)]
 
 
 async def test_stop_while_a_question_waits_stops_the_run_and_closes_the_dialog(real_gateway, tmp_path: Path) -> None:
@@ -128,7 +119,7 @@ async def test_stop_while_a_question_waits_stops_the_run_and_closes_the_dialog(r
     assert ASK_REPLY_PREFIX not in message["content"]  # the run did not go on
     # The transcript keeps the call without a result (measured); the tab was shown the run's "Aborted", which
     # the card says in words, and the finalize keeps it (never less than was shown).
-    assert _cards(message["output"]) == [(ask_card.NAME, ask_card.STOPPED)]
+    assert cards(message["output"]) == [(ask_card.NAME, ask_card.STOPPED)]
 
 
 async def test_an_agent_turn_that_asks_is_shown_and_answered_in_its_chat(real_gateway, tmp_path: Path) -> None:
@@ -165,4 +156,4 @@ async def test_an_agent_turn_that_asks_is_shown_and_answered_in_its_chat(real_ga
     assert list(messages) == [m]  # one message for the run, question and all
     message = messages[m]
     assert message["done"] is True and "Target: Staging (Recommended)" in message["content"]
-    assert _cards(message["output"]) == [(ask_card.NAME, "Answered:\nTarget: Staging (Recommended)")]
+    assert cards(message["output"]) == [(ask_card.NAME, "Answered:\nTarget: Staging (Recommended)")]
