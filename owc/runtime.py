@@ -14,9 +14,11 @@ the next process streams them at once.)
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import attrs
@@ -29,9 +31,11 @@ from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClose
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
 from owc.render.status import StatusLines
+from owc.rules import thinking as levels
 from owc.runs import Ledger, RunKeeper
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
 from owc.runs.questions import QuestionDesk
+from owc.runs.run import Run
 from owc.runs.table import RECONCILE_LIMIT
 from owc.store import TrioChatStore
 from owc.store.store import REFUSALS, refusal_text
@@ -66,6 +70,8 @@ class Runtime:
         self._models: dict[str, object] = {}
         #: The Gateway's models as last listed (``owc.owui.models.GatewayModel``), shown when it cannot answer.
         self.gateway_models: list[Any] = []
+        #: Thinking-level ladders learned from the Gateway's rejections, and the notes each chat has had (issue 28).
+        self.thinking = levels.ThinkingMemory()
 
     @property
     def ledger(self) -> Ledger:
@@ -129,6 +135,7 @@ class Runtime:
         *,
         model: str | object | None = KEEP_MODEL,
         status: StatusLines | None = None,
+        thinking: str | None = None,
         **send: Any,
     ) -> InlineTurn:
         """Send a user's message as run ``run_id`` and stream it inline (``owc/runs/inline.py``). Waits for the
@@ -138,7 +145,9 @@ class Runtime:
         A run still going on the session (an agent turn, the previous reply handed to a writer by "Send now") is
         waited for, on its own end, never steered into: the new run starts after it (case 7). ``model``: the
         Gateway model key to pin the session to first (None: the agent's default), unless it is pinned so.
-        ``status``: the turn's status lines as its request began them (``owc.render.status``)."""
+        ``status``: the turn's status lines as its request began them (``owc.render.status``). ``thinking``: the
+        thinking level the person asked for this turn (``owc.rules.thinking``: checked against the session's model,
+        clamped down, sent as ``chat.send``'s ``thinking``; see ``_thinking_level``)."""
         ref = ids.parse_session_key(session_key)
         await self.keeper.until(
             lambda: not self.keeper.ledger.running_on(session_key), ref.chat_id if ref is not None else None
@@ -151,7 +160,26 @@ class Runtime:
                     raise UserTurnError(f"Your message was not sent: {self.client.limited}")
                 if model is not KEEP_MODEL and self._models.get(session_key, KEEP_MODEL) != model:
                     await self._pin_model(table, session_key, model)
-                return await start_user_turn(self.keeper, table, session_key, run_id, message, status=status, **send)
+                if thinking is None:
+                    return await start_user_turn(
+                        self.keeper, table, session_key, run_id, message, status=status, **send
+                    )
+                clamped, model_key, known, has_row = await self._thinking_level(table, session_key, thinking, model)
+                chat_id = ref.chat_id if ref is not None else session_key
+                retry = None
+                if not known and clamped.level is not None:
+                    retry = partial(self._thinking_retry, session_key, run_id, message, thinking, send, has_row)
+                return await start_user_turn(
+                    self.keeper,
+                    table,
+                    session_key,
+                    run_id,
+                    message,
+                    status=status,
+                    note=self.thinking.note_once(chat_id, model_key, clamped),
+                    retry=retry,
+                    **_with_level(send, clamped.level),
+                )
             refusal = self.client.refusal
             if self.client.held:
                 # A refusal retrying cannot fix (a wrong token), held since: this message is a person's new
@@ -175,6 +203,82 @@ class Runtime:
                 nursery.start_soon(first, self.keeper.changed)
                 nursery.start_soon(first, self.client.wait_backing_off)
                 nursery.start_soon(first, self.client.wait_held)
+
+    async def _thinking_level(
+        self, table: Any, session_key: str, asked: str, model: Any
+    ) -> tuple[levels.Clamp, str | None, bool, bool]:
+        """The level to send for ``asked``, the model it was checked for, whether its ladder was known, and whether
+        the session had a row.
+
+        One ``sessions.describe`` of the chat's session, at each turn that asks for a level (no cache: the session's
+        model may change between turns, from any client; a read per turn is the only staleness-free rule without a
+        clock). A session that has never run has no row (``{"session": null}``, measured): the ladder learned from an
+        earlier rejection for the pinned model is used if there is one, else the level is sent unchecked and a
+        rejection sends the turn again (``_thinking_retry``). owc pins every chat's model before its first turn
+        (``_pin_model``, a ``sessions.patch`` that creates the session), so a chat of owc's own models has a row by
+        now; the unchecked send is left for a chat of another agent's model and a read that failed."""
+        row = None
+        try:
+            payload = await table.conn.request("sessions.describe", {"key": session_key})
+            row = payload.get("session") if isinstance(payload, dict) else None
+        except GatewayError as exc:
+            log.warning("runs.thinking_unread key=%s error=%s (the level is sent unchecked)", session_key, exc)
+        model_key = levels.model_of(row) or (model if isinstance(model, str) else None)
+        if row is None and model_key is None:
+            ref = ids.parse_session_key(session_key)
+            model_key = self.thinking.agent_models.get(ref.agent_id) if ref is not None else None
+        ladder = levels.ladder_of(row) or self.thinking.ladder(model_key)
+        clamped = levels.clamp(asked, ladder, model_key)
+        log.info(
+            "runs.thinking key=%s asked=%s sent=%s model=%s ladder=%s",
+            session_key,
+            clamped.asked or "(not a level)",
+            clamped.level or "(none)",
+            model_key,
+            ",".join(ladder.ids) if ladder is not None else "(unknown)",
+        )
+        return clamped, model_key, ladder is not None, row is not None
+
+    async def _thinking_retry(
+        self,
+        session_key: str,
+        run_id: str,
+        message: str,
+        asked: str,
+        send: dict[str, Any],
+        known_row: bool,
+        rejected: Run,
+        rejection: levels.Rejection,
+    ) -> InlineTurn | None:
+        """The Gateway refused the turn's level (its injected ``final``): learn the model's ladder from it, and
+        send the same message again once, clamped to it, as a new run for the same reply message (the run id
+        carries the same message id with another token). None: it could not be sent (the rejection stays the
+        reply)."""
+        ref = ids.parse_session_key(session_key)
+        self.thinking.learn(rejection, new_session_of=ref.agent_id if ref is not None and not known_row else None)
+        again = levels.clamp(asked, rejection.ladder, rejection.model)
+        if again.level is not None and again.level == rejection.level:
+            again = levels.Clamp(None, again.note, again.asked)  # never the refused level twice
+        table = self.keeper.table
+        if table is None or table.hello is None or table.conn.closed:
+            log.warning("runs.thinking_retry_unsent run=%s (no connection)", run_id)
+            return None
+        retry_id = thinking_retry_run_id(run_id)
+        log.info("runs.thinking_retry run=%s retry=%s sent=%s", run_id, retry_id, again.level or "(none)")
+        try:
+            return await start_user_turn(
+                self.keeper,
+                table,
+                session_key,
+                retry_id,
+                message,
+                status=rejected.status,
+                note=self.thinking.note_once(ref.chat_id if ref else session_key, rejection.model, again),
+                **_with_level(send, again.level),
+            )
+        except UserTurnError as exc:
+            log.warning("runs.thinking_retry_failed run=%s: %s", run_id, exc)
+            return None
 
     async def _pin_model(self, table: Any, session_key: str, model: Any) -> None:
         try:
@@ -223,6 +327,21 @@ class Runtime:
             if conn.closed or self.client.connection is not conn:
                 continue  # it dropped meanwhile: its successor owes a reconcile
             rounds += 1
+
+
+def _with_level(send: dict[str, Any], level: str | None) -> dict[str, Any]:
+    """``chat.send``'s extra params with the thinking level (none: the session's own default)."""
+    return {**send, "thinking": level} if level is not None else dict(send)
+
+
+def thinking_retry_run_id(run_id: str) -> str:
+    """The run id of a turn sent again after its thinking level was refused: the same chat and reply message (the
+    identity rule maps it to the same message), another token (the Gateway would answer the old key "in flight")."""
+    ref = ids.parse_run_id(run_id)
+    token = hashlib.sha256(f"{run_id}:thinking".encode()).hexdigest()[:12]
+    if ref is None:
+        return f"{run_id}-thinking-{token}"
+    return ids.input_run_id(ref.chat_id, ref.message_id, token)
 
 
 @asynccontextmanager

@@ -176,6 +176,9 @@ class Turn:
     files: tuple[Any, ...] = ()
     user: Mapping[str, Any] = attrs.field(factory=dict)
     agent_id: str = DEFAULT_AGENT_ID
+    #: The thinking level asked for this turn (``reasoning_effort``: owc's Filter, or Advanced Params' "Reasoning
+    #: Effort"), as written; None: the session's default. Checked and clamped by ``Runtime.user_turn``.
+    thinking: str | None = None
 
     def in_chat_of(self, owner_key: str) -> Turn:
         """The same turn on the chat's own session key (its owner's: ``Runtime.chat_session_key``)."""
@@ -214,7 +217,20 @@ def _turn_from(
         files=files,
         user=dict(user),
         agent_id=agent,
+        thinking=thinking_of(body),
     )
+
+
+def thinking_of(body: Mapping[str, Any]) -> str | None:
+    """The thinking level the request asks for: ``reasoning_effort`` at the body's top level (Open WebUI puts a
+    chat's or a model's "Reasoning Effort" there before the Filters run, and owc's Filter writes it there), else in
+    ``params`` (a request that skipped that step). None: nothing asked, the session's default is used."""
+    params = body.get("params")
+    nested = params.get("reasoning_effort") if isinstance(params, Mapping) else None
+    for value in (body.get("reasoning_effort"), nested):
+        if isinstance(value, str) and value.strip():
+            return value.strip()[:64]
+    return None
 
 
 def last_user_content(messages: Any) -> Any:
@@ -344,7 +360,16 @@ async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict
             # owc sends it once the run before it has ended (``Runtime.user_turn``): the tab says it waits.
             await said(Queued())
         inline = await host.run_in_trio(
-            partial(runtime.user_turn, turn.session_key, turn.run_id, turn.text, model=turn.model, status=lines, **send)
+            partial(
+                runtime.user_turn,
+                turn.session_key,
+                turn.run_id,
+                turn.text,
+                model=turn.model,
+                status=lines,
+                thinking=turn.thinking,
+                **send,
+            )
         )
     except UserTurnError as exc:
         log.warning("owui.turn_not_sent chat=%s: %s", turn.chat_id, exc)

@@ -16,13 +16,15 @@ finalize path for agent turns and user turns alike.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from owc.gateway import GatewayError
-from owc.render.status import Started, StatusLines, Tools
+from owc.render.status import Started, StatusLines, Told, Tools
 from owc.rules.lifecycle import Handover, Inline, State, Terminal, WriteOutcome, WriteResult
+from owc.rules.thinking import Rejection, rejection_in_final
 from owc.runs.run import HandoverState, Run
 from owc.store import AlreadyThere, StoreError, TakenOver
 
@@ -48,17 +50,33 @@ class Step:
     statuses: tuple[dict[str, Any], ...] = ()
 
 
-class InlineTurn:
-    """One user turn's inline side: the request pulls from it, and tells it when Open WebUI's task has ended."""
+#: Sends the turn again after the Gateway refused its thinking level (issue 28): given the refused run and what the
+#: refusal said, the new run's inline side (same message, another run id), or None when it could not be sent.
+Retry = Callable[[Run, Rejection], Awaitable["InlineTurn | None"]]
 
-    def __init__(self, keeper: InlineKeeper, run: Run) -> None:
+
+class InlineTurn:
+    """One user turn's inline side: the request pulls from it, and tells it when Open WebUI's task has ended.
+
+    ``retry``: the turn asked for a thinking level the Pipe could not check (the session had never run), so a
+    ``final`` that is the Gateway's rejection of it is not the reply: the turn is sent again once (``retry``), and
+    ``run`` becomes the new run, which fills the same message."""
+
+    def __init__(
+        self, keeper: InlineKeeper, run: Run, retry: Retry | None = None, notes: list[str] | None = None
+    ) -> None:
         self.keeper = keeper
         self.run = run
+        self.retry = retry
+        #: Lines to say with the turn once nothing is open above them (the thinking level's note): a done line
+        #: behind an open one ("Queued ...") would hide it (``owc.render.status``).
+        self.notes: list[str] = list(notes or ())
 
     async def next_output(self, shown: list[dict[str, Any]]) -> Step:
         """Until the run's rendering differs from ``shown``, its status lines have something to say, or the request's
         part is over."""
         run = self.run
+        carried: tuple[dict[str, Any], ...] = ()  # lines said before a retry took the run's place
         while True:
             over = run.life.state is not State.INLINE or run.life.ended
             output = run.renderer.output()
@@ -67,12 +85,44 @@ class InlineTurn:
                 # While the request streams the run, it says the run's lines (a writer says them after a handover).
                 if run.standing.heard or output:
                     run.status.apply(Started())  # a turn queued behind the reply before it has begun
+                if self.notes and run.status.open is None:
+                    run.status.apply(Told(tuple(self.notes)))
+                    self.notes = []
                 if not run.life.ended:
                     run.status.apply(Tools(run.renderer.running_tool))
                 statuses = tuple(run.status.take())
+            if over and self.retry is not None and run.life.state is State.INLINE:
+                again = await self._retried(run)
+                if again is not None:
+                    run = self.run = again
+                    carried += statuses
+                    continue
+            statuses = carried + statuses
             if over or output != shown or statuses:
                 return Step(output, over, statuses)
             await run.wait_changed()
+
+    async def _retried(self, run: Run) -> Run | None:
+        """The run ended: if its ``final`` is the Gateway's rejection of the thinking level, it is settled here
+        without a word of it in the message (the request has not shown it), and the turn goes again once, clamped
+        to the levels the rejection named. None: not a rejection, or it could not go again (the rejection is then
+        the reply: the Gateway's own words, which say what the model supports)."""
+        retry, self.retry = self.retry, None
+        terminal = run.renderer.terminal
+        if retry is None or terminal is None or terminal.state != "final":
+            return None
+        rejection = rejection_in_final(terminal.message, terminal.text)
+        table = self.keeper.table
+        if rejection is None or table is None:
+            return None
+        log.info("runs.thinking_rejected run=%s level=%s (sent again)", run.run_id, rejection.level)
+        again = await retry(run, rejection)
+        if again is None:
+            return None
+        self.notes.extend(again.notes)
+        # Settled as written: its message is the new run's, which the request streams and its writer finalizes.
+        table.apply(run, WriteResult(WriteOutcome.WRITTEN))
+        return again.run
 
     def request_ended(self) -> None:
         """Open WebUI's task for the request has ended (whatever ended it): the run goes to a writer."""
@@ -97,10 +147,13 @@ async def start_user_turn(
     message: str,
     *,
     status: StatusLines | None = None,
+    note: str | None = None,
+    retry: Retry | None = None,
     **send: Any,
 ) -> InlineTurn:
     """Open the run ``INLINE``, hold its message for this process, send it. Raises ``UserTurnError``. ``status``: the
-    turn's status lines as the request began them (a turn that waited for the reply before it)."""
+    turn's status lines as the request began them (a turn that waited for the reply before it). ``note``: one line
+    said with the turn, once (the thinking level was clamped). ``retry``: see ``InlineTurn``."""
     ledger = keeper.ledger
     if ledger.get(session_key, run_id) is not None:
         raise UserTurnError("This message is already being answered.")
@@ -132,7 +185,7 @@ async def start_user_turn(
         # handover's writer finalizes M from the transcript.
         run.mark_missed(f"chat.send answered {status!r}: the run ran before")
         table.apply(run, Terminal(f"chat.send {status}"))
-    return InlineTurn(keeper, run)
+    return InlineTurn(keeper, run, retry, [note] if note else [])
 
 
 async def _hold(keeper: InlineKeeper, table: Table, run: Run) -> None:

@@ -212,6 +212,23 @@ def user_message(run_id: str, text: str, now_ms: int, provenance: dict[str, Any]
     return msg
 
 
+def thinking_rejected_message(run_id: str, text: str, now_ms: int) -> dict[str, Any]:
+    """The reply the Gateway writes itself for a ``chat.send`` whose ``thinking`` level the session's model does not
+    support (2026.9.6, measured, ``docs/measured/usage-thinking-2026.9.6.md`` 3.2): the model is not called."""
+    zero = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0}
+    return {
+        "role": "assistant",
+        "content": [{"type": "text", "text": text}],
+        "timestamp": now_ms,
+        "stopReason": "stop",
+        "usage": {**zero, "totalTokens": 0, "cost": {**zero, "total": 0}},
+        "api": "openai-responses",
+        "provider": "openclaw",
+        "model": "gateway-injected",
+        "idempotencyKey": run_id,
+    }
+
+
 def heartbeat_user_message(source: str, now_ms: int) -> dict[str, Any]:
     """A heartbeat-runner turn's stored user message, as 2026.9.6 stores it (read in its SQLite
     ``transcript_events``): the placeholder prompt, internal provenance, ``senderIsOwner: false``, and an

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import orjson
 
 from owc.protocol import ProtocolError, Request, decode_frame
+from owc.rules.thinking import normalize as normalize_level
 from owc.sim import model as m
 from owc.sim import questions as qs
 from owc.sim.delivery import ADMIN, QUESTIONS, READ, WRITE, Fanout, SimConn
@@ -481,7 +482,37 @@ class Rpc:
         session = self._driver.sessions.get(key)
         if session is None:
             return {"session": None}  # measured: an unknown key, or one before its first run, is no error
-        return {"session": {**session.row(), **self.session_usage.get(key, {})}}
+        return {"session": {**session.row(), **self._thinking_row(session), **self.session_usage.get(key, {})}}
+
+    def _model_entry(self, session: Any) -> dict[str, Any] | None:
+        provider, model = (session.model_override if session is not None else None) or (m.PROVIDER, m.MODEL)
+        return next((e for e in self.models if e.get("provider") == provider and e.get("id") == model), None)
+
+    def _thinking_row(self, session: Any) -> dict[str, Any]:
+        """The row's thinking fields for the session's model (measured: ``thinkingLevels`` ``[{id, label}]``,
+        ``thinkingOptions`` the labels, ``thinkingDefault``), from the catalog entry."""
+        entry = self._model_entry(session)
+        levels = copy.deepcopy(entry.get("thinkingLevels", [])) if entry else [{"id": "off", "label": "off"}]
+        return {
+            "thinkingLevels": levels,
+            "thinkingOptions": [level["label"] for level in levels],
+            "thinkingDefault": (entry or {}).get("thinkingDefault", "off"),
+        }
+
+    def _thinking_refused(self, key: str, params: dict[str, Any]) -> str | None:
+        """The injected reply's text when ``chat.send``'s ``thinking`` is a level the session's model does not
+        support (an unknown word is ignored, measured), else None."""
+        level = normalize_level(params.get("thinking"))
+        if level is None:
+            return None
+        session = self._driver.sessions.get(key)
+        entry = self._model_entry(session)
+        levels = (entry or {}).get("thinkingLevels") or [{"id": "off", "label": "off"}]
+        if level in [item["id"] for item in levels]:
+            return None
+        provider, model = (entry["provider"], entry["id"]) if entry else (m.PROVIDER, m.MODEL)
+        labels = ", ".join(item["label"] for item in levels)
+        return f'Thinking level "{level}" is not supported for {provider}/{model}. Use one of: {labels}.'
 
     def _usage_status(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         """Measured offline: ``{updatedAt, providers: []}``; a test puts providers in ``usage_providers`` (the
@@ -537,6 +568,10 @@ class Rpc:
         attachments = param(params, "attachments", list, None)
         if attachments is not None:
             self.attachments[run_id] = attachments
+        refused = self._thinking_refused(key, params)
+        if refused is not None:
+            self._deferred.append(lambda: self._driver.inject_reply(key, run_id, message, refused))
+            return {"runId": run_id, "status": "started"}
         steps = list(self.responder(key, message))
         # Measured: the real Gateway stores ``systemInputProvenance`` as the user message's ``provenance``.
         provenance = param(params, "systemInputProvenance", dict, None)

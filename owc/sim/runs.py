@@ -229,6 +229,21 @@ class RunDriver:
             self._begin(session, run)
         return SimRun(self, run)
 
+    def inject_reply(self, key: str, run_id: str, user_text: str, text: str) -> None:
+        """A ``chat.send`` the Gateway answers itself (an unsupported thinking level, measured on 2026.9.6): the run's
+        only ``chat`` event is a ``final`` carrying the injected message (``provider: "openclaw"``, ``model:
+        "gateway-injected"``), stored in the transcript; no ``agent`` event, no model call, and the row's
+        ``lastRunId`` and counters untouched. (The user message is stored before it here: not measured.)"""
+        session = self.session(key)
+        now = self._now_ms()
+        run = m.Run(run_id=run_id, key=key, origin="chat.send", state="ended", terminal="final")
+        self.runs[run_id] = run
+        self._push(session, run, session.append(m.user_message(run_id, user_text, now), now))
+        message = session.append(m.thinking_rejected_message(run_id, text, now), now)
+        self._push(session, run, message)
+        shown = {k: v for k, v in message.items() if k != "__openclaw"}
+        self._fanout.chat(run, "final", drop_if_slow=False, message=shown)
+
     def cancel_queued(self, session: m.AgentSession, run_id: str | None = None) -> list[str]:
         """Take runs that have not begun out of the session's queue (all, or the one ``run_id``); they end
         without any event, as the Gateway's in-memory queue forgets them."""
