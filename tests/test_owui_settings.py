@@ -201,3 +201,49 @@ def test_every_valve_says_its_default_and_the_secret_one_is_a_masked_input() -> 
         assert "Default: " in schema["description"], name
     assert "ws://127.0.0.1:18789" in properties["GATEWAY_URL"]["description"]
     assert properties["MAX_MODELS"]["description"].endswith("Default: 30")
+
+
+def test_the_default_model_valve_is_carried_and_no_connection_setting() -> None:
+    """Issue 28: the DEFAULT_MODEL valve rides on the settings (the select shows the saved value from them) and a
+    change to it reconnects nothing (each turn reads it from its Valves)."""
+    valves = {"GATEWAY_URL": "ws://a:1/", "GATEWAY_TOKEN": TOKEN, "DEVICE_DIR": "off", "DEFAULT_MODEL": " a/b "}
+    settings = process.settings_from(valves, {}, database_url="sqlite://")
+    assert settings.default_model == "a/b"
+    assert process.settings_from({**valves, "DEFAULT_MODEL": ""}, {}, database_url="sqlite://").default_model == ""
+    assert connection_changes(settings, attrs.evolve(settings, default_model="")) == ()
+
+
+def test_the_default_model_select_lists_the_models_owc_last_listed_and_the_saved_value(open_webui) -> None:
+    """Issue 28 (inventory B4): the valve's options method, as Open WebUI 0.12.4 calls it when the valves open (on
+    the Valves class, synchronously, on its loop), lists the Gateway's models as the runtime last listed them (the
+    simulator's catalog, through a real ``pipes()``), the empty choice first, and the saved value the Gateway does
+    not list; after owc closed, the empty choice and the saved value."""
+    from test_owui_legacy_models import load_function
+
+    from owc.owui import models
+    from owc.sim.model import MODEL_CATALOG
+
+    valves_class = load_function("openclaw").Pipe.Valves
+    with simulator_thread(TOKEN) as (sim, _):
+
+        async def body() -> None:
+            valves = valves_class(GATEWAY_URL=sim.url, GATEWAY_TOKEN=TOKEN, DEVICE_DIR="off", DEFAULT_MODEL="old/gone")
+            runtime = await process.ensure_started(owui_pipe.settings_from(valves), FakeOpenWebUI())
+            try:
+                await trio_host.process_host().run_in_trio(runtime.connected)
+                await owui_pipe.pipes(valves)  # Open WebUI's model list: the runtime keeps the Gateway's answer
+                options = valves_class.get_model_options()
+                keys = [models.model_key(m["provider"], m["id"]) for m in MODEL_CATALOG]
+                assert [o["value"] for o in options] == ["", *keys, "old/gone"]
+                assert options[0]["label"] == models.AGENT_DEFAULT_LABEL
+                assert options[-1]["label"] == "old/gone (saved; the Gateway does not list it now)"
+                # Saved again as one the Gateway lists: shown once, under its name.
+                await owui_pipe.pipes(valves.model_copy(update={"DEFAULT_MODEL": keys[1]}))
+                assert [o["value"] for o in valves_class.get_model_options()] == ["", *keys]
+            finally:
+                await process.shutdown()
+            closed = valves_class.get_model_options()
+            assert [o["value"] for o in closed] == ["", keys[1]]
+
+        with asyncio.Runner() as runner:
+            runner.run(body())

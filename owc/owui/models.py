@@ -15,6 +15,10 @@ Open WebUI lists a manifold Pipe's ``pipes()`` entries as models ``<function id>
 * ``model_for_entry``: a sub id back to ``(agent id, model key or None)``; None is the agent's own default.
 * ``session_patch_params`` / ``patched_model``: the ``sessions.patch`` that pins a chat's session to a model (or
   back to the default, ``model: null``) and the model its reply says the session now uses (B6).
+* ``resolve``: what a turn's Open WebUI model id means: owc's own ids and the old Pipe's (``openclaw_gateway.default``,
+  the presets ``.chatgpt`` ``.opus`` ``.sonnet`` ``.glm``, raw keys ``openclaw_gateway.<provider>/<model>``:
+  inventory B1, B5), with the ``DEFAULT_MODEL`` valve standing in for the "OpenClaw" entry (B4, B6);
+  ``default_model_options``: that valve's select (issue 28).
 
 The real shapes were measured on the real Gateway 2026.9.6 (the realgw tier's install, its offline config plus
 the models ``z-ai/glm-5.2`` and ``qwen3:8b``; once without and once with an ``agents.defaults.models`` allowlist)
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -314,6 +318,8 @@ def manifold_entries(
     cap: Any,
     reached: bool,
     why: str | None = None,
+    old_ids: bool = False,
+    presets: Mapping[str, str] | None = None,
 ) -> list[dict[str, str]]:
     """The Pipe's ``pipes()`` list: ``[{"id": <sub id>, "name": <display name>}, ...]``.
 
@@ -325,13 +331,44 @@ def manifold_entries(
     alone. An ``agent_id`` holding ``~`` (never a valid OpenClaw agent id) gets the Default entry only, since its
     model entries could not be read back. ``why``: what keeps the Gateway from answering, when owc knows (a refusal's
     few words, naming the fix: ``owc.protocol.refusals``), said instead of "Gateway not reached". Never raises on
-    what ``read_models`` returns."""
+    what ``read_models`` returns.
+
+    ``old_ids``: owc serves the old Pipe's Function id (``serves_old_ids``), whose chats carry the old model ids.
+    Open WebUI 0.12.4 answers a chat only on a model id it lists (``chat_completion`` in ``main.py``: "Model not
+    found"; a ``pipes()`` entry cannot be hidden, only ``id`` and ``name`` are read), so the list is made of those
+    ids, each choice once: the Default entry is ``default`` (the old ``OpenClaw · Default``), a Gateway model its
+    raw key (``openai/gpt-5.5``, B1; a key ``resolve`` would not read back raw, whose provider part holds ``~``,
+    keeps owc's entry id), and the four presets (``presets``, from ``preset_models``) come last, named as old
+    ones. A raw key is listed only while the Gateway lists it, as the old Pipe did."""
     suffix = "" if reached else (f" ({why})" if why else NOT_REACHED_SUFFIX)
+    if old_ids:
+        return _old_entries(agent_id, models, whitelist=whitelist, cap=cap, suffix=suffix, presets=presets)
     entries = [{"id": agent_id, "name": DEFAULT_NAME + suffix}]
     if SEPARATOR in agent_id:
         return entries
     for model in select_models(models, whitelist=whitelist, cap=cap):
         entries.append({"id": entry_id(agent_id, model.key), "name": entry_name(model) + suffix})
+    return entries
+
+
+def _old_entries(
+    agent_id: str,
+    models: Sequence[GatewayModel],
+    *,
+    whitelist: str | Iterable[str] | None,
+    cap: Any,
+    suffix: str,
+    presets: Mapping[str, str] | None,
+) -> list[dict[str, str]]:
+    """``manifold_entries`` under the old Function id (see there)."""
+    entries = [{"id": OLD_DEFAULT_ENTRY, "name": DEFAULT_NAME + suffix}]
+    for model in select_models(models, whitelist=whitelist, cap=cap):
+        sub_id = model.key if _raw_key(model.key) is not None else entry_id(agent_id, model.key)
+        entries.append({"id": sub_id, "name": entry_name(model) + suffix})
+    chosen = _presets(presets)
+    for preset in PRESETS:
+        name = f"{chosen[preset.name]} (old {preset.label} preset){ENTRY_SUFFIX}"
+        entries.append({"id": preset.name, "name": name + suffix})
     return entries
 
 
@@ -377,3 +414,187 @@ def patched_model(payload: Any) -> str | None:
     if provider is None or model is None:
         return None
     return model_key(provider, model)
+
+
+# ------------------------------------------------------------------------------- old ids, the default model
+
+#: The old Pipe's Function id (inventory B1, B5). The migration installs owc's Pipe under it, so Open WebUI routes
+#: the old chats (``openclaw_gateway.<sub id>``) to owc; under it owc lists and reads the old sub ids first.
+OLD_FUNCTION_ID = "openclaw_gateway"
+#: The old Pipe's Default entry: ``openclaw_gateway.default``, named ``OpenClaw · Default``.
+OLD_DEFAULT_ENTRY = "default"
+#: The ``DEFAULT_MODEL`` select's empty choice: no model pinned, the agent's own default.
+AGENT_DEFAULT_LABEL = "The agent's own default"
+
+
+@attrs.frozen
+class Preset:
+    """One of the old Pipe's model presets (B5): the sub id its chats carry, the valve that names its model now,
+    and the old valve's default."""
+
+    name: str
+    valve: str
+    default: str
+    label: str
+
+
+#: The old Pipe's four presets with their valves' defaults (inventory, the valves table).
+PRESETS: tuple[Preset, ...] = (
+    Preset("chatgpt", "CHATGPT_MODEL", "openai/gpt-5.5", "ChatGPT"),
+    Preset("opus", "OPUS_MODEL", "anthropic/claude-opus-4-8", "Opus"),
+    Preset("sonnet", "SONNET_MODEL", "anthropic/claude-sonnet-5", "Sonnet"),
+    Preset("glm", "GLM_MODEL", "openrouter/z-ai/glm-5.2", "GLM"),
+)
+
+
+def _valve(valves: Any, name: str) -> str:
+    """A valve as text, stripped ('' when unset or not text): Valves are a pydantic model or a mapping."""
+    raw = valves.get(name) if isinstance(valves, Mapping) else getattr(valves, name, None)
+    return raw.strip() if isinstance(raw, str) else ""
+
+
+def preset_models(valves: Any) -> dict[str, str]:
+    """Each preset's model key: its valve (``CHATGPT_MODEL``, ...), or the old default when the valve is empty or
+    not a usable key. Never raises."""
+    return {p.name: _ident(_valve(valves, p.valve)) or p.default for p in PRESETS}
+
+
+def _presets(presets: Mapping[str, str] | None) -> dict[str, str]:
+    """``presets`` completed with the old defaults (None: all defaults), each value a usable key."""
+    given = presets if isinstance(presets, Mapping) else {}
+    return {p.name: _ident(given.get(p.name)) or p.default for p in PRESETS}
+
+
+def default_model_of(valves: Any) -> str:
+    """The ``DEFAULT_MODEL`` valve as a model key, '' when empty (the agent's own default) or not a usable key."""
+    return _ident(_valve(valves, "DEFAULT_MODEL")) or ""
+
+
+def function_id_of_module(module_name: Any) -> str | None:
+    """The Function id Open WebUI 0.12.4 loaded a Function file under, from the module's name, or None.
+
+    ``load_function_module_by_id`` (``utils/plugin.py``) executes the file in a module named
+    ``function_<id>_<uuid4 hex>``, so a class the file defines (its Valves) carries that name as ``__module__``:
+    the one place a Function learns its own id (``pipes()`` is called without it)."""
+    if not isinstance(module_name, str) or not module_name.startswith("function_"):
+        return None
+    function_id, sep, tail = module_name[len("function_") :].rpartition("_")
+    if not sep or not function_id or len(tail) != 32 or not set(tail) <= set("0123456789abcdef"):
+        return None
+    return function_id
+
+
+def serves_old_ids(valves: Any) -> bool:
+    """These Valves belong to owc's Pipe installed under the old Pipe's Function id (``OLD_FUNCTION_ID``): its
+    ``pipes()`` lists the old sub ids (``manifold_entries(old_ids=True)``)."""
+    return function_id_of_module(getattr(type(valves), "__module__", None)) == OLD_FUNCTION_ID
+
+
+def _raw_key(sub_id: str) -> str | None:
+    """The raw model key a sub id is (the old Pipe's ``<provider>/<model>``), or None: it holds a ``/`` before any
+    ``~`` and is a usable key as it stands. An agent id never holds ``/`` (``[a-z0-9][a-z0-9_-]{0,63}``), and
+    owc's escaped entries have their ``~`` first, so owc's own ids never read so."""
+    slash, tilde = sub_id.find("/"), sub_id.find(SEPARATOR)
+    if slash <= 0 or (tilde != -1 and tilde < slash):
+        return None
+    key = _ident(sub_id)
+    return key if key == sub_id else None
+
+
+@attrs.frozen
+class Resolved:
+    """What a turn's model id means (``resolve``).
+
+    ``agent``: the agent the entry names; ``model``: the model key to pin the session to, None for the agent's own
+    default (``sessions.patch {model: null}``); ``keep``: the entry names another agent (listed before the
+    ``AGENT_ID`` valve changed, or a sub id owc cannot read), so the session's model is left as it is
+    (``owc.runtime.KEEP_MODEL``). ``reading``: which reading applied (the rows of ``resolve``'s table), for logs
+    and tests."""
+
+    agent: str
+    model: str | None
+    keep: bool = False
+    reading: str = ""
+
+
+def resolve(
+    model_id: Any,
+    agent_id: str,
+    *,
+    default_model: str = "",
+    presets: Mapping[str, str] | None = None,
+) -> Resolved:
+    """What the turn's Open WebUI model id (the request body's ``model``) means for the agent ``agent_id`` (the
+    ``AGENT_ID`` valve). The Function id is what precedes the first dot (as Open WebUI's ``get_pipe_id`` splits
+    it), whatever it is; the sub id follows. Read in this order, the first that applies (``reading`` in brackets):
+
+    1. empty (no model id): the "OpenClaw" entry [default];
+    2. ``default`` under the Function id ``openclaw_gateway``: the "OpenClaw" entry, the old Default [old default];
+    3. a preset name (``chatgpt``, ``opus``, ``sonnet``, ``glm``) under ``openclaw_gateway``: the model its valve
+       names (``presets``; an empty valve, the old default) [preset];
+    4. a raw key, a ``/`` before any ``~`` (``openai/gpt-5.5``, the old Pipe's entries): that key [old model];
+    5. ``<agent>~<escaped key>`` of the own agent (owc's entries): that key [model];
+    6. ``<agent>`` of the own agent, or its entry with a key ``entry_id`` never writes: the "OpenClaw" entry
+       [default];
+    7. anything else: an entry of another agent (or a sub id owc cannot read): the session's model is kept
+       [another agent].
+
+    The "OpenClaw" entry means ``default_model`` (the ``DEFAULT_MODEL`` valve) when it is set, else None: the
+    agent's own default. Where a sub id reads two ways: under the old Function id the old words win (rows 2, 3),
+    since its chats carry them and owc lists no ``<agent>`` entry there (an agent named ``glm`` or ``default`` is
+    reached through owc's ids under another Function id); under any other Function id they are agent ids (row 6
+    or 7), as owc always read them. A raw key (row 4) reads the same under every Function id: no agent id holds
+    ``/``, so owc's own ids never look like one, and owc's escaped entries (row 5) have their ``~`` before any
+    ``/`` (only a key whose provider holds ``~``, never seen, would be read as an escaped entry). Never raises."""
+    text = model_id if isinstance(model_id, str) else ""
+    function_id, dot, sub_id = text.partition(".")
+    if not dot:
+        function_id, sub_id = "", text
+    default = _ident(default_model) or None
+    if not sub_id:
+        return Resolved(agent_id, default, reading="default")
+    if function_id == OLD_FUNCTION_ID:
+        if sub_id == OLD_DEFAULT_ENTRY:
+            return Resolved(agent_id, default, reading="old default")
+        chosen = _presets(presets)
+        if sub_id in chosen:
+            return Resolved(agent_id, chosen[sub_id], reading="preset")
+    key = _raw_key(sub_id)
+    if key is not None:
+        return Resolved(agent_id, key, reading="old model")
+    entry_agent, key = model_for_entry(sub_id)
+    if entry_agent != agent_id:
+        return Resolved(entry_agent, None, keep=True, reading="another agent")
+    if key is None:
+        return Resolved(agent_id, default, reading="default")
+    return Resolved(agent_id, key, reading="model")
+
+
+def resolve_with_valves(model_id: Any, agent_id: str, valves: Any) -> Resolved:
+    """``resolve`` with the Pipe's Valves: ``DEFAULT_MODEL`` and the four preset valves."""
+    return resolve(model_id, agent_id, default_model=default_model_of(valves), presets=preset_models(valves))
+
+
+def default_model_options(models: Any, saved: Any = "") -> list[dict[str, str]]:
+    """The ``DEFAULT_MODEL`` valve's select: ``[{"value": <key>, "label": <text>}, ...]``, as Open WebUI 0.12.4's
+    ``NativeSelect`` shows options (a string or ``{value, label}``).
+
+    First the empty choice (the agent's own default), then the Gateway's models as the runtime last listed them
+    (``models``, ``GatewayModel`` items; anything else is skipped), then ``saved`` (the valve's saved value) when
+    it is not among them, so the form still shows what is saved (a model the Gateway no longer lists, or owc not
+    running: then the list is the empty choice and the saved value). Never raises: Open WebUI keeps a method that
+    fails as the name of the method, which its form would show letter by letter."""
+    known = [m for m in models if isinstance(m, GatewayModel)][:MAX_READ] if isinstance(models, Sequence) else []
+    label = AGENT_DEFAULT_LABEL if known else AGENT_DEFAULT_LABEL + " (the Gateway's models show once owc lists them)"
+    options = [{"value": "", "label": label}]
+    seen = {""}
+    for model in known:
+        if model.key in seen:
+            continue
+        seen.add(model.key)
+        unavailable = UNAVAILABLE_SUFFIX if model.available is False else ""
+        options.append({"value": model.key, "label": f"{model.name} ({model.key}){unavailable}"})
+    kept = _ident(saved) if isinstance(saved, str) else None
+    if kept is not None and kept not in seen:
+        options.append({"value": kept, "label": f"{kept} (saved; the Gateway does not list it now)"})
+    return options

@@ -36,7 +36,7 @@ import trio
 
 from owc.gateway import GatewayConfig
 from owc.gateway.url import redact_url
-from owc.owui import trio_host
+from owc.owui import models, trio_host
 from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
 from owc.owui.questions import OwuiAsker
 from owc.protocol import refusals
@@ -72,6 +72,9 @@ class HostSettings:
     token_source: str = "GATEWAY_TOKEN"
     #: The usage line after each reply (the USAGE_LINE valve): applies from the next reply, no reconnect.
     usage_line: bool = True
+    #: The DEFAULT_MODEL valve as saved (a model key, '' for the agent's own default): carried here only so the
+    #: valve's select can show the saved value (``default_model_options``); each turn reads it from its Valves.
+    default_model: str = ""
 
     def gateway_config(self) -> GatewayConfig:
         """The connection's settings. A refusal retrying cannot fix (a wrong token) is held, not raised: owc goes on
@@ -217,6 +220,7 @@ def settings_from(
         pin_sha256=pin,
         token_source=token_source,
         usage_line=getattr(valves, "USAGE_LINE", True) is not False,
+        default_model=models.default_model_of(valves),
     )
 
 
@@ -316,6 +320,21 @@ def current_runtime() -> tuple[trio_host.TrioHost, Runtime]:
     if host is None or not isinstance(runtime, Runtime):
         raise trio_host.HostError("owc is not running")
     return host, runtime
+
+
+def default_model_options() -> list[dict[str, str]]:
+    """The DEFAULT_MODEL valve's select options (its Valves' ``get_model_options``, which Open WebUI 0.12.4 calls
+    synchronously on its loop when an admin opens the valves: ``resolve_valves_schema_options``): the empty choice,
+    the Gateway's models as this process's runtime last listed them (``Runtime.gateway_models``, refreshed by each
+    model list), and the saved value (the settings owc last applied). owc not running: the empty choice and the
+    saved value it last had, if any. Never raises (``models.default_model_options``)."""
+    saved = _STARTED.settings.default_model if _STARTED is not None else ""
+    try:
+        _, runtime = current_runtime()
+        known = list(runtime.gateway_models)
+    except Exception:  # not running, closing: the saved value alone
+        known = []
+    return models.default_model_options(known, saved)
 
 
 async def shutdown() -> None:

@@ -55,11 +55,52 @@ class Pipe:
         MAX_MODELS: int = Field(
             default=30, description="At most this many Gateway models, without a whitelist (1-100). Default: 30"
         )
+        DEFAULT_MODEL: str = Field(
+            default="",
+            description='The Gateway model (provider/model) the "OpenClaw" entry uses, chosen from the models owc'
+            " last listed. Default: empty (the agent's own default model)",
+            # Open WebUI 0.12.4 renders a select whose options a string names: a method of this class, called
+            # when the valves open (utils/plugin.py, resolve_valves_schema_options).
+            json_schema_extra={"input": {"type": "select", "options": "get_model_options"}},
+        )
         USAGE_LINE: bool = Field(
             default=True,
             description="After each reply, a status line with the context used, the provider's rate limits and"
             " the agent's goal, as the Gateway reports them. Default: on",
         )
+        # Chats made with the old Pipe (Function id openclaw_gateway) carry its presets as model ids; owc installed
+        # under that id answers them with these models (owc.owui.models.resolve).
+        CHATGPT_MODEL: str = Field(
+            default="openai/gpt-5.5",
+            description="For chats made with the old Pipe's ChatGPT preset (openclaw_gateway.chatgpt): the Gateway"
+            " model they use. Default: openai/gpt-5.5",
+        )
+        OPUS_MODEL: str = Field(
+            default="anthropic/claude-opus-4-8",
+            description="For chats made with the old Pipe's Opus preset (openclaw_gateway.opus): the Gateway model"
+            " they use. Default: anthropic/claude-opus-4-8",
+        )
+        SONNET_MODEL: str = Field(
+            default="anthropic/claude-sonnet-5",
+            description="For chats made with the old Pipe's Sonnet preset (openclaw_gateway.sonnet): the Gateway"
+            " model they use. Default: anthropic/claude-sonnet-5",
+        )
+        GLM_MODEL: str = Field(
+            default="openrouter/z-ai/glm-5.2",
+            description="For chats made with the old Pipe's GLM preset (openclaw_gateway.glm): the Gateway model"
+            " they use. Default: openrouter/z-ai/glm-5.2",
+        )
+
+        @classmethod
+        def get_model_options(cls):
+            """DEFAULT_MODEL's choices: the agent's own default, the Gateway's models, the saved value. A list
+            always: Open WebUI would show a failed method's name as the options."""
+            try:
+                from owc.owui.process import default_model_options
+
+                return default_model_options()
+            except Exception:
+                return [{"value": "", "label": "The agent's own default"}]
 
     def __init__(self):
         self.valves = self.Valves()
