@@ -24,6 +24,8 @@ from owc.owui.install import Api, InstallError, function_source, install
 class FakeOpenWebUI:
     def __init__(self, *, role: str = "admin") -> None:
         self.functions: dict[str, dict[str, Any]] = {}
+        #: Model rows (``/api/v1/models``): ``meta.filterIds`` attaches a non-global Filter to a model.
+        self.models: dict[str, dict[str, Any]] = {}
         self.role = role
         self.calls: list[tuple[str, str]] = []
 
@@ -44,11 +46,16 @@ class FakeOpenWebUI:
         if path == "/api/models":
             return {
                 "data": [
-                    {"id": f"{fid}.main"}
+                    {"id": f"{fid}.main", "name": "OpenClaw"}
                     for fid, f in self.functions.items()
                     if f["is_active"] and "class Pipe" in f["content"]
                 ]
             }
+        if path.startswith("/api/v1/models/model?id="):
+            return self.models.get(path.split("=", 1)[1])  # Open WebUI answers null for a model with no row
+        if path in ("/api/v1/models/create", "/api/v1/models/model/update"):
+            self.models[body["id"]] = body
+            return body
         parts = path.removeprefix("/api/v1/functions/").split("/")
         if parts == ["create"]:
             if body["id"] in self.functions:
@@ -95,7 +102,8 @@ def test_a_fresh_install_creates_activates_configures_and_lists_the_model() -> N
     fake, lines = FakeOpenWebUI(), []
     models = install(_api(fake), valves={"GATEWAY_URL": "ws://gw:18789"}, report=lines.append)
     assert models == ["openclaw.main"]
-    assert set(fake.functions) == {"openclaw", "openclaw_startup"}
+    assert set(fake.functions) == {"openclaw", "openclaw_startup", "openclaw_thinking"}
+    assert fake.models["openclaw.main"]["meta"]["filterIds"] == ["openclaw_thinking"]
     assert all(f["is_active"] for f in fake.functions.values())
     assert fake.functions["openclaw"]["content"] == function_source("openclaw_pipe.py")
     assert fake.functions["openclaw"]["valves"] == {"GATEWAY_URL": "ws://gw:18789"}

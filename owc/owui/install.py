@@ -3,13 +3,21 @@
 What it does, each step reported (reference ``pipe-runtime-0.12.4.md`` section 1):
 
 1. signs in as an admin (``POST /api/v1/auths/signin``);
-2. for the Pipe (``openclaw``) and the startup Event (``openclaw_startup``): creates the Function, or updates its
-   content **in place** (``POST /api/v1/functions/id/{id}/update``), which leaves its saved Valves as they are;
-3. activates each (a new Function is stored inactive; ``toggle`` flips it, so only when it is off);
+2. for the Pipe (``openclaw``), the startup Event (``openclaw_startup``) and the thinking Filter
+   (``openclaw_thinking``, issue 28): creates the Function, or updates its content **in place**
+   (``POST /api/v1/functions/id/{id}/update``), which leaves its saved Valves as they are;
+3. activates each (a new Function is stored inactive; ``toggle`` flips it, so only when it is off). The Filter is
+   never made global (it would run for every model of every person); one an admin made global is said, and left;
 4. sets the Valves given on the command line (the Gateway URL, the agent, the token *file*), merged over the saved
    ones; the token itself is never passed on a command line, printed or logged;
-5. lists the models once (``GET /api/models``): Open WebUI refreshes its model list only then, and a chat with a
-   model it has not listed fails with "Model not found".
+5. lists the models (``GET /api/models``): Open WebUI refreshes its model list only then, and a chat with a
+   model it has not listed fails with "Model not found";
+6. attaches the Filter to each of owc's models listed: a non-global Filter applies only to a model whose row lists
+   it in ``meta.filterIds`` (``utils/models.py``), and a Pipe's models have no row until an admin edits one, so the
+   installer writes what ticking the Filter in Admin > Models writes: a row for the model id (no base model: it
+   only adds settings to the Pipe's model) with the Filter in ``meta.filterIds``, or the Filter added to the row
+   there is (its other settings kept). Then the models are listed again (the toggle shows from that list on).
+   Gateway models listed later (another whitelist) get the toggle from the next install, or from the admin.
 
 Blocking HTTP (urllib, no new dependency): a command-line tool, run once, outside any event loop.
 
@@ -36,11 +44,13 @@ from typing import Any
 import attrs
 
 from owc.owui.pipe import EVENT_ID, PIPE_ID
+from owc.owui.thinking_filter import FILTER_ID
 
 #: (id, name, file in ``owc/owui/functions``, description).
 FUNCTIONS = (
     (PIPE_ID, "OpenClaw", "openclaw_pipe.py", "OpenClaw agent runs in Open WebUI chats, through owc"),
     (EVENT_ID, "OpenClaw startup", "openclaw_startup.py", "Starts owc's runtime when Open WebUI starts"),
+    (FILTER_ID, "OpenClaw thinking", "openclaw_thinking.py", "The thinking level of OpenClaw's replies"),
 )
 TIMEOUT_S = 30.0  # per HTTP request: a server that does not answer is reported, not waited on forever
 
@@ -155,15 +165,58 @@ def install(
         if not (isinstance(current, Mapping) and current.get("is_active")):
             api.call("POST", f"/api/v1/functions/id/{function_id}/toggle")
             report(f"activated {function_id}")
+        if isinstance(current, Mapping) and current.get("is_global"):
+            report(
+                f"warning: {function_id} is global (it runs for every model, not only OpenClaw's): left so;"
+                " Admin > Functions turns that off"
+            )
     if valves:
         saved = api.call("GET", f"/api/v1/functions/id/{PIPE_ID}/valves") or {}
         merged = {**(saved if isinstance(saved, Mapping) else {}), **valves}
         api.call("POST", f"/api/v1/functions/id/{PIPE_ID}/valves/update", merged)
         report(f"set {PIPE_ID} valves: {', '.join(sorted(valves))}")
+    ours = _our_models(api)
+    for model_id, name in ours.items():
+        attach_filter(api, model_id, name, report)
+    if ours:
+        ours = _our_models(api)  # listed again: Open WebUI builds each model's Filters (its toggle) then
+    report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
+    return list(ours)
+
+
+def _our_models(api: Api) -> dict[str, str]:
+    """owc's models as Open WebUI lists them now (id -> name)."""
     listed = api.call("GET", "/api/models")
     models = listed.get("data", []) if isinstance(listed, Mapping) else []
-    ours = [
-        str(m.get("id")) for m in models if isinstance(m, Mapping) and str(m.get("id", "")).startswith(PIPE_ID + ".")
-    ]
-    report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
-    return ours
+    return {
+        str(m.get("id")): str(m.get("name") or m.get("id"))
+        for m in models
+        if isinstance(m, Mapping) and str(m.get("id", "")).startswith(PIPE_ID + ".")
+    }
+
+
+def attach_filter(api: Api, model_id: str, name: str, report: Callable[[str], None]) -> None:
+    """The thinking Filter in ``meta.filterIds`` of the model's row (made if there is none, as Admin > Models makes
+    it when the admin ticks a Filter there); the row's other settings are kept."""
+    query = urllib.parse.urlencode({"id": model_id})
+    row = api.call("GET", f"/api/v1/models/model?{query}", missing_ok=True)
+    if not isinstance(row, Mapping):
+        form = {"id": model_id, "base_model_id": None, "name": name, "meta": {"filterIds": [FILTER_ID]}, "params": {}}
+        api.call("POST", "/api/v1/models/create", form)
+        report(f"attached {FILTER_ID} to {model_id}")
+        return
+    meta = dict(row.get("meta") or {})
+    filters = list(meta.get("filterIds") or [])
+    if FILTER_ID in filters:
+        return
+    meta["filterIds"] = [*filters, FILTER_ID]
+    form = {
+        "id": model_id,
+        "base_model_id": row.get("base_model_id"),
+        "name": row.get("name") or name,
+        "meta": meta,
+        "params": row.get("params") or {},
+        "is_active": row.get("is_active", True),
+    }
+    api.call("POST", "/api/v1/models/model/update", form)  # its access grants have a route of their own: untouched
+    report(f"attached {FILTER_ID} to {model_id} (its other settings kept)")
