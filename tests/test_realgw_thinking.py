@@ -114,7 +114,7 @@ async def test_the_level_reaches_the_model_is_clamped_and_a_rejection_is_sent_ag
                 )
                 output, said = await _stream(turn)
                 assert output_text(output) == CANNED
-                assert said == ["_fake/fake-model does not support thinking level 'ultra', so 'high' was used._"]
+                assert said == ["fake/fake-model does not support thinking level 'ultra', so 'high' was used."]
                 assert _efforts(model, since) == ["high"]
 
                 # 3. A chat that has never run and is not pinned: no row, the level goes unchecked, the Gateway
@@ -125,7 +125,7 @@ async def test_the_level_reaches_the_model_is_clamped_and_a_rejection_is_sent_ag
                 turn = await runtime.user_turn(key3, run_id, "hi", model=KEEP_MODEL, thinking="xhigh")
                 output, said = await _stream(turn)
                 assert output_text(output) == CANNED  # the real reply, never the Gateway's rejection
-                assert said == ["_fake/fake-model does not support thinking level 'xhigh', so 'high' was used._"]
+                assert said == ["fake/fake-model does not support thinking level 'xhigh', so 'high' was used."]
                 assert turn.run.run_id == thinking_retry_run_id(run_id) and turn.run.message_id == m3
                 assert _efforts(model, since) == ["high"]  # the rejected send never called the model
 

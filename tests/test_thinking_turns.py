@@ -88,7 +88,7 @@ async def test_an_unsupported_level_is_clamped_down_with_one_note_per_chat(tmp_p
         turn = await runtime.user_turn(key, ids.input_run_id(chat_id, m, "t1"), "q", model=GLM, thinking="ultra")
         output, said = await _stream(turn)
         assert output_text(output) == "Answer."
-        assert said == [f"_{GLM} does not support thinking level 'ultra', so 'high' was used._"]
+        assert said == [f"{GLM} does not support thinking level 'ultra', so 'high' was used."]
         await _finish(env, turn, output)
         # The same chat, the same ask: clamped again, not said again.
         m2 = str(uuid.uuid4())
@@ -130,7 +130,7 @@ async def test_a_rejected_level_is_learned_and_the_turn_sent_again_into_the_same
         first = turn.run
         output, said = await _stream(turn)
         assert output_text(output) == "The real reply."
-        assert said == ["_sim/sim-model only supports thinking level 'off', so 'low' was not sent._"]
+        assert said == ["sim/sim-model only supports thinking level 'off', so 'low' was not sent."]
         assert [(s["idempotencyKey"], s.get("thinking")) for s in sent] == [
             (run_id, "low"),
             (thinking_retry_run_id(run_id), None),

@@ -160,19 +160,23 @@ class Clamp:
     asked: str | None = None
 
 
+# The notes are status lines (shown as plain text under the reply, not markdown): one sentence each, in the old
+# Filter's words ("This model does not support thinking level 'ultra', using 'high' instead.").
+
+
 def note_lower(asked: str, used: str, model: str | None) -> str:
     who = model or "This model"
-    return f"_{who} does not support thinking level '{asked}', so '{used}' was used._"
+    return f"{who} does not support thinking level '{asked}', so '{used}' was used."
 
 
 def note_dropped(asked: str, model: str | None, *, only: str = "off") -> str:
     who = model or "This model"
-    return f"_{who} only supports thinking level '{only}', so '{asked}' was not sent._"
+    return f"{who} only supports thinking level '{only}', so '{asked}' was not sent."
 
 
 def note_unknown(word: str) -> str:
     shown = word.strip()[:40]
-    return f"_'{shown}' is not a thinking level, so none was sent (levels: {', '.join(PICKER)})._"
+    return f"'{shown}' is not a thinking level, so none was sent (levels: {', '.join(PICKER)})."
 
 
 def clamp(asked: Any, ladder: Ladder | None, model: str | None = None) -> Clamp:
