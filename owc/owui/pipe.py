@@ -61,12 +61,21 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
     whitelist = str(getattr(valves, "MODEL_WHITELIST", "") or "")
     cap = getattr(valves, "MAX_MODELS", 30)
+    # Installed under the old Pipe's Function id, the list is the old chats' model ids (issue 28).
+    listing = partial(
+        models.manifold_entries,
+        agent,
+        whitelist=whitelist,
+        cap=cap,
+        old_ids=models.serves_old_ids(valves),
+        presets=models.preset_models(valves),
+    )
     from owc.owui.process import current_runtime
 
     try:
         host, runtime = current_runtime()
     except HostError:
-        return models.manifold_entries(agent, [], whitelist=whitelist, cap=cap, reached=False)
+        return listing([], reached=False)
     # Open WebUI hands ``pipes()`` the saved valves each time: a valve saved since is applied now (issue 25, item 6).
     try:
         await ensure_started(settings_from(valves))
@@ -83,11 +92,9 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
         else:
             log.warning("owui.models_unavailable error=%s", exc)
         why = refusal.short if refusal is not None else None
-        return models.manifold_entries(
-            agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=False, why=why
-        )
+        return listing(runtime.gateway_models, reached=False, why=why)
     runtime.gateway_models = models.read_models(payload)
-    return models.manifold_entries(agent, runtime.gateway_models, whitelist=whitelist, cap=cap, reached=True)
+    return listing(runtime.gateway_models, reached=True)
 
 
 async def _start(valves: Any, app: Any) -> SettingsError | None:
@@ -199,8 +206,8 @@ def _turn_from(
     files = tuple(attachments.message_files(metadata))
     if not text and not files and not (isinstance(content, list) and content):
         return "There is no text in your message for the agent."
-    entry = models.entry_of_model_id(str(body.get("model") or ""))
-    entry_agent, model_key = models.model_for_entry(entry) if entry else (agent, None)
+    # The picked entry (owc's ids, the old Pipe's, DEFAULT_MODEL for the "OpenClaw" entry: issue 28).
+    chosen = models.resolve_with_valves(str(body.get("model") or ""), agent, valves)
     # The token after "input-" is the user's message id: a request Open WebUI retries sends the same run id,
     # which the Gateway answers "in_flight" instead of starting a second run.
     token = hashlib.sha256(str(metadata.get("user_message_id") or message_id).encode()).hexdigest()[:12]
@@ -212,7 +219,7 @@ def _turn_from(
         session_key=ids.session_key(agent, user_id, chat_id),
         run_id=ids.input_run_id(chat_id, message_id, token),
         text=text,
-        model=model_key if entry_agent == agent else KEEP_MODEL,
+        model=KEEP_MODEL if chosen.keep else chosen.model,
         content=content,
         files=files,
         user=dict(user),
