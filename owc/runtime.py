@@ -27,6 +27,7 @@ import trio
 from owc import ids
 from owc.emit import Emitter
 from owc.emit.asker import Asker, NoAsker
+from owc.emit.files import FileSink, NoFiles
 from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
 from owc.gateway.url import redact_url
 from owc.registry import WRITERS, WriterRegistry
@@ -34,6 +35,7 @@ from owc.render.status import StatusLines
 from owc.rules import thinking as levels
 from owc.runs import Ledger, RunKeeper
 from owc.runs.inline import InlineTurn, UserTurnError, start_user_turn
+from owc.runs.media import GatewayMedia, MediaDesk
 from owc.runs.questions import QuestionDesk
 from owc.runs.run import Run
 from owc.runs.table import RECONCILE_LIMIT
@@ -346,11 +348,17 @@ def thinking_retry_run_id(run_id: str) -> str:
 
 @asynccontextmanager
 async def open_runtime(
-    config: RuntimeConfig, store: TrioChatStore, emitter: Emitter, asker: Asker | None = None
+    config: RuntimeConfig,
+    store: TrioChatStore,
+    emitter: Emitter,
+    asker: Asker | None = None,
+    files: FileSink | None = None,
 ) -> AsyncIterator[Runtime]:
-    """``asker``: where the Gateway's questions are shown (``owc.owui.questions`` in Open WebUI; none: nowhere)."""
+    """``asker``: where the Gateway's questions are shown (``owc.owui.questions`` in Open WebUI; none: nowhere).
+    ``files``: where the files agents make are kept (``owc.owui.files`` in Open WebUI; none: named as not kept)."""
     async with trio.open_nursery() as nursery:
         questions = QuestionDesk(asker if asker is not None else NoAsker())
+        media = MediaDesk(store=store, emitter=emitter, files=files if files is not None else NoFiles())
         keeper = RunKeeper(
             store,
             emitter,
@@ -359,10 +367,14 @@ async def open_runtime(
             reconcile_limit=config.reconcile_limit,
             questions=questions,
             usage_line=config.usage_line,
+            media=media,
         )
         client = GatewayClient(config.url, config.token, keeper, config.gateway)
         questions.request = client.request
+        media.request = client.request
+        media.fetch = GatewayMedia(client.request, config.url, config.gateway).fetch
         await nursery.start(questions.run)
+        await nursery.start(media.run)
         await nursery.start(client.run)
         try:
             yield Runtime(client, keeper)

@@ -38,6 +38,7 @@ from owc.gateway import GatewayConfig
 from owc.gateway.url import redact_url
 from owc.owui import models, trio_host
 from owc.owui.emitter import OpenWebUISurface, OwuiEmitter, Surface
+from owc.owui.files import OwuiFiles
 from owc.owui.questions import OwuiAsker
 from owc.protocol import refusals
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
@@ -254,7 +255,7 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
         async with open_store(settings.database_url) as store:
             opened: Runtime | None = None
             try:
-                async with open_runtime(config, store, emitter, OwuiAsker(host)) as runtime:
+                async with open_runtime(config, store, emitter, OwuiAsker(host), OwuiFiles(host)) as runtime:
                     opened = runtime
                     log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
                     task_status.started(runtime)

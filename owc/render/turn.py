@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from owc.protocol import AgentEvent, ChatEvent, Event
+from owc.protocol.media import announces_media
 from owc.render import ask_card
 from owc.render.frozen import FrozenDict
 from owc.render.items import (
@@ -91,6 +92,9 @@ class TurnRenderer:
     session_key: str | None = None
     terminal: ChatEvent | None = None
     lifecycle_ended: bool = False
+    #: The run's ``assistant`` stream said files are coming (``mediaUrls``): a reply that shows no text may still be
+    #: an answer, its files delivered after the final (``owc.protocol.media``).
+    media_announced: bool = False
     gaps: list[str] = attrs.field(factory=list)
     version: int = 0  # bumped on every change: a writer diffs only when it moved
     _order: list[tuple[str, Any]] = attrs.field(factory=list)  # ("text", start offset) | ("call", id) | ("result", id)
@@ -303,6 +307,9 @@ class TurnRenderer:
             and not nested(event.item.tool_call_id, None)
         ):
             self._start_call(event.item.tool_call_id, event.item.name or "tool", None, start_seq=event.run_seq)
+        elif event.stream == "assistant" and not self.media_announced and announces_media(event.data):
+            self.media_announced = True
+            self.version += 1  # it may make the run showable
         elif event.lifecycle is not None and event.lifecycle.phase in ("end", "error"):
             if not self.lifecycle_ended:
                 self.lifecycle_ended = True
@@ -361,8 +368,8 @@ class TurnRenderer:
         2026.9.6). While the run streams, a prefix of a sentinel (``NO``) is held back: it
         may still become one. At the run's terminal it no longer can, so only an exact sentinel (or blank
         text) shows nothing: a short answer such as ``NO`` or ``A`` is a message like any other."""
-        if self._calls or self._shows_text:
-            return True
+        if self._calls or self._shows_text or self.media_announced:
+            return True  # files announced: a reply of files alone is a message (they follow its final)
         # Only a short text can still be (a prefix of) a sentinel; once known, the answer sticks.
         if self._length == 0:
             return False

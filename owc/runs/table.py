@@ -58,6 +58,7 @@ from owc.rules.reconcile import goes_before_owed
 from owc.runs.correct import Corrections
 from owc.runs.cuts import Cuts, resumes_message
 from owc.runs.ledger import Ledger
+from owc.runs.media import MediaDesk
 from owc.runs.questions import QuestionDesk
 from owc.runs.reconcile import reconcile
 from owc.runs.run import HandoverState, Run, RunKey
@@ -117,6 +118,7 @@ class RunTable:
             dropped=lambda: self.conn.closed,
             wake=keeper.wake,
             usage_line=lambda: keeper.usage_line,
+            delivered=keeper.media.finished,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -340,6 +342,9 @@ class RunTable:
             return
         if isinstance(event, SessionsChanged):
             self.keeper.cuts.on_row(self, event)
+            if event.phase == "message" and event.session_key is not None:
+                # A transcript message was rewritten: how a run's files arrive after its final (``owc.runs.media``).
+                self.keeper.media.on_changed(event.session_key)
             if event.session_key is None or event.run_id is None or not event.is_lifecycle:
                 return  # reason pushes and rows never end a run: only the run's own terminal does
             run = self._open(
@@ -752,6 +757,7 @@ class RunKeeper:
         reconcile_limit: int = RECONCILE_LIMIT,
         questions: QuestionDesk | None = None,
         usage_line: bool = True,
+        media: MediaDesk | None = None,
     ) -> None:
         self.store = store
         self.emitter = emitter
@@ -759,6 +765,8 @@ class RunKeeper:
         self.usage_line = usage_line
         #: The Gateway's questions to the tabs (``owc.runs.questions``); its pump is the runtime's to run.
         self.questions = questions if questions is not None else QuestionDesk()
+        #: The files agents make, into their messages (``owc.runs.media``); its pump is the runtime's to run.
+        self.media = media if media is not None else MediaDesk(store=store, emitter=emitter)
         self.registry = registry
         self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()

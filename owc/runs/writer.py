@@ -152,6 +152,9 @@ class WriterContext:
     #: Whether a finished reply gets its usage line (``owc.render.usage``): read at each finalize (a valve saved
     #: meanwhile applies to the next reply).
     usage_line: Callable[[], bool] = lambda: False
+    #: The message is finished, with the transcript its finalize read: its files are owed from now on
+    #: (``MediaDesk.finished``: the files arrive in the transcript after the run's final).
+    delivered: Callable[[Run, ChatHistory | None], None] = lambda run, history: None
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -899,7 +902,11 @@ class _Writer:
         if r.cont.note is not None and error is None:
             # The note belongs to a run that was cut and that nobody continues; never over the run's own error.
             error = {"content": r.cont.note}
-        if not finished.output and error is None:
+        if not finished.output and error is None and r.renderer.media_announced and not r.life.stop:
+            # The reply is files alone (a bare final after ``mediaUrls``, measured): they reach the transcript after
+            # the final and the media desk adds them; no "nothing was saved" note.
+            log.info("runs.files_only run=%s (its files follow)", r.run_id)
+        elif not finished.output and error is None:
             # Nothing of the run reached its transcript or this process (a crash cut it, and the writer that
             # streamed it died): the message is finished with a word on why it is empty, not left open.
             # The correction fills it once the transcript can be read, and drops the note.
@@ -971,6 +978,7 @@ class _Writer:
         assert isinstance(result, Written)
         ctx.stats.finalized += 1
         ctx.apply(r, WriteResult(WriteOutcome.WRITTEN))
+        ctx.delivered(r, history)
         log.info(
             "runs.finalized run=%s message=%s source=%s cards=%d",
             r.run_id,

@@ -194,6 +194,15 @@ class Written:
 
 
 @attrs.frozen
+class FilesAdded:
+    """What ``add_files`` wrote: M's whole ``files`` list after it (what the tabs are sent) and the status lines
+    appended."""
+
+    files: tuple[dict[str, Any], ...]
+    notes: tuple[dict[str, Any], ...] = ()
+
+
+@attrs.frozen
 class NotWritten:
     """Still locked after every attempt, or refused by the database (``locked=False``: full, read-only, gone;
     not tried again at once). The writer logs ``NOT WRITTEN``, tells the user's tabs, and keeps the run for a
@@ -1256,6 +1265,38 @@ class ChatStore:
 
         return self._transact(chat_id, decide)
 
+    def add_files(
+        self,
+        chat_id: str,
+        message_id: str,
+        files: Sequence[Mapping[str, Any]],
+        notes: Sequence[Mapping[str, Any]] = (),
+    ) -> FilesAdded | None:
+        """Add the files an agent made to M's ``files`` (the list Open WebUI's page shows under a reply: images
+        inline, other files as chips) and a status line per file that could not be kept, in one short transaction
+        under the row lock; nothing else of M is touched, finished or not (the files come after the run's final).
+        A file already there (the same ``openclaw_artifact``) is not added twice, so a second pass over the same
+        transcript writes nothing. None, writing nothing, when M is gone, not an assistant message, or gains
+        nothing. A database that refuses writes raises (``REFUSALS``): the caller keeps them for its next pass."""
+
+        def decide(row: Any) -> _Plan[FilesAdded | None]:
+            if row is None or not (files or notes):
+                return _Plan(None)
+            chat = self._load(chat_id, row, None)
+            message = tree.messages_of(chat).get(message_id)
+            if not isinstance(message, dict) or message.get("role", "assistant") != "assistant":
+                return _Plan(None)
+            merged, gained = tree.merge_files(message.get("files"), files)
+            added = tree.add_status(message, notes, finished=False) if notes else []
+            if not gained and not added:
+                return _Plan(None)
+            if gained:
+                message["files"] = merged
+            result = FilesAdded(files=tuple(merged), notes=tuple(added))
+            return _Plan(result, _serialized(chat), int(time.time()), mirror=(message,))
+
+        return self._transact(chat_id, decide)
+
     def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         """Remove ``CORRECT_MARK`` from a finished message whose correction found nothing better in the transcript
         (the stream's copy stands), so that no later pass looks at it again. One key out of ``meta`` under the row
@@ -1391,6 +1432,15 @@ class TrioChatStore:
         self, chat_id: str, message_id: str, entries: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]] | None:
         return await self._write(self.sync.add_status, chat_id, message_id, entries)
+
+    async def add_files(
+        self,
+        chat_id: str,
+        message_id: str,
+        files: Sequence[Mapping[str, Any]],
+        notes: Sequence[Mapping[str, Any]] = (),
+    ) -> FilesAdded | None:
+        return await self._write(self.sync.add_files, chat_id, message_id, files, notes)
 
     async def drop_correct_mark(self, chat_id: str, message_id: str) -> bool:
         return await self._write(self.sync.drop_correct_mark, chat_id, message_id)

@@ -290,6 +290,25 @@ def update_message(
     return message
 
 
+def merge_files(
+    existing: Any, new: Sequence[Mapping[str, Any]], *, key: str = "openclaw_artifact"
+) -> tuple[list[Any], bool]:
+    """M's ``files`` with ``new`` added after what it holds: an entry whose ``key`` is already there is not added
+    again (a second pass over the same transcript adds nothing); entries of others (a file Open WebUI or a person
+    put there) are kept as they are. Whether anything was added."""
+    merged = list(existing) if isinstance(existing, list) else []
+    have = {f.get(key) for f in merged if isinstance(f, Mapping) and f.get(key)}
+    gained = False
+    for entry in new:
+        mark = entry.get(key)
+        if mark and mark in have:
+            continue
+        merged.append(dict(entry))
+        have.add(mark)
+        gained = True
+    return merged, gained
+
+
 def add_status(
     message: dict[str, Any], entries: Sequence[Mapping[str, Any]], *, finished: bool
 ) -> list[dict[str, Any]]:

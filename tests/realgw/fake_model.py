@@ -89,6 +89,11 @@ QUESTIONS: tuple[dict[str, Any], ...] = (
 #: What the model says after ``ask_user``'s result: this, then the result's text verbatim.
 ASK_REPLY_PREFIX = "The ask_user tool said: "
 _ASK = re.compile(r"ASK_USER(?:_(BAD)|_([123]))?(?:_T(\d+))?")
+#: ``SEND_MEDIA a.png b.pdf`` (issue 28): the answer is ``MEDIA_TEXT`` then one standalone ``MEDIA:<name>`` line per
+#: name (the shipped rich-output rule), which the Gateway turns into managed files; ``SEND_MEDIA_ONLY`` answers the
+#: lines alone (a reply that is only files: a bare ``chat final``, measured).
+_MEDIA = re.compile(r"SEND_MEDIA(_ONLY)?((?:[ \t]+[^\s]+)+)")
+MEDIA_TEXT = "Here are your files."
 #: In the Gateway's restart-recovery prompt (``[System] Your previous turn was interrupted by a gateway restart ...``).
 RECOVERY_MARK = "Your previous turn was interrupted by a gateway restart"
 
@@ -116,6 +121,14 @@ def ask_user_arguments(user_words: str) -> dict[str, Any] | None:
     if timeout:
         args["timeoutSeconds"] = int(timeout)
     return args
+
+
+def media_answer(user_words: str) -> str:
+    """The answer to ``SEND_MEDIA <names>``: the text, then a ``MEDIA:`` line per name (alone for ``_ONLY``)."""
+    found = _MEDIA.search(user_words)
+    assert found is not None
+    lines = "\n".join(f"MEDIA:{name}" for name in found.group(2).split())
+    return lines if found.group(1) else f"{MEDIA_TEXT}\n\n{lines}"
 
 
 def last_tool_text(body: dict[str, Any]) -> str:
@@ -161,6 +174,8 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         if tool_after_user:
             return "ask_reply", False
         return ("ask_user" if ASK_TOOL in offered else "ask_user_via_call"), False
+    if _MEDIA.search(user_words):
+        return "media", False
     if "FAIL_RUN" in user_words:
         return "fail", False
     if "FAIL_MID" in user_words:
@@ -256,6 +271,9 @@ class Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [call]})
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]})
                 chunk({}, "tool_calls")
+            elif kind == "media":
+                chunk({"content": media_answer(_turn(body)[0])})
+                chunk({}, "stop")
             elif kind == "ask_reply":
                 chunk({"content": ASK_REPLY_PREFIX + last_tool_text(body)})
                 chunk({}, "stop")
