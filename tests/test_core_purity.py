@@ -17,10 +17,12 @@ CORE = [
     "owc.protocol.machine",
     "owc.protocol.active",
     "owc.protocol.questions",
+    "owc.protocol.media",
     "owc.render",
     "owc.render.seam",
     "owc.render.status",
     "owc.render.ask_card",
+    "owc.render.files",
     "owc.rules.claim",
     "owc.rules.state_graph",
     "owc.rules.intent",
@@ -31,6 +33,8 @@ CORE = [
     "owc.rules.owner",
     "owc.rules.reconcile",
     "owc.rules.questions",
+    "owc.rules.media",
+    "owc.rules.media_policy",
 ]
 FORBIDDEN = [
     "trio",
