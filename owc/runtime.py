@@ -372,6 +372,7 @@ async def open_runtime(
         client = GatewayClient(config.url, config.token, keeper, config.gateway)
         questions.request = client.request
         media.request = client.request
+        media.correct = keeper.corrections.add_marked
         media.fetch = GatewayMedia(client.request, config.url, config.gateway).fetch
         await nursery.start(questions.run)
         await nursery.start(media.run)

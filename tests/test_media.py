@@ -242,3 +242,24 @@ def test_add_files_merges_by_artifact_and_names_what_was_not_kept(store: ChatSto
     assert store.add_files("c1", "nope", [e1], []) is None
     assert store.add_files("c1", "um", [e2], []) is None
     assert store.add_files("missing", "m1", [e1], []) is None
+
+
+@pytest.mark.parametrize(
+    ("shown_text", "transcript", "stale"),
+    [
+        # Read before the rewrite: the raw record's absolute reference, gone from the rewritten transcript.
+        ("Here.\n\nMEDIA:/home/u/.openclaw/workspace/chart.png", "Here.", True),
+        ("Here.\n   MEDIA:chart.png", "Here.", True),
+        # Read after it: nothing to correct.
+        ("Here.", "Here.", False),
+        # A line the Gateway kept as text (not a file to it, measured): in both, it stays.
+        ("Only a bad one.\n\nMEDIA:../../etc/passwd", "Only a bad one.\n\nMEDIA:../../etc/passwd", False),
+        # Not standalone (inside a sentence, indented as code): never a directive.
+        ("see MEDIA:chart.png here", "see here", False),
+        ("    MEDIA:chart.png", "", False),
+    ],
+)
+def test_stale_media_lines(shown_text: str, transcript: str, stale: bool) -> None:
+    from owc.rules.media import stale_media_lines
+
+    assert stale_media_lines(shown_text, transcript) is stale

@@ -98,9 +98,12 @@ async def setup(tmp_path: Path, nursery: trio.Nursery) -> Any:
             assert method == "chat.history" and params["sessionKey"] == KEY
             return history["now"]
 
-        desk = MediaDesk(store=store, emitter=emitter, files=files, fetch=fetch, request=request)
+        corrections: list[Any] = []
+        desk = MediaDesk(
+            store=store, emitter=emitter, files=files, fetch=fetch, request=request, correct=corrections.append
+        )
         await nursery.start(desk.run)
-        yield desk, store, emitter, files, answers, calls, history
+        yield desk, store, emitter, files, answers, calls, history, corrections
 
 
 async def _message(store: Any) -> dict[str, Any]:
@@ -112,7 +115,7 @@ def _notes(message: dict[str, Any]) -> list[str]:
 
 
 async def test_files_in_the_finalizes_transcript_are_taken_at_once(setup: Any) -> None:
-    desk, store, emitter, files, answers, _, _ = setup
+    desk, store, emitter, files, answers, _, _, _corrections = setup
     answers[IMG] = (PNG, "image/png")
     answers[DOC] = (b"%PDF", "application/pdf")
     desk.finished(_Run("r1"), _history("r1", _image(), DOC_BLOCK, REFUSED))
@@ -131,7 +134,7 @@ async def test_files_in_the_finalizes_transcript_are_taken_at_once(setup: Any) -
 
 
 async def test_a_rewrite_push_brings_the_files_a_finalize_could_not_see_and_nothing_twice(setup: Any) -> None:
-    desk, store, emitter, _, answers, calls, history = setup
+    desk, store, emitter, _, answers, calls, history, _corrections = setup
     answers[IMG] = (PNG, "image/png")
     desk.finished(_Run("r1"), _history("r1"))  # read before the Gateway's rewrite: no blocks yet
     desk.on_changed("agent:main:openwebui-u9-other")  # a session with no watched run: no read at all
@@ -147,7 +150,7 @@ async def test_a_rewrite_push_brings_the_files_a_finalize_could_not_see_and_noth
 
 
 async def test_a_failure_that_may_pass_is_tried_again_one_that_cannot_is_named(setup: Any) -> None:
-    desk, store, _, _, answers, calls, history = setup
+    desk, store, _, _, answers, calls, history, _corrections = setup
     answers[IMG] = NotFetched("chart.png: the connection dropped", passing=True)
     answers[DOC] = NotFetched("report.pdf was not stored: the Gateway no longer has it")
     history["now"] = _history("r1", _image(), DOC_BLOCK).raw
@@ -166,7 +169,7 @@ async def test_a_failure_that_may_pass_is_tried_again_one_that_cannot_is_named(s
 
 
 async def test_storage_that_refuses_is_named(setup: Any) -> None:
-    desk, store, _, files, answers, _, _ = setup
+    desk, store, _, files, answers, _, _, _corrections = setup
     files.refuse = "Open WebUI's file storage refused it"
     answers[IMG] = (PNG, "image/png")
     desk.finished(_Run("r1"), _history("r1", _image()))
@@ -246,3 +249,25 @@ async def test_a_dropped_connection_passes_a_missing_artifact_does_not() -> None
     with pytest.raises(NotFetched) as caught:
         await media.fetch(KEY, item)
     assert not caught.value.passing and str(caught.value) == "chart.png was not stored: the Gateway no longer has it"
+
+
+async def test_a_message_finished_before_the_rewrite_is_corrected_from_the_rewritten_transcript(setup: Any) -> None:
+    desk, store, _, _, answers, _, history, corrections = setup
+    answers[IMG] = (PNG, "image/png")
+    # The finalize wrote the raw record's text, its absolute MEDIA: line in it (measured before the rewrite).
+    await store.write("c1", "m1", content="Here.\n\nMEDIA:/root/ws/chart.png", output=[], done=True)
+    desk.finished(_Run("r1"), None)
+    history["now"] = _history("r1", _image()).raw  # the rewrite: "Here." and the image block
+    desk.on_changed(KEY)
+    await desk.until(lambda: desk.looks >= 1)
+    [item] = corrections
+    assert (item.run_id, item.message_id, item.content) == ("r1", "m1", True)
+
+
+async def test_a_message_finished_after_the_rewrite_is_left_as_it_is(setup: Any) -> None:
+    desk, store, _, _, answers, _, _, corrections = setup
+    answers[IMG] = (PNG, "image/png")
+    await store.write("c1", "m1", content="Here.", output=[], done=True)
+    desk.finished(_Run("r1"), _history("r1", _image()))
+    await desk.until(lambda: desk.looks >= 1)
+    assert corrections == []

@@ -30,6 +30,24 @@ def item_key(item: MediaItem) -> str:
     return item.artifact_id
 
 
+def _media_lines(text: str) -> set[str]:
+    """The standalone ``MEDIA:`` lines of a text (the shipped rule: up to three leading spaces)."""
+    out = set()
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("MEDIA:") and len(line) - len(line.lstrip(" ")) <= 3:
+            out.add(stripped)
+    return out
+
+
+def stale_media_lines(shown: str, transcript: str) -> bool:
+    """M shows a ``MEDIA:`` line its run's transcript no longer holds: its finalize read the transcript before the
+    Gateway's rewrite (the raw record keeps absolute references, measured: a host path in the chat). Its content is
+    then corrected from the rewritten transcript. A ``MEDIA:`` line the Gateway kept as text (not a file to it) is in
+    both, and stays."""
+    return bool(_media_lines(shown) - _media_lines(transcript))
+
+
 @attrs.frozen
 class Watch:
     session_key: str

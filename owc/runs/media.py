@@ -38,7 +38,8 @@ from owc.protocol import ChatHistory
 from owc.protocol.errors import ProtocolError
 from owc.protocol.media import DeliveredFile, MediaItem, RefusedFile, run_media
 from owc.render import files as shown
-from owc.rules.media import MediaBook, Watch
+from owc.render import output_from_transcript, output_text
+from owc.rules.media import MediaBook, Watch, stale_media_lines
 from owc.rules.media_policy import (
     DEFAULT_POLICY,
     MediaPolicy,
@@ -48,6 +49,7 @@ from owc.rules.media_policy import (
     not_stored,
     shown_name,
 )
+from owc.runs.correct import Correction
 from owc.runs.run import Run
 from owc.runs.writer import history_params, read_history_page
 from owc.store import StoreError
@@ -150,6 +152,8 @@ class MediaDesk:
     fetch: Fetch = no_fetch
     #: The runtime's ``GatewayClient.request`` (the current connection), set at assembly.
     request: Request | None = None
+    #: A message to correct from its transcript at the next tick (``Corrections.add_marked``), set at assembly.
+    correct: Callable[[Correction], None] = lambda item: None
     book: MediaBook = attrs.field(factory=MediaBook)
     #: Sessions to look at: a transcript already read (a finalize's), or None for a fresh read (a rewrite's push).
     _pending: dict[str, ChatHistory | None] = attrs.field(factory=dict)
@@ -215,9 +219,9 @@ class MediaDesk:
         for watch in self.book.watched(session_key):
             due = self.book.due(watch, run_media(history, watch.run_id))
             if due is not None:
-                await self._take(watch, due.items)
+                await self._take(watch, due.items, history)
 
-    async def _take(self, watch: Watch, items: tuple[MediaItem, ...]) -> None:
+    async def _take(self, watch: Watch, items: tuple[MediaItem, ...], history: ChatHistory) -> None:
         entries: list[dict[str, Any]] = []
         notes: list[dict[str, Any]] = []
         done: list[MediaItem] = []
@@ -264,7 +268,23 @@ class MediaDesk:
             len(entries),
             len(notes),
         )
-        if added is None or self.emitter is None:
+        if added is None:
+            return
+        try:
+            said = output_text(output_from_transcript(history, watch.run_id) or [])
+        except Exception:  # an unreadable transcript: M stands as it is
+            log.exception("media.transcript_unrendered run=%s", watch.run_id)
+            said = None
+        if said is not None and stale_media_lines(added.content, said):
+            # Finished from the transcript before the Gateway's rewrite: M shows the raw ``MEDIA:`` lines (a host
+            # path, for an absolute reference). The rewritten transcript puts its content right at the next tick.
+            log.info("media.correct_text run=%s message=%s (read before the rewrite)", watch.run_id, watch.message_id)
+            self.correct(
+                Correction(
+                    watch.session_key, watch.run_id, watch.chat_id, watch.message_id, watch.user_id, terminal_seen=True
+                )
+            )
+        if self.emitter is None:
             return
         events: list[dict[str, Any]] = [{"type": "status", "data": n} for n in added.notes]
         events.append({"type": "files", "data": {"files": list(added.files)}})

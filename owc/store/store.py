@@ -200,6 +200,8 @@ class FilesAdded:
 
     files: tuple[dict[str, Any], ...]
     notes: tuple[dict[str, Any], ...] = ()
+    #: M's content as it stands (the media desk checks it against the rewritten transcript).
+    content: str = ""
 
 
 @attrs.frozen
@@ -1292,7 +1294,10 @@ class ChatStore:
                 return _Plan(None)
             if gained:
                 message["files"] = merged
-            result = FilesAdded(files=tuple(merged), notes=tuple(added))
+            content = message.get("content")
+            result = FilesAdded(
+                files=tuple(merged), notes=tuple(added), content=content if isinstance(content, str) else ""
+            )
             return _Plan(result, _serialized(chat), int(time.time()), mirror=(message,))
 
         return self._transact(chat_id, decide)
