@@ -72,6 +72,9 @@ class Runtime:
         self._models: dict[str, object] = {}
         #: The Gateway's models as last listed (``owc.owui.models.GatewayModel``), shown when it cannot answer.
         self.gateway_models: list[Any] = []
+        #: The agent whose chats this runtime shows (the Pipe's ``AGENT_ID``; ``owc run --agent``): what a chat's
+        #: session key is made of where no request names it (the status view's routes).
+        self.agent_id = "main"
         #: Thinking-level ladders learned from the Gateway's rejections, and the notes each chat has had (issue 28).
         self.thinking = levels.ThinkingMemory()
 
@@ -373,6 +376,7 @@ async def open_runtime(
         questions.request = client.request
         media.request = client.request
         media.correct = keeper.corrections.add_marked
+        keeper.status.request = client.request
         media.fetch = GatewayMedia(client.request, config.url, config.gateway).fetch
         await nursery.start(questions.run)
         await nursery.start(media.run)

@@ -34,14 +34,14 @@ import logging
 import os
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 import attrs
 
-from owc.owui import questions, trio_host
+from owc.owui import questions, status, trio_host
 from owc.owui.intent_hook import LOADER_SCRIPT, VERSION, install_code
 from owc.rules.intent import HEADER, KEEP, MAX_ID, Kind, StopLog, StopRecord, kind_of
 
@@ -142,6 +142,7 @@ def install(app: Any) -> StopBook:
         ("stop_route", _record_stops),
         ("socket", _hook_on_open),
         ("questions", _answer_questions),
+        ("status", _status_routes),
     ):
         try:
             page.undo.append(part(page))
@@ -355,10 +356,9 @@ async def _record(page: _Page, scope: Any, decode_token: Callable[[str], Any]) -
     log.info("owui.stop_sign chat=%s said=%s record=%s pid=%d", chat_id, kind.value, record.id, os.getpid())
 
 
-def _answer_questions(page: _Page) -> Callable[[], None]:
-    """The route the Gateway's question dialogs post their answers to (``owc.owui.questions``)."""
-    # An answer decides for a person, so the token is checked as Open WebUI checks its own API's: signature, session
-    # stamp (a changed password), revocation (a sign-out), the token's type, the user still existing and verified.
+def _verifier(page: _Page) -> Callable[[dict[bytes, bytes]], Awaitable[str | None]]:
+    """The user a request's session token names, checked as Open WebUI checks its own API's: signature, session
+    stamp (a changed password), revocation (a sign-out), the token's type, the user still existing and verified."""
     from open_webui.utils.auth import get_verified_user_by_token
     from starlette.exceptions import HTTPException
 
@@ -375,14 +375,30 @@ def _answer_questions(page: _Page) -> Callable[[], None]:
         user_id = getattr(user, "id", None)
         return user_id if isinstance(user_id, str) else None
 
-    route = questions.answer_route(verified)
-    page.app.router.routes.insert(0, route)  # before the single-page app's mount, which takes every other path
+    return verified
+
+
+def _routes(page: _Page, added: list[Any]) -> Callable[[], None]:
+    for route in reversed(added):
+        page.app.router.routes.insert(0, route)  # before the single-page app's mount, which takes every other path
 
     def undo() -> None:
-        if route in page.app.router.routes:
-            page.app.router.routes.remove(route)
+        for route in added:
+            if route in page.app.router.routes:
+                page.app.router.routes.remove(route)
 
     return undo
+
+
+def _answer_questions(page: _Page) -> Callable[[], None]:
+    """The route the Gateway's question dialogs post their answers to (``owc.owui.questions``): an answer decides
+    for a person, so the token is checked as Open WebUI's own API's."""
+    return _routes(page, [questions.answer_route(_verifier(page))])
+
+
+def _status_routes(page: _Page) -> Callable[[], None]:
+    """The status view's routes (``owc.owui.status``): the status Action's panel reads them."""
+    return _routes(page, status.routes(_verifier(page)))
 
 
 # ---------------------------------------------------------------------------------------------- the socket fallback

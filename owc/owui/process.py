@@ -257,6 +257,7 @@ async def _main(*, task_status: trio.TaskStatus[Runtime] = trio.TASK_STATUS_IGNO
             try:
                 async with open_runtime(config, store, emitter, OwuiAsker(host), OwuiFiles(host)) as runtime:
                     opened = runtime
+                    runtime.agent_id = settings.agent_id
                     log.info("owui.runtime_started gateway=%s", redact_url(settings.gateway_url))
                     task_status.started(runtime)
                     await trio.sleep_forever()  # timer-ok: no clock; the runtime serves until the host closes
@@ -302,6 +303,8 @@ async def apply_changes(host: trio_host.TrioHost, runtime: Runtime, old: HostSet
     if old.usage_line != new.usage_line:
         runtime.keeper.usage_line = new.usage_line  # read at each finalize: the next reply follows the valve
         log.info("owui.settings_applied changed=USAGE_LINE (from the next reply)")
+    if old.agent_id != new.agent_id:
+        runtime.agent_id = new.agent_id
     changed = connection_changes(old, new)
     if not changed:
         return

@@ -62,6 +62,7 @@ from owc.runs.media import MediaDesk
 from owc.runs.questions import QuestionDesk
 from owc.runs.reconcile import reconcile
 from owc.runs.run import HandoverState, Run, RunKey
+from owc.runs.status import StatusDesk
 from owc.runs.wakes import Wakes
 from owc.runs.writer import Stats, WriterContext, abort_run, history_reads, write_run
 from owc.store import TrioChatStore
@@ -328,6 +329,7 @@ class RunTable:
         """Called by the connection's reader for every consumed event, in order; never blocks."""
         ts = getattr(event, "ts", None)
         self.ledger.saw_time(ts)
+        self.keeper.status.on_event(event)  # an open status view of the chat it is about reads again
         if isinstance(event, Tick):
             self.keeper.ticks += 1
             self.keeper.wake()
@@ -758,6 +760,7 @@ class RunKeeper:
         questions: QuestionDesk | None = None,
         usage_line: bool = True,
         media: MediaDesk | None = None,
+        status: StatusDesk | None = None,
     ) -> None:
         self.store = store
         self.emitter = emitter
@@ -767,6 +770,8 @@ class RunKeeper:
         self.questions = questions if questions is not None else QuestionDesk()
         #: The files agents make, into their messages (``owc.runs.media``); its pump is the runtime's to run.
         self.media = media if media is not None else MediaDesk(store=store, emitter=emitter)
+        #: The status view's reads and watchers (``owc.runs.status``).
+        self.status = status if status is not None else StatusDesk()
         self.registry = registry
         self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()
