@@ -94,6 +94,15 @@ _ASK = re.compile(r"ASK_USER(?:_(BAD)|_([123]))?(?:_T(\d+))?")
 #: lines alone (a reply that is only files: a bare ``chat final``, measured).
 _MEDIA = re.compile(r"SEND_MEDIA(_ONLY)?((?:[ \t]+[^\s]+)+)")
 MEDIA_TEXT = "Here are your files."
+#: ``SPAWN_CHILD`` (issue 29): the parent's model spawns a sub-agent (``sessions_spawn``, through ``tool_call`` when
+#: Tool Search defers it) whose task holds ``CHILD_WORK``; the child's model runs ``exec`` (``CHILD_SLEEP`` seconds,
+#: so a test sees it running) and answers ``CHILD_DONE``; the parent, after the spawn's result, says ``SPAWNED``.
+SPAWN = "sessions_spawn"
+CHILD_TASK = "CHILD_WORK: run a short command and report."
+CHILD_LABEL = "test-child"
+CHILD_SLEEP = 3
+CHILD_DONE = "CHILD DONE: the command ran."
+SPAWNED = "PARENT: the sub-agent is on it."
 #: In the Gateway's restart-recovery prompt (``[System] Your previous turn was interrupted by a gateway restart ...``).
 RECOVERY_MARK = "Your previous turn was interrupted by a gateway restart"
 
@@ -174,6 +183,10 @@ def plan(body: dict[str, Any]) -> tuple[str, bool]:
         if tool_after_user:
             return "ask_reply", False
         return ("ask_user" if ASK_TOOL in offered else "ask_user_via_call"), False
+    if "CHILD_WORK" in user_words:
+        return ("child_done" if tool_after_user else "child_exec"), False
+    if "SPAWN_CHILD" in user_words and (SPAWN in offered or TOOL_CALL in offered):
+        return ("spawned" if tool_after_user else ("spawn" if SPAWN in offered else "spawn_via_call")), False
     if _MEDIA.search(user_words):
         return "media", False
     if "FAIL_RUN" in user_words:
@@ -271,6 +284,24 @@ class Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [call]})
                 chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]})
                 chunk({}, "tool_calls")
+            elif kind in ("spawn", "spawn_via_call", "child_exec"):
+                name, args = SPAWN, {"task": CHILD_TASK, "label": CHILD_LABEL}
+                if kind == "spawn_via_call":
+                    name, args = TOOL_CALL, {"id": SPAWN, "args": args}
+                elif kind == "child_exec":
+                    name, args = "exec", {"command": f"sleep {CHILD_SLEEP}; echo child-ok"}
+                call = {
+                    "index": 0,
+                    "id": f"call_{kind}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                }
+                chunk({"tool_calls": [call]})
+                chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]})
+                chunk({}, "tool_calls")
+            elif kind in ("spawned", "child_done"):
+                chunk({"content": SPAWNED if kind == "spawned" else CHILD_DONE})
+                chunk({}, "stop")
             elif kind == "media":
                 chunk({"content": media_answer(_turn(body)[0])})
                 chunk({}, "stop")
