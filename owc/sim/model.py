@@ -129,6 +129,8 @@ class Run:
     #: cut loses the partial); this is what a client was shown.
     streamed: dict[str, str] = attrs.field(factory=dict)
     streamed_at: dict[str, float] = attrs.field(factory=dict)
+    #: The files its answer names (``script.Media`` steps), delivered after its final (``owc.sim.media``).
+    media: list[Any] = attrs.field(factory=list)
 
     def next_seq(self) -> int:
         self.run_seq += 1

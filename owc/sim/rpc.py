@@ -21,6 +21,7 @@ from owc.rules.thinking import normalize as normalize_level
 from owc.sim import model as m
 from owc.sim import questions as qs
 from owc.sim.delivery import ADMIN, QUESTIONS, READ, WRITE, Fanout, SimConn
+from owc.sim.media import ArtifactNotFound, MediaStore
 from owc.sim.questions import QuestionError, Questions
 from owc.sim.runs import RunDriver
 from owc.sim.script import End, Responder
@@ -39,6 +40,7 @@ METHOD_SCOPES = {
     "chat.abort": WRITE,
     "wake": WRITE,
     "models.list": READ,
+    "artifacts.download": READ,  # ``method-scopes-C7g7eSZh.mjs:1033-1048`` (measured: read alone suffices)
     "sessions.patch": WRITE,  # or admin, by its params: ``required_scope``
     # ``operator.questions`` or ``operator.admin`` (``Rpc.answer``; docs/measured/ask-user-2026.9.6.md section 4).
     "question.list": QUESTIONS,
@@ -340,8 +342,10 @@ class Rpc:
         now_ms: Callable[[], int],
         poke: Callable[[], None],
         questions: Questions,
+        media: MediaStore,
     ) -> None:
         self._fanout = fanout
+        self._media = media
         self._driver = driver
         self._questions = questions
         #: What ``sessions.describe`` adds to a session's row (the usage fields a real run leaves: ``totalTokens``,
@@ -379,6 +383,7 @@ class Rpc:
             "question.list": self._question_list,
             "question.get": self._question_get,
             "question.resolve": self._question_resolve,
+            "artifacts.download": self._artifacts_download,
         }
 
     def on_request(self, conn: SimConn, message: str | bytes) -> None:
@@ -483,6 +488,18 @@ class Rpc:
         if session is None:
             return {"session": None}  # measured: an unknown key, or one before its first run, is no error
         return {"session": {**session.row(), **self._thinking_row(session), **self.session_usage.get(key, {})}}
+
+    def _artifacts_download(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
+        """A managed file: its summary and a 5-minute ticket URL on the Gateway's own HTTP origin, never its bytes
+        (docs/measured/media-2026.9.6.md section 4); another session's key or an unknown id is "artifact not
+        found"."""
+        key = require_str(params, "sessionKey")
+        artifact = require_str(params, "artifactId")
+        try:
+            return self._media.download(key, artifact)
+        except ArtifactNotFound:
+            details = {"type": "artifact_not_found", "artifactId": artifact}
+            raise Refused("INVALID_REQUEST", "artifact not found", details) from None
 
     def _model_entry(self, session: Any) -> dict[str, Any] | None:
         provider, model = (session.model_override if session is not None else None) or (m.PROVIDER, m.MODEL)

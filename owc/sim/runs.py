@@ -19,9 +19,10 @@ import trio.lowlevel
 
 from owc.sim import model as m
 from owc.sim import questions as q
-from owc.sim.delivery import Fanout, everyone
+from owc.sim.delivery import Fanout, everyone, subscribers
+from owc.sim.media import MediaStore, refused_block
 from owc.sim.questions import Questions, SimQuestion
-from owc.sim.script import DEFAULT_ASK_TIMEOUT_S, Ask, Delay, End, Hold, Step, Text, Then, Tool
+from owc.sim.script import DEFAULT_ASK_TIMEOUT_S, Ask, Delay, End, Hold, Media, Step, Text, Then, Tool
 
 
 def _tool_item(
@@ -94,6 +95,11 @@ class SimRun:
         self._driver.tool_result(self.run, call_id, result, is_error)
         return self
 
+    def media(self, name: str, mime: str, data: bytes = b"", *, refused: str | None = None) -> SimRun:
+        """The model's answer names a file (a ``Media`` step): announced now, delivered after the run's final."""
+        self._driver.media(self.run, Media(name, mime, data, refused))
+        return self
+
     def end(
         self, state: str = "final", *, yielded: bool = False, error: str | None = None, stop_reason: str | None = None
     ) -> SimRun:
@@ -145,8 +151,15 @@ class RunDriver:
         poke: Callable[[], None],
         cli_runtime: bool,
         questions: Questions,
+        media: MediaStore,
     ) -> None:
         self._nursery = nursery
+        #: The Gateway's managed media: where a run's ``Media`` files go at its delivery.
+        self.media_store = media
+        #: How long after a run's final its files are delivered (the transcript rewritten and announced), in seconds
+        #: on Trio's clock: 0.1 to 2.4 s live (docs/measured/media-2026.9.6.md section 2); 0 delivers at the next
+        #: checkpoint, still after the final.
+        self.media_delay = 0.1
         self._fanout = fanout
         #: The Gateway's question manager: ``Ask`` steps raise questions there, and it tells the run when one ends.
         self.questions = questions
@@ -325,6 +338,8 @@ class RunDriver:
                         told = (asked.question.result if asked.question is not None else asked.error) or ""
                     elif isinstance(step, Then):
                         todo.extendleft(reversed(list(step.build(told))))
+                    elif isinstance(step, Media):
+                        self.media(run, step)
                     elif isinstance(step, Delay):
                         await trio.sleep(step.seconds)
                     elif isinstance(step, Hold):
@@ -376,6 +391,58 @@ class RunDriver:
             self._fanout.chat(
                 run, "delta", drop_if_slow=True, deltaText=chat_delta, message=m.text_message(run.text, now)
             )
+
+    def media(self, run: m.Run, step: Media) -> None:
+        """A standalone ``MEDIA:`` line: never in the chat text (the Gateway strips it); the ``assistant`` stream
+        says ``mediaUrls`` (every name the answer gave so far, the raw references) with an empty delta (measured:
+        ``{text, delta:"", mediaUrls, itemId}``). The file is delivered after the run's final."""
+        self._active(run)
+        run.media.append(step)
+        said = run.parts[-1].get("text", "") if run.parts and run.parts[-1].get("type") == "text" else ""
+        data = {"text": said, "delta": "", "mediaUrls": [s.name for s in run.media]}
+        data["itemId"] = f"{run.run_id}:{run.segment}"
+        self._fanout.agent(run, "assistant", data)
+
+    async def _deliver(self, session: m.AgentSession, run: m.Run, files: list[Media]) -> None:
+        """The Gateway's rewrite after a run's final: its last assistant transcript message keeps its text (an empty
+        one dropped) and gets one block per file, the delivered files are kept in the managed media, and
+        ``sessions.changed phase:"message"`` says so (the rewrite's push names no message: measured)."""
+        if self.media_delay > 0:
+            await trio.sleep(self.media_delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        target = next(
+            (
+                msg
+                for msg in reversed(session.transcript)
+                if msg.get("role") == "assistant"
+                and run.run_id
+                in (
+                    (msg.get("__openclaw") or {}).get("runId"),
+                    str((msg.get("__openclaw") or {}).get("idempotencyKey") or "").removeprefix("cli-assistant:"),
+                )
+            ),
+            None,
+        )
+        if target is None:
+            return
+        blocks: list[dict[str, Any]] = []
+        for step in files:
+            if step.refused is not None:
+                blocks.append(refused_block(step.name, step.mime, step.refused))
+            else:
+                blocks.append(self.media_store.add(session.key, run.run_id, step.name, step.mime, step.data).block())
+        content = target.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]
+        kept = [p for p in parts if not (p.get("type") == "text" and not str(p.get("text") or "").strip())]
+        target["content"] = [*kept, *blocks]
+        now = self._now_ms()
+        session.updated_at = now
+        payload = m.sessions_changed_payload(session, now, message=target)
+        payload.pop("messageId", None)
+        payload.pop("messageSeq", None)
+        self._fanout.emit("sessions.changed", payload, audience=subscribers, drop_if_slow=True)
+        self._poke()
 
     def tool_start(
         self, run: m.Run, name: str, args: Any, call_id: str | None, *, item: Mapping[str, Any] | None = None
@@ -548,7 +615,7 @@ class RunDriver:
         asking = self.questions.pending_of_run(run.run_id)
         if state == "final":
             last = session.transcript[-1] if session.transcript else None
-            if not run.parts and last is not None and last.get("role") == "toolResult":
+            if not run.parts and (run.media or (last is not None and last.get("role") == "toolResult")):
                 # The agent loop ends on an assistant message without tool calls, stored with stopReason "stop"
                 # even when it says nothing (a run whose last action was a tool call still ends on one).
                 run.parts = [{"type": "text", "text": ""}]
@@ -581,6 +648,8 @@ class RunDriver:
                 started = session.started_at if session.started_at is not None else now
                 fanout.heartbeat(m.heartbeat_event(run.text, now, now - started))
             session.status, session.last_run_error = "done", None
+            if run.media:
+                self._nursery.start_soon(self._deliver, session, run, list(run.media))
         elif state == "aborted":
             stop_reason = step.stop_reason or "rpc"
             run.parts = []

@@ -110,6 +110,19 @@ class Then:
 
 
 @attrs.frozen
+class Media:
+    """A standalone ``MEDIA:<name>`` line in the model's answer, and what the Gateway did with the file: delivered
+    (``refused`` None: kept in its managed media, a block added to the run's message after its final) or refused
+    with that ``attachment_error`` code (``unsupported-format``, ``file-not-found``, ``delivery-failed``). The
+    Gateway's own checks are not modelled: the script says their outcome (``owc.sim.media``)."""
+
+    name: str
+    mime: str
+    data: bytes = b""
+    refused: str | None = None
+
+
+@attrs.frozen
 class End:
     state: str = "final"  # final | error | aborted
     yielded: bool = False
@@ -117,7 +130,7 @@ class End:
     stop_reason: str | None = None
 
 
-Step = Text | Tool | Hold | Delay | End | Ask | Then
+Step = Text | Tool | Hold | Delay | End | Ask | Then | Media
 #: ``(session_key, message) -> steps`` for a ``chat.send`` run.
 Responder = Callable[[str, str], Sequence[Step]]
 #: ``(session_key, source_run_id) -> steps`` for a restart-recovery run.

@@ -12,7 +12,10 @@ incidents with it). What it models, each from ``shared/reference/openclaw`` unle
   declared ``tool-events``, ``session.tool`` to the other subscribers, ``sessions.changed`` to subscribers;
 * agent sessions, runs and transcripts with the real identities; ``chat.send`` idempotency and queueing;
 * ``tick`` every ``tickIntervalMs`` on Trio's clock, ``shutdown`` then close 1012;
-* the four restart modes of seed 000 section 2.7 F3, and restart recovery at boot with its provenance.
+* the four restart modes of seed 000 section 2.7 F3, and restart recovery at boot with its provenance;
+* files the agent makes (``media``): the transcript rewrite after a run's final, ``artifacts.download`` and the
+  ticket URL's GET, served on the WebSocket's own port as the real Gateway serves it (one listener reads each
+  connection's request head: a WebSocket upgrade goes to trio-websocket, anything else is plain HTTP).
 
 Runs are driven either by a script the simulator plays (``chat.send`` and recovery runs) or step by step
 through ``SimRun`` (runs "other clients" start: cron, sessions_send, sub-agent announces, heartbeats).
@@ -45,17 +48,20 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import attrs
+import h11
 import trio
-from trio_websocket import ConnectionClosed, Endpoint, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
 from owc.protocol import DEFAULT_MAX_PAYLOAD, ProtocolError, Request, decode_frame
 from owc.sim import devices as d
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, SimConn, dumps, everyone, write_frames
 from owc.sim.faults import Faults
+from owc.sim.media import MediaStore
 from owc.sim.questions import Questions
 from owc.sim.restarts import RESTART_MODES, Boot, Restarts
 from owc.sim.rpc import METHOD_SCOPES, Rpc, param
@@ -77,6 +83,13 @@ CLIENT_IDS = frozenset(
     }
 )  # fmt: skip
 CLIENT_MODES = frozenset({"webchat", "cli", "ui", "backend", "node", "worker", "probe", "test"})
+#: The longest request head the listener reads before it decides (a WebSocket upgrade or an HTTP GET: both under
+#: 1 KiB from any client owc has; a longer one is closed unanswered).
+MAX_REQUEST_HEAD = 16 * 1024
+#: trio-websocket's ``serve_websocket`` defaults, kept: how long a client has to send its request head, and to finish
+#: the closing handshake once the handler is done.
+CONNECT_TIMEOUT = 60.0
+DISCONNECT_TIMEOUT = 60.0
 
 
 class Simulator:
@@ -132,6 +145,9 @@ class Simulator:
         #: The question manager: ``sim.questions.pending()``, ``.answer(id, {qid: [...]})``, ``.cancel(id)``, and
         #: ``.resolved_after_end = True`` to send each ``question.resolved`` after the asking run's terminal.
         self.questions = Questions(self.fanout, nursery=nursery, now_ms=self.now_ms, poke=self._poke)
+        #: The managed media: ``sim.media.files`` (artifact id -> ``SimFile``), ``sim.media.served`` (the ticket
+        #: GETs answered). Its ticket secret follows the boot: a restart kills every ticket, the files stay.
+        self.media = MediaStore(self.now_ms, lambda: self.boot.boot_id)
         self.driver = RunDriver(
             nursery,
             self.fanout,
@@ -141,6 +157,7 @@ class Simulator:
             poke=self._poke,
             cli_runtime=cli_runtime,
             questions=self.questions,
+            media=self.media,
         )
         self.rpc = Rpc(
             self.fanout,
@@ -151,6 +168,7 @@ class Simulator:
             now_ms=self.now_ms,
             poke=self._poke,
             questions=self.questions,
+            media=self.media,
         )
         self.faults = Faults(self.fanout, nursery=nursery, answer=self.rpc.answer)
         self.rpc.hold = self.faults.hold
@@ -190,6 +208,16 @@ class Simulator:
         self.driver.cli_runtime = value
 
     @property
+    def media_delay(self) -> float:
+        """Seconds (Trio's clock) from a run's final to the delivery of its files: 0.1 by default (0.1 to 2.4 s
+        live); a test may set 0 (delivered at the next checkpoint, still after the final)."""
+        return self.driver.media_delay
+
+    @media_delay.setter
+    def media_delay(self, value: float) -> None:
+        self.driver.media_delay = value
+
+    @property
     def responder(self) -> Responder:
         """The steps a ``chat.send`` run plays (scenarios call it for the runs they start as a send)."""
         return self.rpc.responder
@@ -226,21 +254,75 @@ class Simulator:
         return f"{scheme}://{self.host}:{self.port}/"
 
     async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """One listener on the Gateway's port for both of what the real Gateway serves there: the WebSocket and the
+        managed media route (``_connection`` tells them apart by the request head)."""
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(
-                lambda task_status: serve_websocket(
-                    self._handle,
-                    self.host,
-                    self.port,
-                    ssl_context=self.ssl_context,
-                    handler_nursery=nursery,
-                    max_message_size=self.max_payload,
-                    task_status=task_status,
+            listeners: list[Any]
+            if self.ssl_context is None:
+                listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+                self.port = listeners[0].socket.getsockname()[1]
+            else:
+                listeners = await trio.open_ssl_over_tcp_listeners(
+                    self.port, self.ssl_context, host=self.host, https_compatible=True
                 )
-            )
-            self.port = server.port
+                self.port = listeners[0].transport_listener.socket.getsockname()[1]
+            await nursery.start(partial(trio.serve_listeners, self._connection, listeners, handler_nursery=nursery))
             nursery.start_soon(self._ticker)
             task_status.started()
+
+    async def _connection(self, stream: trio.abc.Stream) -> None:
+        """One accepted connection: read its request head (bounded, within ``CONNECT_TIMEOUT``), then either hand
+        it, head replayed, to trio-websocket and ``_handle`` (an upgrade), or answer the media route once with h11
+        and close (``MediaStore.http_answer``). The peer's address is read here, from the real socket."""
+        address = _address(stream)
+        head = b""
+        try:
+            with trio.move_on_after(CONNECT_TIMEOUT):
+                head = await _read_head(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            head = b""  # a TLS handshake that failed, a client gone
+        parsed = _parse_head(head) if head else None
+        if parsed is None:
+            await trio.aclose_forcefully(stream)
+            return
+        conn, request = parsed
+        if _is_upgrade(request):
+            await self._websocket(_Replay(stream, head), address)
+            return
+        try:
+            await self._answer_http(stream, conn, request)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _answer_http(self, stream: trio.abc.Stream, conn: h11.Connection, request: h11.Request) -> None:
+        """One answer (h11 frames it for the request's method: a HEAD's has no body), then the connection ends."""
+        method = request.method.decode("ascii", "replace")
+        status, headers, body = self.media.http_answer(method, request.target.decode("ascii", "replace"))
+        out = conn.send(h11.Response(status_code=status, headers=[*headers, ("connection", "close")])) or b""
+        if body:
+            out += conn.send(h11.Data(data=body)) or b""
+        out += conn.send(h11.EndOfMessage()) or b""
+        await stream.send_all(out)
+
+    async def _websocket(self, stream: trio.abc.Stream, address: str | None) -> None:
+        """As ``serve_websocket`` did: the handshake within ``CONNECT_TIMEOUT``, ``_handle``, then the connection
+        closed (the closing handshake within ``DISCONNECT_TIMEOUT``) however the handler ended."""
+        async with trio.open_nursery() as nursery:
+            request: WebSocketRequest | None = None
+            with trio.move_on_after(CONNECT_TIMEOUT):
+                request = await wrap_server_stream(nursery, stream, max_message_size=self.max_payload)
+            if request is None:
+                nursery.cancel_scope.cancel()
+                await trio.aclose_forcefully(stream)
+                return
+            try:
+                await self._handle(request, address)
+            finally:
+                with trio.move_on_after(DISCONNECT_TIMEOUT):
+                    # trio-websocket keeps the connection only on the request; its ``aclose`` ends the reader task.
+                    await request._connection.aclose()
 
     def now_ms(self) -> int:
         return self._epoch_ms + int(trio.current_time() * 1000)
@@ -262,9 +344,10 @@ class Simulator:
         the next tick; a scenario's final settle asks for that tick instead of waiting out the interval."""
         self.fanout.emit("tick", {"ts": self.now_ms()}, audience=everyone, drop_if_slow=False)
 
-    async def _handle(self, request: WebSocketRequest) -> None:
-        """One connection's life: handshake, then read requests until it closes; a writer task sends."""
-        peer = _peer(request)
+    async def _handle(self, request: WebSocketRequest, address: str | None = None) -> None:
+        """One connection's life: handshake, then read requests until it closes; a writer task sends. ``address``:
+        the peer's, read from the socket by the listener (the stream trio-websocket sees is a wrapper)."""
+        peer = _peer(request, address)
         if self.remote_address is not None:
             peer = attrs.evolve(peer, address=self.remote_address)
         ws = await request.accept()
@@ -534,7 +617,73 @@ class Simulator:
         self._nursery.start_soon(self._notify)
 
 
-def _peer(request: WebSocketRequest) -> d.Peer:
+class _Replay(trio.abc.Stream):
+    """A connection whose first reads give back the request head the listener already read from it, so that
+    trio-websocket reads the whole handshake; everything else goes to the connection itself."""
+
+    def __init__(self, stream: trio.abc.Stream, head: bytes) -> None:
+        self._stream = stream
+        self._head = head
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._head:
+            await trio.lowlevel.checkpoint()
+            n = len(self._head) if max_bytes is None else max_bytes
+            out, self._head = self._head[:n], self._head[n:]
+            return out
+        return await self._stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._stream.wait_send_all_might_not_block()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _address(stream: trio.abc.Stream) -> str | None:
+    """The peer's address of an accepted TCP (or TLS over TCP) connection."""
+    inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if not isinstance(inner, trio.SocketStream):
+        return None
+    try:
+        return str(inner.socket.getpeername()[0])
+    except OSError:
+        return None
+
+
+async def _read_head(stream: trio.abc.Stream) -> bytes:
+    """The bytes up to and with the end of the request head (maybe a little more: a client may pipeline); b""
+    when the connection ends first or the head runs past ``MAX_REQUEST_HEAD``."""
+    head = b""
+    while b"\r\n\r\n" not in head:
+        if len(head) > MAX_REQUEST_HEAD:
+            return b""
+        data = await stream.receive_some(4096)
+        if not data:
+            return b""
+        head += data
+    return head
+
+
+def _parse_head(head: bytes) -> tuple[h11.Connection, h11.Request] | None:
+    """The request head, and the h11 server connection that read it (it answers it); None if not HTTP/1.1."""
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_HEAD)
+    conn.receive_data(head)
+    try:
+        event = conn.next_event()
+    except h11.RemoteProtocolError:
+        return None
+    return (conn, event) if isinstance(event, h11.Request) else None
+
+
+def _is_upgrade(request: h11.Request) -> bool:
+    return any(name == b"upgrade" and value.lower() == b"websocket" for name, value in request.headers)
+
+
+def _peer(request: WebSocketRequest, address: str | None = None) -> d.Peer:
     """Where a connection comes from, as the handshake judges it: the peer address, ``Origin``, ``Host`` and
     whether forwarding headers are present. trio-websocket 0.12 gives no public access to ``Host`` (wsproto keeps it
     out of the header list), so it is read from the parsed request where present."""
@@ -545,8 +694,6 @@ def _peer(request: WebSocketRequest) -> d.Peer:
         if key == b"origin" and origin is None:
             origin = value.decode("latin-1")
         forwarded = forwarded or key in (b"forwarded", b"x-real-ip") or key.startswith(b"x-forwarded-")
-    remote = request.remote
-    address = str(remote.address) if isinstance(remote, Endpoint) else None
     host = getattr(getattr(request, "_event", None), "host", None)
     return d.Peer(address=address, origin=origin, host=host if isinstance(host, str) else None, forwarded=forwarded)
 
