@@ -377,6 +377,8 @@ async def open_runtime(
         media.request = client.request
         media.correct = keeper.corrections.add_marked
         keeper.status.request = client.request
+        keeper.status.store, keeper.status.emitter = store, emitter
+        await nursery.start(keeper.status.run)
         media.fetch = GatewayMedia(client.request, config.url, config.gateway).fetch
         await nursery.start(questions.run)
         await nursery.start(media.run)

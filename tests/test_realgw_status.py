@@ -72,6 +72,19 @@ async def test_a_subagent_live_in_the_status_view_its_drawer_and_compact(real_ga
                     # The sub-agent's result comes back as a run on the chat's key (``announce:v1:...``, measured): the
                     # spawn's turn and that one are two finished messages.
                     await runtime.keeper.until(lambda: runtime.keeper.totals()[1] >= 2)
+                    # The chat's current message said what the sub-agent did, each line once.
+                    chat = await store.read_chat(chat_id)
+                    said = [
+                        e["description"]
+                        for m in chat["history"]["messages"].values()
+                        for e in m.get("statusHistory") or []
+                        if e.get("action") == "openclaw_subagent"
+                    ]
+                    assert said == [
+                        f"Sub-agent {CHILD_LABEL} is working",
+                        f"Sub-agent {CHILD_LABEL}: running exec",
+                        f"Sub-agent {CHILD_LABEL} finished",
+                    ], said
                     # Compact during a reply: the Gateway refuses, owc says why; after it: done.
                     slow = await other.request(
                         "chat.send", {"sessionKey": key, "message": "SLOW please", "idempotencyKey": str(uuid.uuid4())}

@@ -19,7 +19,8 @@ from owc.protocol.tasks import parse_task, parse_task_event, parse_tasks
 from owc.render import status_view, subagents
 from owc.runs.status import BUSY_LINE, NO_ADMIN_LINE, NO_SESSION_LINE, StatusDesk
 
-KEY = "agent:main:openwebui-u1-c1"
+CHAT = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+KEY = f"agent:main:openwebui-u1-{CHAT}"
 CHILD = "agent:main:subagent:dfc31e3b-8aa1-4991-85cb-fb1dc18cba39"
 #: ``tasks.get`` as measured (trimmed ids).
 TASK = {
@@ -293,3 +294,70 @@ async def test_watchers_are_poked_by_the_events_about_their_chat_coalesced(autoj
             await chat.changed()
         assert waited.cancelled_caught
     assert desk._watchers == {}  # closed with the block
+
+
+# ---------------------------------------------------------------------------------------------- the chat's lines
+
+
+@pytest.mark.parametrize(
+    ("fields", "text", "step"),
+    [
+        ({"status": "queued", "execution": {"state": "queued"}}, "Sub-agent probe-child is queued", "queued"),
+        ({"execution": {"state": "running"}}, "Sub-agent probe-child is working", "running"),
+        ({}, "Sub-agent probe-child: running exec", "tool:1796231001000:exec"),
+        ({"status": "completed", "execution": {"state": "finished"}}, "Sub-agent probe-child finished", "end"),
+        ({"status": "failed", "error": "boom", "execution": {}}, "Sub-agent probe-child failed: boom", "end"),
+        ({"status": "timed_out", "execution": {}}, "Sub-agent probe-child timed out", "end"),
+        ({"status": "blocked", "execution": {}}, None, None),
+    ],
+)
+def test_the_line_a_chat_gets_about_its_subagent(fields: dict[str, Any], text: str | None, step: str | None) -> None:
+    task = parse_task({**TASK, **fields})
+    assert task is not None
+    said = subagents.line(task)
+    if text is None:
+        assert said is None
+        return
+    assert said == {
+        "description": text,
+        "done": True,
+        "action": "openclaw_subagent",
+        "openclaw_subagent": f"2870d602:{step}",
+    }
+
+
+async def test_lines_go_to_the_chats_tail_once_whichever_process_says_them(tmp_path: Any) -> None:
+    from owc.emit import RecordingEmitter
+    from owc.store import open_store
+
+    async with open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", create=True) as store:
+        await store.create_chat(CHAT, "u1")
+        await store.add_turn(CHAT, "um1", "m1", text="hi")
+        emitter = RecordingEmitter()
+        desks = [StatusDesk(store=store, emitter=emitter), StatusDesk(store=store, emitter=emitter)]
+        async with trio.open_nursery() as nursery:
+            for desk in desks:
+                await nursery.start(desk.run)
+            running = OtherEvent(kind="task", raw={"action": "upserted", "task": TASK})
+            for desk in desks:  # two workers' connections get the same event
+                desk.on_event(running)
+                desk.on_event(running)  # and a repeat of it
+            await emitter.until(lambda: len(emitter.events) >= 1)
+            await store.add_turn(CHAT, "um2", "m2", text="more")  # the tail moves on
+            done = OtherEvent(kind="task", raw={"action": "upserted", "task": {**TASK, "status": "completed"}})
+            for desk in desks:
+                desk.on_event(done)
+                desk.on_event(running)  # late: said already, in m1
+            await emitter.until(lambda: len(emitter.events) >= 2)
+            nursery.cancel_scope.cancel()
+        chat = await store.read_chat(CHAT)
+    lines = {
+        mid: [e["description"] for e in m.get("statusHistory") or []]
+        for mid, m in chat["history"]["messages"].items()
+        if m.get("role") == "assistant"
+    }
+    assert lines == {"m1": ["Sub-agent probe-child: running exec"], "m2": ["Sub-agent probe-child finished"]}
+    assert [(e.message_id, e.event["data"]["description"]) for e in emitter.events] == [
+        ("m1", "Sub-agent probe-child: running exec"),
+        ("m2", "Sub-agent probe-child finished"),
+    ]

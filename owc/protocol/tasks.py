@@ -51,6 +51,8 @@ class Task:
     #: ``execution.state`` (queued, running, waiting, finished, unknown) and the tool running now, if any.
     state: str | None = None
     current_tool: str | None = None
+    #: When the tool running now began (epoch ms): what tells one run of a tool from the next.
+    current_tool_ms: int | None = None
     last_tool: str | None = None
     tool_uses: int | None = None
     #: What it says it is doing (``lastActivity``) or has done (``progressSummary``).
@@ -86,6 +88,7 @@ def parse_task(d: Any) -> Task | None:
         agent_id=_text(d, "agentId", 100),
         state=_text(execution, "state", 40),
         current_tool=_text(current, "name", 100),
+        current_tool_ms=_ms(current, "startedAt"),
         last_tool=_text(d, "lastToolName", 100),
         tool_uses=_ms(d, "toolUseCount"),
         activity=_text(d, "lastActivity"),

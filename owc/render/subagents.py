@@ -101,3 +101,37 @@ def drawer(task: Task, describe: Any, history: ChatHistory | None) -> dict[str, 
         "messages": messages,
         "tools": tools,
     }
+
+
+#: The ends of a sub-agent in a reader's words.
+ENDED = {
+    "completed": "finished",
+    "failed": "failed",
+    "timed_out": "timed out",
+    "cancelled": "was cancelled",
+    "lost": "was lost",
+}
+#: The key of a sub-agent's status line in a message's ``statusHistory``: the same line is said once, whichever
+#: process says it.
+LINE_MARK = "openclaw_subagent"
+
+
+def line(task: Task) -> dict[str, Any] | None:
+    """The status line the chat's current message gets about its sub-agent, when there is news: queued, working,
+    each tool it starts, its end. ``None``: nothing to say (a state owc does not name)."""
+    name = f"Sub-agent {task.title}"
+    if task.status == "queued":
+        text, step = f"{name} is queued", "queued"
+    elif task.status == "running" and task.current_tool:
+        text, step = (
+            f"{name}: running {task.current_tool}",
+            f"tool:{task.current_tool_ms or task.tool_uses or 0}:{task.current_tool}",
+        )
+    elif task.status == "running":
+        text, step = f"{name} is working", "running"
+    elif task.status in ENDED:
+        why = task.error if task.status != "completed" and task.error else None
+        text, step = f"{name} {ENDED[task.status]}" + (f": {why}" if why else ""), "end"
+    else:
+        return None
+    return {"description": text, "done": True, "action": LINE_MARK, LINE_MARK: f"{task.task_id}:{step}"}

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import trio
 
+from owc import ids
 from owc.gateway.errors import GatewayError, NotConnected, RequestError, SessionClosed
 from owc.protocol import AgentEvent, ChatEvent, SessionsChanged, parse_chat_history
 from owc.protocol.errors import ProtocolError
@@ -91,6 +92,14 @@ class Watcher:
 class StatusDesk:
     #: The runtime's ``GatewayClient.request`` (the current connection), set at assembly.
     request: Request | None = None
+    #: Where the chat's current message gets its sub-agents' lines (set at assembly; none: no lines).
+    store: Any = None
+    emitter: Any = None
+    #: The lines owed, in order: (chat key, entry); the pump writes them (``run``).
+    _lines: list[tuple[str, dict[str, Any]]] = attrs.field(factory=list)
+    #: The lines this process has queued (their marks; bounded, oldest out): a repeated event queues nothing.
+    _queued: dict[str, None] = attrs.field(factory=dict)
+    _wake: trio.Event = attrs.field(factory=trio.Event)
     _watchers: dict[str, set[Watcher]] = attrs.field(factory=dict)
     #: A sub-agent's key -> the chat key it was spawned in (from the tasks seen).
     _parent: dict[str, str] = attrs.field(factory=dict)
@@ -99,6 +108,23 @@ class StatusDesk:
 
     def on_event(self, event: Any) -> None:
         """Every event the connection decodes: cheap for those about no watched chat."""
+        if isinstance(event, OtherEvent) and event.kind == "task" and self.store is not None:
+            change = parse_task_event(event.raw)
+            task = change.task if change is not None else None
+            said = subagents.line(task) if task is not None and task.session_key else None
+            mark = said.get(subagents.LINE_MARK) if said is not None else None
+            if (
+                task is not None
+                and said is not None
+                and mark not in self._queued
+                and ids.parse_session_key(task.session_key or "") is not None
+            ):
+                # The chat's current message says what its sub-agents do (issue 29), written by the pump.
+                self._queued[mark] = None
+                while len(self._queued) > MAX_CHILDREN:
+                    self._queued.pop(next(iter(self._queued)))
+                self._lines.append((task.session_key or "", said))
+                self._wake.set()
         if not self._watchers:
             return
         if isinstance(event, OtherEvent):
@@ -134,6 +160,34 @@ class StatusDesk:
         for watchers in self._watchers.values():
             for watcher in watchers:
                 watcher.poke()
+
+    # ------------------------------------------------------------------ the sub-agents' lines
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The pump: each sub-agent line to the message at its chat's tail (``ChatStore.add_lines_at_tail``: once,
+        whichever worker says it first), then to the chat's tabs. A database that refuses costs that line."""
+        task_status.started()
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            lines, self._lines = self._lines, []
+            for key, entry in lines:
+                ref = ids.parse_session_key(key)
+                if ref is None:
+                    continue
+                try:
+                    added = await self.store.add_lines_at_tail(ref.chat_id, [entry], mark=subagents.LINE_MARK)
+                except Exception as exc:  # a refusing database, a chat gone: this line is lost, the next one tries
+                    log.warning("status.subagent_line_lost chat=%s error=%s", ref.chat_id, type(exc).__name__)
+                    continue
+                if added is None or self.emitter is None:
+                    continue
+                message_id, said = added
+                for item in said:
+                    try:
+                        await self.emitter.emit(ref.chat_id, message_id, ref.user_id, {"type": "status", "data": item})
+                    except Exception:
+                        log.exception("status.emit_failed chat=%s", ref.chat_id)
 
     # ------------------------------------------------------------------ watching
 

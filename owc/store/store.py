@@ -1267,6 +1267,39 @@ class ChatStore:
 
         return self._transact(chat_id, decide)
 
+    def add_lines_at_tail(
+        self, chat_id: str, entries: Sequence[Mapping[str, Any]], *, mark: str
+    ) -> tuple[str, list[dict[str, Any]]] | None:
+        """Append status lines to the message at the chat's tail (``history.currentId``), when it is an assistant
+        message, finished or not: what the chat shows now. An entry whose ``mark`` value a line of the chat already
+        has (in any message: the tail moves on) is not added again (every worker's connection gets the same Gateway
+        event and says the same line: one copy stays). ``(M's id, what was appended)``; None, writing nothing, when
+        the tail is not an assistant message or nothing is new. A database that refuses writes raises
+        (``REFUSALS``)."""
+
+        def decide(row: Any) -> _Plan[tuple[str, list[dict[str, Any]]] | None]:
+            if row is None or not entries:
+                return _Plan(None)
+            chat = self._load(chat_id, row, None)
+            tail = chat["history"].get("currentId")
+            message = tree.messages_of(chat).get(tail) if isinstance(tail, str) else None
+            if not isinstance(message, dict) or message.get("role") != "assistant":
+                return _Plan(None)
+            seen = {
+                e.get(mark)
+                for m in tree.messages_of(chat).values()
+                if isinstance(m, dict) and isinstance(m.get("statusHistory"), list)
+                for e in m["statusHistory"]
+                if isinstance(e, Mapping) and e.get(mark)
+            }
+            fresh = [e for e in entries if e.get(mark) not in seen]
+            if not fresh:
+                return _Plan(None)
+            added = tree.add_status(message, fresh, finished=False)
+            return _Plan((str(tail), added), _serialized(chat), int(time.time()), mirror=(message,))
+
+        return self._transact(chat_id, decide)
+
     def add_files(
         self,
         chat_id: str,
@@ -1437,6 +1470,11 @@ class TrioChatStore:
         self, chat_id: str, message_id: str, entries: Sequence[Mapping[str, Any]]
     ) -> list[dict[str, Any]] | None:
         return await self._write(self.sync.add_status, chat_id, message_id, entries)
+
+    async def add_lines_at_tail(
+        self, chat_id: str, entries: Sequence[Mapping[str, Any]], *, mark: str
+    ) -> tuple[str, list[dict[str, Any]]] | None:
+        return await self._write(self.sync.add_lines_at_tail, chat_id, entries, mark=mark)
 
     async def add_files(
         self,
