@@ -74,6 +74,17 @@ def test_the_question_route_answers_each_bad_request_with_one_line(seen: dict[st
     ]
 
 
+def test_the_status_routes_refuse_who_is_not_signed_in_with_one_line(seen: dict[str, Any]) -> None:
+    sign_in = "Sign in to Open WebUI to see this chat's status."
+    assert seen["status_answers"] == [
+        [401, sign_in],
+        [401, sign_in],  # a well-signed token naming no user Open WebUI knows
+        [401, sign_in],  # the same by the page's cookie
+        [401, sign_in],
+        [404, "No such chat."],
+    ]
+
+
 def test_shutdown_gives_open_webui_its_own_page_and_stop_back(seen: dict[str, Any]) -> None:
     undone = seen["undone"]
     assert undone["question_route"] in (404, 405)  # Open WebUI's own answer: owc's route is gone

@@ -90,6 +90,19 @@ out["question_answers"] = [
         client.post(QUESTION, headers=bearer, content=b'{"answers": {"a": ["' + b"x" * 70_000 + b'"]}}'),
     )
 ]
+# The status view's routes (issue 29): no session, a token naming no user, a chat id that is not one; each a
+# status and one line, before anything reaches the Gateway.
+STATUS = "/api/owc/status/7c9e6679-7425-40de-944b-e07fc1f90ae7"
+out["status_answers"] = [
+    [r.status_code, r.json().get("detail")]
+    for r in (
+        client.get(STATUS),
+        client.get(STATUS + "/live", headers=bearer),
+        client.post(STATUS + "/compact", headers={"Cookie": f"token={token}"}),
+        client.get(STATUS + "/subagents/t1"),
+        client.get("/api/owc/status/not%20a%20chat", headers=bearer),
+    )
+]
 out["records"] = [[r.kind.value, r.user_id] for r in asyncio.run(book.records("chat-1"))]
 out["socket_wrapped"] = sio.handlers["/"]["events:chat"] is not their_socket
 out["stop_wrapped"] = stop_route.app is not their_stop
