@@ -102,8 +102,9 @@ def test_a_fresh_install_creates_activates_configures_and_lists_the_model() -> N
     fake, lines = FakeOpenWebUI(), []
     models = install(_api(fake), valves={"GATEWAY_URL": "ws://gw:18789"}, report=lines.append)
     assert models == ["openclaw.main"]
-    assert set(fake.functions) == {"openclaw", "openclaw_startup", "openclaw_thinking"}
+    assert set(fake.functions) == {"openclaw", "openclaw_startup", "openclaw_thinking", "openclaw_status"}
     assert fake.models["openclaw.main"]["meta"]["filterIds"] == ["openclaw_thinking"]
+    assert fake.models["openclaw.main"]["meta"]["actionIds"] == ["openclaw_status"]
     assert all(f["is_active"] for f in fake.functions.values())
     assert fake.functions["openclaw"]["content"] == function_source("openclaw_pipe.py")
     assert fake.functions["openclaw"]["valves"] == {"GATEWAY_URL": "ws://gw:18789"}
@@ -137,6 +138,65 @@ def test_the_function_files_are_open_webui_functions_of_the_right_type() -> None
     pipe, event = function_source("openclaw_pipe.py"), function_source("openclaw_startup.py")
     assert pipe.splitlines()[0] == '"""' and "\nclass Pipe:" in pipe and "title: OpenClaw\n" in pipe
     assert event.splitlines()[0] == '"""' and "\nclass Event:" in event
+    status = function_source("openclaw_status.py")
+    assert status.splitlines()[0] == '"""' and "\nclass Action:" in status and "title: OpenClaw status\n" in status
+
+
+# --- the status Action (issue 29): installed with the others, attached to owc's models, never global -------------
+
+
+def test_install_adds_the_status_action_attached_to_owcs_models_and_never_global() -> None:
+    fake, lines = FakeOpenWebUI(), []
+    install(_api(fake), report=lines.append)
+    action = fake.functions["openclaw_status"]
+    assert action["is_active"] and action["content"] == function_source("openclaw_status.py")
+    assert action["name"] == "OpenClaw status" and not action.get("is_global")
+    row = fake.models["openclaw.main"]
+    assert row["meta"] == {"filterIds": ["openclaw_thinking"], "actionIds": ["openclaw_status"]}
+    assert row["base_model_id"] is None and row["name"] == "OpenClaw"
+    assert "created openclaw_status (OpenClaw status)" in lines and "activated openclaw_status" in lines
+    assert "attached openclaw_status to openclaw.main" in lines
+    writes = [c for c in fake.calls if c[1] in ("/api/v1/models/create", "/api/v1/models/model/update")]
+    assert writes == [("POST", "/api/v1/models/create")]  # the Filter and the Action in one row write
+
+
+def test_a_row_the_admin_edited_keeps_its_settings_and_actions_and_gets_the_action_once() -> None:
+    fake = FakeOpenWebUI()
+    install(_api(fake), report=lambda _: None)
+    fake.models["openclaw.main"] = {
+        "id": "openclaw.main",
+        "base_model_id": None,
+        "name": "My agent",
+        "meta": {"description": "kept", "filterIds": ["openclaw_thinking"], "actionIds": ["their_action"]},
+        "params": {"system": "kept"},
+        "is_active": False,
+    }
+    again: list[str] = []
+    install(_api(fake), report=again.append)
+    row = fake.models["openclaw.main"]
+    assert row["meta"] == {
+        "description": "kept",
+        "filterIds": ["openclaw_thinking"],
+        "actionIds": ["their_action", "openclaw_status"],
+    }
+    assert row["name"] == "My agent" and row["params"] == {"system": "kept"} and row["is_active"] is False
+    assert "attached openclaw_status to openclaw.main (its other settings kept)" in again
+    assert not any("openclaw_thinking to" in line for line in again)  # already there: not added again
+    third: list[str] = []
+    install(_api(fake), report=third.append)
+    assert not any(line.startswith("attached") for line in third)
+    assert fake.models["openclaw.main"]["meta"]["actionIds"] == ["their_action", "openclaw_status"]
+
+
+def test_an_action_made_global_by_an_admin_is_said_and_left() -> None:
+    fake = FakeOpenWebUI()
+    install(_api(fake), report=lambda _: None)
+    fake.functions["openclaw_status"]["is_global"] = True
+    lines: list[str] = []
+    install(_api(fake), report=lines.append)
+    assert fake.functions["openclaw_status"]["is_global"] is True  # the admin's choice: not undone
+    assert any(line.startswith("warning: openclaw_status is global") for line in lines)
+    assert not any(c[1].endswith("/openclaw_status/toggle/global") for c in fake.calls)
 
 
 # --- redirects (issue 24 item 13): a real HTTP server on 127.0.0.1 ---------------------------------------------

@@ -55,7 +55,11 @@ def test_install_adds_the_filter_attached_to_owcs_models_and_never_global() -> N
     assert thinking["is_active"] and thinking["content"] == function_source("openclaw_thinking.py")
     assert not thinking.get("is_global")
     row = fake.models["openclaw.main"]
-    assert row["meta"] == {"filterIds": [FILTER_ID]} and row["base_model_id"] is None and row["name"] == "OpenClaw"
+    assert (
+        row["meta"] == {"filterIds": [FILTER_ID], "actionIds": ["openclaw_status"]}
+        and row["base_model_id"] is None
+        and row["name"] == "OpenClaw"
+    )
     assert f"attached {FILTER_ID} to openclaw.main" in lines
     assert not any("global" in line for line in lines)
     # Again: nothing to attach; a row the admin edited keeps its settings, the Filter added to its own.
@@ -69,7 +73,10 @@ def test_install_adds_the_filter_attached_to_owcs_models_and_never_global() -> N
     again: list[str] = []
     install(_api(fake), report=again.append)
     row = fake.models["openclaw.main"]
-    assert row["meta"] == {"description": "kept", "filterIds": ["other", FILTER_ID]} and row["name"] == "My agent"
+    assert (
+        row["meta"] == {"description": "kept", "filterIds": ["other", FILTER_ID], "actionIds": ["openclaw_status"]}
+        and row["name"] == "My agent"
+    )
     assert row["params"] == {"system": "kept"}
     third: list[str] = []
     install(_api(fake), report=third.append)

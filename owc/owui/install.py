@@ -3,21 +3,25 @@
 What it does, each step reported (reference ``pipe-runtime-0.12.4.md`` section 1):
 
 1. signs in as an admin (``POST /api/v1/auths/signin``);
-2. for the Pipe (``openclaw``), the startup Event (``openclaw_startup``) and the thinking Filter
-   (``openclaw_thinking``, issue 28): creates the Function, or updates its content **in place**
+2. for the Pipe (``openclaw``), the startup Event (``openclaw_startup``), the thinking Filter
+   (``openclaw_thinking``, issue 28) and the status Action (``openclaw_status``, issue 29): creates the Function,
+   or updates its content **in place**
    (``POST /api/v1/functions/id/{id}/update``), which leaves its saved Valves as they are;
-3. activates each (a new Function is stored inactive; ``toggle`` flips it, so only when it is off). The Filter is
-   never made global (it would run for every model of every person); one an admin made global is said, and left;
+3. activates each (a new Function is stored inactive; ``toggle`` flips it, so only when it is off). The Filter and
+   the Action are never made global (they would show for every model of every person); one an admin made global is
+   said, and left;
 4. sets the Valves given on the command line (the Gateway URL, the agent, the token *file*), merged over the saved
    ones; the token itself is never passed on a command line, printed or logged;
 5. lists the models (``GET /api/models``): Open WebUI refreshes its model list only then, and a chat with a
    model it has not listed fails with "Model not found";
-6. attaches the Filter to each of owc's models listed: a non-global Filter applies only to a model whose row lists
-   it in ``meta.filterIds`` (``utils/models.py``), and a Pipe's models have no row until an admin edits one, so the
-   installer writes what ticking the Filter in Admin > Models writes: a row for the model id (no base model: it
-   only adds settings to the Pipe's model) with the Filter in ``meta.filterIds``, or the Filter added to the row
-   there is (its other settings kept). Then the models are listed again (the toggle shows from that list on).
-   Gateway models listed later (another whitelist) get the toggle from the next install, or from the admin.
+6. attaches the Filter and the Action to each of owc's models listed: a non-global Filter applies only to a model
+   whose row lists it in ``meta.filterIds``, a non-global Action only to one listing it in ``meta.actionIds``
+   (``utils/models.py``), and a Pipe's models have no row until an admin edits one, so the installer writes what
+   ticking them in Admin > Models writes: a row for the model id (no base model: it only adds settings to the
+   Pipe's model) with the Filter in ``meta.filterIds`` and the Action in ``meta.actionIds``, or each added to the
+   row there is (its other settings kept, an id the admin added kept). Then the models are listed again (the
+   toggle and the button show from that list on). Gateway models listed later (another whitelist) get them from
+   the next install, or from the admin.
 
 Blocking HTTP (urllib, no new dependency): a command-line tool, run once, outside any event loop.
 
@@ -44,6 +48,8 @@ from typing import Any
 import attrs
 
 from owc.owui.pipe import EVENT_ID, PIPE_ID
+from owc.owui.status_action import ACTION_ID
+from owc.owui.status_action import NAME as ACTION_NAME
 from owc.owui.thinking_filter import FILTER_ID
 
 #: (id, name, file in ``owc/owui/functions``, description).
@@ -51,7 +57,10 @@ FUNCTIONS = (
     (PIPE_ID, "OpenClaw", "openclaw_pipe.py", "OpenClaw agent runs in Open WebUI chats, through owc"),
     (EVENT_ID, "OpenClaw startup", "openclaw_startup.py", "Starts owc's runtime when Open WebUI starts"),
     (FILTER_ID, "OpenClaw thinking", "openclaw_thinking.py", "The thinking level of OpenClaw's replies"),
+    (ACTION_ID, ACTION_NAME, "openclaw_status.py", "The chat's OpenClaw session: context, limits, sub-agents, Compact"),
 )
+#: What each of owc's models lists in its row's ``meta`` (key -> the Function id): owc's Filter and Action.
+ATTACHED = (("filterIds", FILTER_ID), ("actionIds", ACTION_ID))
 TIMEOUT_S = 30.0  # per HTTP request: a server that does not answer is reported, not waited on forever
 
 
@@ -177,7 +186,7 @@ def install(
         report(f"set {PIPE_ID} valves: {', '.join(sorted(valves))}")
     ours = _our_models(api)
     for model_id, name in ours.items():
-        attach_filter(api, model_id, name, report)
+        attach(api, model_id, name, report)
     if ours:
         ours = _our_models(api)  # listed again: Open WebUI builds each model's Filters (its toggle) then
     report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
@@ -195,21 +204,28 @@ def _our_models(api: Api) -> dict[str, str]:
     }
 
 
-def attach_filter(api: Api, model_id: str, name: str, report: Callable[[str], None]) -> None:
-    """The thinking Filter in ``meta.filterIds`` of the model's row (made if there is none, as Admin > Models makes
-    it when the admin ticks a Filter there); the row's other settings are kept."""
+def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) -> None:
+    """owc's Filter in ``meta.filterIds`` and its Action in ``meta.actionIds`` of the model's row (made if there is
+    none, as Admin > Models makes it when the admin ticks them there), in one write; the row's other settings and
+    the ids an admin added are kept, and an id already there is not added again."""
     query = urllib.parse.urlencode({"id": model_id})
     row = api.call("GET", f"/api/v1/models/model?{query}", missing_ok=True)
     if not isinstance(row, Mapping):
-        form = {"id": model_id, "base_model_id": None, "name": name, "meta": {"filterIds": [FILTER_ID]}, "params": {}}
+        meta = {key: [function_id] for key, function_id in ATTACHED}
+        form = {"id": model_id, "base_model_id": None, "name": name, "meta": meta, "params": {}}
         api.call("POST", "/api/v1/models/create", form)
-        report(f"attached {FILTER_ID} to {model_id}")
+        for _, function_id in ATTACHED:
+            report(f"attached {function_id} to {model_id}")
         return
     meta = dict(row.get("meta") or {})
-    filters = list(meta.get("filterIds") or [])
-    if FILTER_ID in filters:
+    added = []
+    for key, function_id in ATTACHED:
+        listed = list(meta.get(key) or [])
+        if function_id not in listed:
+            meta[key] = [*listed, function_id]
+            added.append(function_id)
+    if not added:
         return
-    meta["filterIds"] = [*filters, FILTER_ID]
     form = {
         "id": model_id,
         "base_model_id": row.get("base_model_id"),
@@ -219,4 +235,5 @@ def attach_filter(api: Api, model_id: str, name: str, report: Callable[[str], No
         "is_active": row.get("is_active", True),
     }
     api.call("POST", "/api/v1/models/model/update", form)  # its access grants have a route of their own: untouched
-    report(f"attached {FILTER_ID} to {model_id} (its other settings kept)")
+    for function_id in added:
+        report(f"attached {function_id} to {model_id} (its other settings kept)")
