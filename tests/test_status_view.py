@@ -89,6 +89,8 @@ def test_a_list_keeps_what_parses_and_the_view_lists_live_ones_oldest_first() ->
     assert [t.task_id for t in tasks] == ["2870d602", "t0", "t1"]
     listed = subagents.listed(tasks)
     assert [e["id"] for e in listed] == ["t1", "2870d602"]
+    other = parse_tasks({"tasks": [{**TASK, "id": "r1", "kind": "recovery", "runtime": "x", "childSessionKey": None}]})
+    assert subagents.listed(other) == []  # only sub-agents are a chat's sub-agents
     assert len(listed[0]["title"]) == 300 and listed[0]["title"].endswith("…")
     assert parse_tasks({"tasks": "x"}) == () and parse_tasks(None) == ()
 
@@ -309,6 +311,8 @@ async def test_watchers_are_poked_by_the_events_about_their_chat_coalesced(autoj
         ({"status": "failed", "error": "boom", "execution": {}}, "Sub-agent probe-child failed: boom", "end"),
         ({"status": "timed_out", "execution": {}}, "Sub-agent probe-child timed out", "end"),
         ({"status": "blocked", "execution": {}}, None, None),
+        # Not a sub-agent (seen on 2026.9.6: a restart recovery's turn is a task too, titled with its prompt).
+        ({"kind": "recovery", "runtime": "embedded", "childSessionKey": None}, None, None),
     ],
 )
 def test_the_line_a_chat_gets_about_its_subagent(fields: dict[str, Any], text: str | None, step: str | None) -> None:

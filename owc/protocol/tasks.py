@@ -64,10 +64,19 @@ class Task:
     #: ``tasks.get`` only.
     prompt: str | None = None
     result: str | None = None
+    #: ``kind`` / ``runtime``: ``subagent`` for a sub-agent (measured); the Gateway keeps other work as tasks too
+    #: (a restart recovery's turn is one, seen on 2026.9.6, titled with its recovery prompt).
+    kind: str | None = None
+    runtime: str | None = None
 
     @property
     def live(self) -> bool:
         return self.status in LIVE
+
+    @property
+    def is_subagent(self) -> bool:
+        """A sub-agent's task: only these are a chat's sub-agents (never a recovery, a cron job, a background tool)."""
+        return self.kind == "subagent" or self.runtime == "subagent" or is_subagent_key(self.child_key)
 
 
 def parse_task(d: Any) -> Task | None:
@@ -98,6 +107,8 @@ def parse_task(d: Any) -> Task | None:
         ended_ms=_ms(d, "endedAt"),
         prompt=_text(d, "prompt", 4000),
         result=_text(d, "result", 4000),
+        kind=_text(d, "kind", 40),
+        runtime=_text(d, "runtime", 40),
     )
 
 

@@ -51,7 +51,7 @@ def entry(task: Task) -> dict[str, Any]:
 
 def listed(tasks: list[Task] | tuple[Task, ...]) -> list[dict[str, Any]]:
     """The running and queued ones, oldest first (the order they were spawned in)."""
-    live = [t for t in tasks if t.live]
+    live = [t for t in tasks if t.live and t.is_subagent]
     live.sort(key=lambda t: (t.started_ms or 0, t.task_id))
     return [entry(t) for t in live]
 
@@ -119,6 +119,8 @@ LINE_MARK = "openclaw_subagent"
 def line(task: Task) -> dict[str, Any] | None:
     """The status line the chat's current message gets about its sub-agent, when there is news: queued, working,
     each tool it starts, its end. ``None``: nothing to say (a state owc does not name)."""
+    if not task.is_subagent:
+        return None  # a recovery's turn, a cron job: their own runs say what they do
     name = f"Sub-agent {task.title}"
     if task.status == "queued":
         text, step = f"{name} is queued", "queued"
