@@ -6,6 +6,7 @@
   settled and every ended run's message is finished.
 * ``owc run --gateway URL --token-file F --db URL``: owc as a standalone bridge to a real Gateway.
 * ``owc sim``: the Gateway simulator, standalone (optionally playing a scenario file).
+* ``owc owui repair-variants --db URL [--apply]``: the old Pipe's variant groups in one line (owc/store/repair.py).
 
 Every failure the user can fix ends in one line on stderr and an exit code of its own (``EPILOG``), never a
 traceback: a traceback is left for owc's own bugs.
@@ -42,6 +43,8 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 #: The Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch.
 EXIT_REFUSED = 4
+#: ``owc owui repair-variants``: the database stayed locked past the busy wait (another writer held it).
+EXIT_BUSY = 5
 
 #: ``owc run``'s token when ``--token-file`` is not given.
 TOKEN_ENV = "OWC_GATEWAY_TOKEN"
@@ -58,6 +61,8 @@ exit codes:
   {EXIT_CONFIG}      configuration error: the token file (missing, unreadable, empty), the database URL, the
          Gateway URL (not ws:// or wss://, or holding a credential), an address to listen on
   {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch
+  {EXIT_BUSY}      owc owui repair-variants: the database stayed locked past the busy wait; nothing more was
+         written (run the same command again)
   128+N  owc demo / owc scenario run stopped by signal N before the end (130: Ctrl-C)
 
 environment:
@@ -207,6 +212,29 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument("--agent", help="set the Pipe's AGENT_ID valve")
     inst.add_argument(
         "--gateway-token-file", help="set the Pipe's GATEWAY_TOKEN_FILE valve (a path on Open WebUI's host)"
+    )
+    rep = owui_sub.add_parser(
+        "repair-variants",
+        help="put the old Pipe's 1/2 · 2/2 proactive variant groups in one line: on a copy first (a diff of every"
+        " chat), then with --apply chat by chat under the row lock, each chat backed up",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rep.add_argument("--db", required=True, help="Open WebUI's database URL (sqlite:///path or postgresql://...)")
+    rep.add_argument("--apply", action="store_true", help="after the copy run, repair the database itself")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder (made, mode 0700) for the copy, the diff and the backups; default ./owc-repair-<UTC time>",
+    )
+    rep.add_argument(
+        "--restore",
+        action="store_true",
+        help="instead: put back every chat backed up in --out (an earlier --apply's folder) exactly",
+    )
+    rep.add_argument(
+        "--busy-timeout", type=int, default=5000, metavar="MS", help="wait for a locked chat (default 5000 ms)"
     )
     return parser
 
@@ -740,7 +768,52 @@ def _run_device(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_repair_variants(args: argparse.Namespace) -> int:
+    """``owc owui repair-variants`` (owc/store/repair.py): the copy run and its diff, then ``--apply``; or
+    ``--restore``. Exit 1 when a chat was skipped (each named on stderr), 5 when the database stayed locked."""
+    import time
+
+    from owc.store import repair
+
+    if args.restore and args.out is None:
+        raise CliError(EXIT_USAGE, "--restore needs --out FOLDER (the folder of the --apply to undo)")
+    if args.restore and args.apply:
+        raise CliError(EXIT_USAGE, "--restore and --apply do not go together")
+    folder = args.out or Path(f"owc-repair-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}").absolute()
+    try:
+        if args.restore:
+            results = repair.restore(args.db, folder, busy_timeout_ms=args.busy_timeout)
+            for r in results:
+                print(f"chat {r.chat_id}: {r.status}{': ' + r.detail if r.detail else ''}")
+            left = [r for r in results if r.status != "restored"]
+            for r in left:
+                print(f"owc: chat {r.chat_id} not restored: {r.detail}", file=sys.stderr)
+            return EXIT_INVARIANTS if left else EXIT_OK
+        report = repair.run(args.db, folder, apply=args.apply, busy_timeout_ms=args.busy_timeout, progress=print)
+    except repair.DatabaseLocked as exc:
+        raise CliError(EXIT_BUSY, str(exc)) from None
+    except repair.RepairError as exc:
+        raise CliError(EXIT_CONFIG, str(exc)) from None
+    would = [c for c in report.chats if c.status == "copy"]
+    groups = sum(len(c.plan.groups) for c in would if hasattr(c.plan, "groups"))
+    kept = sum(len(c.plan.kept) for c in report.chats)
+    print(
+        f"{len(would)} chat(s) with {groups} old variant group(s) repaired on the copy; {kept} group(s) kept"
+        f" (a person's own variants); diff: {report.diff}"
+    )
+    if args.apply:
+        done = [c for c in report.applied if c.status == "applied"]
+        print(f"applied: {len(done)} chat(s) repaired; backups in {folder / 'backups'} (one 0600 file a chat)")
+    for c in report.refused:
+        print(f"owc: chat {c.chat_id} ({c.title!r}) skipped: {c.detail}", file=sys.stderr)
+    if report.stopped is not None:
+        raise CliError(EXIT_BUSY, report.stopped)
+    return EXIT_INVARIANTS if report.refused else EXIT_OK
+
+
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.command == "owui" and args.owui_command == "repair-variants":
+        return _run_repair_variants(args)
     if args.command == "owui":
         return _run_owui_install(args)
     if args.command == "device":
