@@ -38,6 +38,7 @@ CORE = [
     "owc.rules.questions",
     "owc.rules.media",
     "owc.rules.media_policy",
+    "owc.rules.variants",
 ]
 FORBIDDEN = [
     "trio",
