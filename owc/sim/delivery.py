@@ -219,6 +219,8 @@ class Fanout:
         }
         if run_id is not None:
             payload["runId"] = run_id
+        if session.spawn is not None:
+            payload["session"] = session.row(event=True)  # a sub-agent's names its parent: ``session.spawnedBy``
         key = session.key
         audience: Audience = lambda c: c.subscribed or key in c.message_keys  # noqa: E731
         self.emit("session.message", payload, audience=audience, drop_if_slow=False)
@@ -259,13 +261,18 @@ class Fanout:
             # that answers text sends them its lifecycle events alone, no ``run_status`` and no ``assistant``.
             self.emit("agent", payload, audience=message_subscribers(run.key), drop_if_slow=True)
 
-    def tool_event(self, run: m.Run, data: dict[str, Any]) -> None:
+    def tool_event(self, run: m.Run, data: dict[str, Any], session: m.AgentSession | None = None) -> None:
         """One tool event: ``agent`` to the run's sender, ``session.tool`` to the other subscribers; none at all
-        for a heartbeat run (``suppressHeartbeatToolEvents``, ``server-chat-*.mjs:889``)."""
+        for a heartbeat run (``suppressHeartbeatToolEvents``, ``server-chat-*.mjs:889``). A sub-agent's (``session``
+        spawned) has no sender among the connections, so every subscriber gets it as ``session.tool``, with the
+        child's row snapshot (``spawnedBy``, ``spawnDepth``, ``label`` ...; measured). Other runs' ``session.tool``
+        frames leave the row out (owc reads none of it)."""
         payload = m.agent_payload(run, "tool", data, self._now_ms())
         if run.heartbeat:
             return
         self.emit("agent", payload, audience=tool_recipient(run), drop_if_slow=False)
+        if session is not None and session.spawn is not None:
+            payload = {**payload, "session": session.row(event=True)}
         self.emit("session.tool", payload, audience=tool_observers(run), drop_if_slow=True)
 
     def heartbeat(self, payload: dict[str, Any]) -> None:

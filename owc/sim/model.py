@@ -131,6 +131,8 @@ class Run:
     streamed_at: dict[str, float] = attrs.field(factory=dict)
     #: The files its answer names (``script.Media`` steps), delivered after its final (``owc.sim.media``).
     media: list[Any] = attrs.field(factory=list)
+    #: A sub-agent's run: its parent's session key, which its ``agent`` frames name as ``spawnedBy`` (measured).
+    spawned_by: str | None = None
 
     def next_seq(self) -> int:
         self.run_seq += 1
@@ -158,6 +160,18 @@ class AgentSession:
     transcript_seq: int = 0
     #: The model ``sessions.patch`` pinned the session to (provider, model id); None: the agent's default.
     model_override: tuple[str, str] | None = None
+    #: A sub-agent's session (``owc.sim.tasks``): the row fields its spawn gave it (``spawnedBy``, ``parentSessionKey``,
+    #: ``spawnDepth``, ``label`` ...); None for any other session.
+    spawn: dict[str, Any] | None = None
+    #: The sub-agents spawned from this session (their keys): the row's ``childSessions`` (measured).
+    children: list[str] = attrs.field(factory=list)
+    #: The context in use as the row says it after a compaction (``owc.sim.compaction``): ``totalTokens`` (None:
+    #: absent) and ``totalTokensFresh`` (None: absent). The simulator's runs report no usage, so both are absent
+    #: until a compaction, and again after the next run.
+    total_tokens: int | None = None
+    tokens_fresh: bool | None = None
+    #: The stored seq of the last compaction entry (None: never compacted): what "Already compacted" is judged by.
+    compacted_seq: int | None = None
 
     @property
     def agent_id(self) -> str:
@@ -185,6 +199,16 @@ class AgentSession:
         }
         if self.status is None and active is None:
             del row["status"]
+        if self.spawn is not None:
+            row.update(self.spawn)
+            row["subagentRunState"] = "running" if active is not None else "historical"
+            row["hasActiveSubagentRun"] = active is not None
+        if self.children:
+            row["childSessions"] = list(self.children)
+        if self.total_tokens is not None:
+            row["totalTokens"] = self.total_tokens
+        if self.tokens_fresh is not None:
+            row["totalTokensFresh"] = self.tokens_fresh
         if self.last_run_error is not None or event:
             row["lastRunError"] = self.last_run_error
         return row
@@ -404,6 +428,8 @@ def agent_payload(
     if session_id is not None:
         payload["sessionId"] = session_id
     payload.update({"agentId": agent_id_of(run.key), "seq": run.next_seq(), "ts": now_ms, "isHeartbeat": run.heartbeat})
+    if run.spawned_by is not None:
+        payload["spawnedBy"] = run.spawned_by  # a sub-agent's frames name its parent at the top level (measured)
     return payload
 
 

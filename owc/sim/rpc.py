@@ -46,6 +46,11 @@ METHOD_SCOPES = {
     "question.list": QUESTIONS,
     "question.get": QUESTIONS,
     "question.resolve": QUESTIONS,
+    # ``method-scopes-C7g7eSZh.mjs`` (measured: read alone answers the tasks; read+write is refused the compaction).
+    "tasks.list": READ,
+    "tasks.get": READ,
+    "tasks.history": READ,
+    "sessions.compact": ADMIN,
 }
 
 #: The ``sessions.patch`` params ``operator.write`` may send; any other needs ``operator.admin`` (2026.9.6,
@@ -385,6 +390,14 @@ class Rpc:
             "question.resolve": self._question_resolve,
             "artifacts.download": self._artifacts_download,
         }
+
+    def register(self, method: str, handler: Handler) -> None:
+        """A collaborator's handler (``tasks.Tasks``, ``compaction.Compactor``); its scope is in ``METHOD_SCOPES``."""
+        self._handlers[method] = handler
+
+    def defer(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` once the current request's answer is queued (what the Gateway says after it answers)."""
+        self._deferred.append(fn)
 
     def on_request(self, conn: SimConn, message: str | bytes) -> None:
         try:

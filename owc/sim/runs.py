@@ -22,7 +22,11 @@ from owc.sim import questions as q
 from owc.sim.delivery import Fanout, everyone, subscribers
 from owc.sim.media import MediaStore, refused_block
 from owc.sim.questions import Questions, SimQuestion
-from owc.sim.script import DEFAULT_ASK_TIMEOUT_S, Ask, Delay, End, Hold, Media, Step, Text, Then, Tool
+from owc.sim.script import DEFAULT_ASK_TIMEOUT_S, Ask, Delay, End, Hold, Media, Spawn, Step, Text, Then, Tool
+
+
+def _no_spawner(run: m.Run, step: Spawn) -> Any:
+    raise RuntimeError("this driver has no sub-agents (the simulator sets RunDriver.spawner)")
 
 
 def _tool_item(
@@ -60,6 +64,10 @@ class Pending:
     provenance: dict[str, Any] | None
     steps: Sequence[Step] | None
     from_send: bool = False
+    #: The run's input as a whole stored message (a sub-agent's task, an announce), instead of ``user_text``: pushed
+    #: as ``session.message`` unless the display projection hides it (an announce: measured, neither shown nor
+    #: pushed).
+    input_message: dict[str, Any] | None = None
 
 
 class SimRun:
@@ -129,6 +137,23 @@ class SimRun:
         """The run's pending question, if it is waiting on one."""
         return self._driver.questions.pending_of_run(self.run_id)
 
+    def spawn(
+        self,
+        task: str,
+        label: str | None = None,
+        *,
+        steps: Sequence[Step] | None = None,
+        announce: Sequence[Step] | None = None,
+        call_id: str | None = None,
+    ) -> Any:
+        """The model spawns a sub-agent (a ``Spawn`` step: ``sessions_spawn``'s call and its ``accepted`` result on this
+        run, the task record, the child's run playing ``steps``, or driven through the returned ``tasks.Spawned``'s
+        ``child`` when None). The announce run follows the child's end on this run's key (``owc.sim.tasks``)."""
+        step = Spawn(
+            task, label, None if steps is None else tuple(steps), None if announce is None else tuple(announce)
+        )
+        return self._driver.spawner(self.run, attrs.evolve(step, call_id=call_id))
+
     def steer(self, text: str, provenance: dict[str, Any] | None = None) -> SimRun:
         """An input steered into the running run (a sub-agent's completion while its parent runs, seed 000
         case 10): no run of its own; the run goes on with it in its context."""
@@ -177,6 +202,11 @@ class RunDriver:
         #: Called with a session key before a run (not a heartbeat's, not a recovery) is admitted there:
         #: ``Restarts`` starts a boot's recovery of that session first if it is still pending.
         self.admitting: Callable[[str], None] = lambda _key: None
+        #: Told of each run's moments (``"begin"``, ``"tool_start"`` with the tool's name, ``"tool_result"``, ``"end"``
+        #: once its terminal is out, before the row's settled pushes): ``tasks.Tasks`` keeps its records by it.
+        self.observe: Callable[[m.Run, str, str | None], None] = lambda _run, _moment, _name: None
+        #: What a ``Spawn`` step does (``tasks.Tasks.spawn``; set by the simulator).
+        self.spawner: Callable[[m.Run, Spawn], Any] = _no_spawner
 
     def now_ms(self) -> int:
         """The Gateway's clock (Trio's), in ms."""
@@ -211,11 +241,14 @@ class RunDriver:
         owner: str | None = None,
         owner_device: str | None = None,
         cli_runtime: bool | None = None,
+        input_message: dict[str, Any] | None = None,
+        spawned_by: str | None = None,
     ) -> SimRun:
         """Start a run on ``key`` as another client would (cron, sessions_send, a sub-agent announce, a
         heartbeat): no connection of ours owns it. With ``steps`` the simulator plays them; without, the
         caller drives the run through the returned handle. A run on a busy session waits in its queue.
-        ``cli_runtime``: this run's runtime (default: the simulator's, or the key's in ``cli_keys``)."""
+        ``cli_runtime``: this run's runtime (default: the simulator's, or the key's in ``cli_keys``). ``input_message``:
+        the run's input as a stored message (``Pending``); ``spawned_by``: a sub-agent's parent key."""
         if cli_runtime is None:
             cli_runtime = self.cli_runtime or key in self.cli_keys
         run = m.Run(
@@ -227,6 +260,7 @@ class RunDriver:
             origin=origin,
             hide_ids=hide_ids or cli_runtime,
             cli_runtime=cli_runtime,
+            spawned_by=spawned_by,
         )
         if run.run_id in self.runs:
             raise ValueError(f"run {run.run_id} already exists")
@@ -234,7 +268,7 @@ class RunDriver:
             self.admitting(key)  # a recovery the boot still owes this session runs first
         self.runs[run.run_id] = run
         session = self.session(key)
-        pending = Pending(user_text, provenance, steps, from_send=origin == "chat.send")
+        pending = Pending(user_text, provenance, steps, from_send=origin == "chat.send", input_message=input_message)
         self.pending[run.run_id] = pending
         if session.active is not None:
             session.queued.append(run)
@@ -283,6 +317,10 @@ class RunDriver:
             # The heartbeat runner stores a placeholder prompt, not the run's own user turn; nobody is shown it.
             source = "cron" if run.origin == "cron" else "heartbeat"
             fanout.hidden_message(session, session.append(m.heartbeat_user_message(source, now), now))
+        elif pending.input_message is not None:
+            message = session.append(dict(pending.input_message), now)
+            if not m.hidden(message):
+                fanout.session_message(session, message, run.run_id)
         elif pending.user_text is not None:
             message = session.append(m.user_message(run.run_id, pending.user_text, now, pending.provenance), now)
             fanout.session_message(session, message, run.run_id)
@@ -305,6 +343,7 @@ class RunDriver:
         )
         if not run.heartbeat:
             fanout.sessions_changed(session, phase="model", run_id=run.run_id)
+        self.observe(run, "begin", None)
         if pending.steps is not None:
             self._nursery.start_soon(self._play, run, list(pending.steps))
         self._poke()
@@ -325,6 +364,10 @@ class RunDriver:
                     elif isinstance(step, Tool):
                         call_id = self.tool_start(run, step.name, step.args, step.call_id)
                         await trio.lowlevel.checkpoint()
+                        if step.seconds > 0:
+                            await trio.sleep(step.seconds)
+                        if step.hold:
+                            await self._hold(run)
                         if run.state != "active":
                             return
                         self.tool_result(run, call_id, step.result, step.is_error)
@@ -342,15 +385,21 @@ class RunDriver:
                         self.media(run, step)
                     elif isinstance(step, Delay):
                         await trio.sleep(step.seconds)
+                    elif isinstance(step, Spawn):
+                        spawned = self.spawner(run, step)
+                        told = spawned.result_text
                     elif isinstance(step, Hold):
-                        hold = self._holds.setdefault(run.run_id, trio.Event())
-                        await hold.wait()
-                        self._holds.pop(run.run_id, None)  # one release per hold: a later Hold waits again
+                        await self._hold(run)
                     elif isinstance(step, End):
                         self.end(run, step)
                         return
             finally:
                 self.plays.pop(run.run_id, None)
+
+    async def _hold(self, run: m.Run) -> None:
+        hold = self._holds.setdefault(run.run_id, trio.Event())
+        await hold.wait()
+        self._holds.pop(run.run_id, None)  # one release per hold: a later Hold waits again
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` in the simulator's nursery (a boot's delayed recoveries)."""
@@ -467,8 +516,17 @@ class RunDriver:
         fields = dict(item or {})
         self._items[(run.run_id, call_id)] = fields
         self._fanout.agent(run, "item", _tool_item(call_id, name, "start", "running", fields, startedAt=now))
-        self._fanout.tool_event(run, {"phase": "start", "name": name, "toolCallId": call_id, "args": args})
+        self._tool_event(run, session, {"phase": "start", "name": name, "toolCallId": call_id, "args": args})
+        self.observe(run, "tool_start", name)
         return call_id
+
+    def _tool_event(self, run: m.Run, session: m.AgentSession, data: dict[str, Any]) -> None:
+        """``Fanout.tool_event``, told the session only for a sub-agent's (its frames carry the child's row), so the
+        two-argument call stays what tests wrap."""
+        if session.spawn is not None:
+            self._fanout.tool_event(run, data, session)
+        else:
+            self._fanout.tool_event(run, data)
 
     def tool_result(
         self,
@@ -493,14 +551,17 @@ class RunDriver:
             "content": [{"type": "text", "text": result if isinstance(result, str) else str(result)}],
             "details": dict(details or {}),
         }
-        self._fanout.tool_event(
-            run, {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content}
+        self._tool_event(
+            run,
+            session,
+            {"phase": "result", "name": name, "toolCallId": call_id, "isError": is_error, "result": content},
         )
         fields = self._items.pop((run.run_id, call_id), {})
         if error is not None:
             fields = {**fields, "error": error}
         status = status or ("blocked" if is_error else "done")
         self._fanout.agent(run, "item", _tool_item(call_id, name, "end", status, fields, endedAt=now))
+        self.observe(run, "tool_result", name)
 
     # ------------------------------------------------------------------ ask_user
 
@@ -698,10 +759,14 @@ class RunDriver:
             raise ValueError(f"unknown end state {state!r}")
         if state != "aborted":
             session.aborted_last_run = False
+        if not run.heartbeat:
+            # A turn's usage replaces what a compaction left in the row (measured); the simulator reports none.
+            session.total_tokens = session.tokens_fresh = None
         run.state = "ended"
         run.terminal = state
         run.open_tools.clear()
         self._forget_items(run)
+        self.observe(run, "end", None)
         session.active = None
         session.last_run_id = run.run_id
         session.ended_at = session.updated_at = now

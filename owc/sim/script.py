@@ -48,6 +48,14 @@ ASK_QUESTIONS: tuple[dict[str, Any], ...] = (
 )
 #: What the fake model says after ``ask_user``'s result: this, then the result's text verbatim.
 ASK_REPLY_PREFIX = "The ask_user tool said: "
+#: ``SPAWN_CHILD`` (the offline Gateway's fake model, ``tests/realgw/fake_model.py``): the parent spawns a sub-agent
+#: labelled ``CHILD_LABEL`` whose run calls ``exec`` for ``CHILD_SLEEP`` seconds and answers ``CHILD_DONE``; the
+#: parent, after the spawn's result, says ``SPAWNED``.
+CHILD_TASK = "CHILD_WORK: run a short command and report."
+CHILD_LABEL = "test-child"
+CHILD_SLEEP = 3.0
+CHILD_DONE = "CHILD DONE: the command ran."
+SPAWNED = "PARENT: the sub-agent is on it."
 _ASK = re.compile(r"ASK_USER(?:_(BAD)|_([123]))?(?:_T(\d+))?")
 
 
@@ -67,11 +75,17 @@ class Text:
 
 @attrs.frozen
 class Tool:
+    """A tool call: started, then its result. ``seconds``: how long the tool runs (Trio's clock) between the two, as
+    a real ``exec`` does; ``hold``: it runs until the test calls ``SimRun.release`` (a sub-agent held mid-tool, so
+    a test sees it running that tool). Both: the time first, then the hold."""
+
     name: str
     args: Any = attrs.field(factory=dict)
     result: Any = ""
     is_error: bool = False
     call_id: str | None = None
+    seconds: float = 0.0
+    hold: bool = False
 
 
 @attrs.frozen
@@ -123,6 +137,21 @@ class Media:
 
 
 @attrs.frozen
+class Spawn:
+    """The model spawns a sub-agent with its ``sessions_spawn`` tool (``owc.sim.tasks``): the tool answers at once
+    (``accepted``, the child's key and run id), a task record is made, and the child session runs a run of its own
+    playing ``steps`` (None: nobody plays it; drive it through ``sim.tasks``' handle). When the child ends, the
+    parent's key gets the announce run, playing ``announce`` (None: what the parent's responder answers the
+    announce's text). ``label`` is the task's title (else the task text)."""
+
+    task: str
+    label: str | None = None
+    steps: tuple[Step, ...] | None = None
+    announce: tuple[Step, ...] | None = None
+    call_id: str | None = None
+
+
+@attrs.frozen
 class End:
     state: str = "final"  # final | error | aborted
     yielded: bool = False
@@ -130,7 +159,7 @@ class End:
     stop_reason: str | None = None
 
 
-Step = Text | Tool | Hold | Delay | End | Ask | Then | Media
+Step = Text | Tool | Hold | Delay | End | Ask | Then | Media | Spawn
 #: ``(session_key, message) -> steps`` for a ``chat.send`` run.
 Responder = Callable[[str, str], Sequence[Step]]
 #: ``(session_key, source_run_id) -> steps`` for a restart-recovery run.
@@ -163,7 +192,8 @@ def fake_model_responder(session_key: str, message: str) -> Sequence[Step]:
     """Behaves like the offline Gateway's fake model: ``USE_TOOL`` makes it call ``read`` once (which the
     real tool rejects) before answering; ``ECHO_TOOL`` says the answer's first word before that call (so the
     answer starts with an earlier item's text); ``SLOW`` makes it start answering and then hold (after two
-    words with ``ECHO_TOOL``: the conformance tier stops it there); ``ASK_USER`` (and its variants,
+    words with ``ECHO_TOOL``: the conformance tier stops it there); ``SPAWN_CHILD`` spawns a sub-agent (``Spawn``) that
+    runs ``exec`` for ``CHILD_SLEEP`` seconds on Trio's clock; ``ASK_USER`` (and its variants,
     ``ask_user_step``) asks the user through ``ask_user`` and then says what the tool said."""
     steps: list[Step] = []
     echo = "ECHO_TOOL" in message
@@ -174,6 +204,13 @@ def fake_model_responder(session_key: str, message: str) -> Sequence[Step]:
         steps.append(Text(CANNED_ANSWER.split(" ")[0]))
     if "USE_TOOL" in message or echo:
         steps.append(Tool("read", {}, result=READ_VALIDATION_ERROR, is_error=True, call_id="call_fake1"))
+    if "SPAWN_CHILD" in message and not steps:
+        child = (
+            Tool("exec", {"command": f"sleep {CHILD_SLEEP:g}; echo child-ok"}, "child-ok", seconds=CHILD_SLEEP),
+            Text(CHILD_DONE),
+            End(),
+        )
+        return [Spawn(CHILD_TASK, CHILD_LABEL, child, call_id="call_spawn"), Text(SPAWNED), End()]
     if "SLOW" in message:
         return [*steps, Text("Hello from" if echo else "Hello"), Hold()]
     return [*steps, Text(CANNED_ANSWER), End()]

@@ -28,6 +28,10 @@ state objects (``conns``, ``sessions``, ``runs``, ``requests``, the ``Boot``) an
 * ``runs.RunDriver``: starting, queueing and playing runs, each step's events (``SimRun`` is its handle);
 * ``rpc.Rpc``: request dispatch, scopes and the handlers;
 * ``questions.Questions``: the ``ask_user`` questions (records, their events and RPCs, expiry on Trio's clock);
+* ``tasks.Tasks``: sub-agents (``Spawn`` steps, ``SimRun.spawn``: the child session and run, the announce run on the
+  parent's key), the task ledger with its ``task`` events, and ``tasks.list`` / ``tasks.get`` / ``tasks.history``;
+  ``compaction.Compactor``: ``sessions.compact`` (admin scope, its refusals, ``session.operation`` and
+  ``sessions.changed reason:"compact"``);
 * ``faults.Faults``: the fault injectors; ``restarts.Restarts``: the restart modes and boot recovery.
 
 Composition rather than mixins because every job depends on one or two others only (runs on delivery, RPC
@@ -59,6 +63,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_strea
 from owc.protocol import DEFAULT_MAX_PAYLOAD, ProtocolError, Request, decode_frame
 from owc.sim import devices as d
 from owc.sim import model as m
+from owc.sim.compaction import Compactor
 from owc.sim.delivery import Fanout, SimConn, dumps, everyone, write_frames
 from owc.sim.faults import Faults
 from owc.sim.media import MediaStore
@@ -67,6 +72,7 @@ from owc.sim.restarts import RESTART_MODES, Boot, Restarts
 from owc.sim.rpc import METHOD_SCOPES, Rpc, param
 from owc.sim.runs import RunDriver, SimRun
 from owc.sim.script import RecoveryScript, Responder, default_recovery, fake_model_responder
+from owc.sim.tasks import Tasks
 
 __all__ = ["RESTART_MODES", "SimConn", "SimRun", "Simulator", "open_simulator"]
 
@@ -170,6 +176,19 @@ class Simulator:
             questions=self.questions,
             media=self.media,
         )
+        #: The sub-agents and their task records: ``sim.tasks.records`` (task id -> ``SimTask``), ``.of(key)``,
+        #: ``.child(task_id)`` (a handle on the child's run), ``.announce_delay`` (0.3 s on Trio's clock).
+        self.tasks = Tasks(
+            nursery, self.fanout, self.driver, now_ms=self.now_ms, poke=self._poke, responder=lambda: self.responder
+        )
+        #: ``sessions.compact``: ``sim.compactor.count`` (compactions done, by key).
+        self.compactor = Compactor(
+            self.fanout, self.driver, now_ms=self.now_ms, defer=self.rpc.defer, session_usage=self.rpc.session_usage
+        )
+        self.rpc.register("tasks.list", self.tasks.tasks_list)
+        self.rpc.register("tasks.get", self.tasks.tasks_get)
+        self.rpc.register("tasks.history", self.tasks.tasks_history)
+        self.rpc.register("sessions.compact", self.compactor.compact)
         self.faults = Faults(self.fanout, nursery=nursery, answer=self.rpc.answer)
         self.rpc.hold = self.faults.hold
         self.restarts = Restarts(
@@ -541,6 +560,8 @@ class Simulator:
                     "heartbeat",
                     "question.requested",
                     "question.resolved",
+                    "task",
+                    "session.operation",
                 ],
                 "capabilities": [],
             },
@@ -606,6 +627,7 @@ class Simulator:
             not any(s.active or s.queued for s in self.sessions.values())
             and not self.driver.plays
             and not self.restarts.pending
+            and not self.tasks.pending_announces
         )
 
     async def _notify(self) -> None:
