@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -45,6 +45,8 @@ EXIT_CONFIG = 3
 EXIT_REFUSED = 4
 #: ``owc owui repair-variants``: the database stayed locked past the busy wait (another writer held it).
 EXIT_BUSY = 5
+#: ``owc owui status``: a check does not hold (its ``NO`` line says which).
+EXIT_UNHEALTHY = 6
 
 #: ``owc run``'s token when ``--token-file`` is not given.
 TOKEN_ENV = "OWC_GATEWAY_TOKEN"
@@ -63,6 +65,7 @@ exit codes:
   {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch
   {EXIT_BUSY}      owc owui repair-variants: the database stayed locked past the busy wait; nothing more was
          written (run the same command again)
+  {EXIT_UNHEALTHY}      owc owui status: a check does not hold (its NO line says which)
   128+N  owc demo / owc scenario run stopped by signal N before the end (130: Ctrl-C)
 
 environment:
@@ -213,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     inst.add_argument(
         "--gateway-token-file", help="set the Pipe's GATEWAY_TOKEN_FILE valve (a path on Open WebUI's host)"
     )
+    _owui_migration_parsers(owui_sub)
     rep = owui_sub.add_parser(
         "repair-variants",
         help="put the old Pipe's 1/2 · 2/2 proactive variant groups in one line: on a copy first (a diff of every"
@@ -237,6 +241,59 @@ def build_parser() -> argparse.ArgumentParser:
         "--busy-timeout", type=int, default=5000, metavar="MS", help="wait for a locked chat (default 5000 ms)"
     )
     return parser
+
+
+def _owui_connection(p: argparse.ArgumentParser) -> None:
+    """The options every ``owc owui`` command that talks to a running Open WebUI takes (``install``'s)."""
+    p.add_argument("--url", required=True, help="Open WebUI's address, e.g. http://localhost:8080")
+    p.add_argument("--admin-email", required=True, help="an Open WebUI admin's email")
+    p.add_argument(
+        "--admin-password-file",
+        type=Path,
+        help=f"file holding the admin's password (else ${OWUI_PASSWORD_ENV}, else a prompt)",
+    )
+
+
+def _owui_migration_parsers(owui_sub: Any) -> None:
+    """``owc owui migrate`` / ``rollback`` / ``status`` (issue 30, owc/owui/migrate.py)."""
+    backup_help = "folder of the migration backups (default DATA_DIR/owc/owui-backups, else ~/.local/state/owc/...)"
+    mig = owui_sub.add_parser(
+        "migrate",
+        help="replace the old Pipe (openclaw_gateway) by owc in place: backup, valves, its device identity",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _owui_connection(mig)
+    mig.add_argument("--dry-run", action="store_true", help="print what it would do; change nothing")
+    mig.add_argument("--backup-dir", type=Path, help=backup_help)
+    mig.add_argument(
+        "--device-dir",
+        type=Path,
+        help="owc's device folder as Open WebUI sees it (default DATA_DIR/owc when run in Open WebUI's environment;"
+        " given, it also goes into the DEVICE_DIR valve)",
+    )
+    mig.add_argument(
+        "--old-state-dir", type=Path, help="where the old Pipe's STATE_DIR is readable here (default: its valve)"
+    )
+    mig.add_argument(
+        "--replace-device", action="store_true", help="put the old device there even if owc has another one"
+    )
+    rb = owui_sub.add_parser(
+        "rollback",
+        help="restore the Functions and valves a migration backed up, exactly",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _owui_connection(rb)
+    rb.add_argument("--backup-dir", type=Path, help=backup_help + "; the newest backup in it is restored")
+    rb.add_argument("--backup", type=Path, help="restore this backup folder instead")
+    st = owui_sub.add_parser(
+        "status",
+        help="owc's Functions, models, Gateway, token, device: one line per check; exit 0 only when all hold",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _owui_connection(st)
 
 
 def _read_token(path: Path) -> str:
@@ -715,10 +772,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_owui_install(args: argparse.Namespace) -> int:
-    """``owc owui install``: blocking HTTP to Open WebUI's admin API (owc/owui/install.py)."""
+    """``owc owui install``: blocking HTTP to Open WebUI's admin API (owc/owui/install.py), ending with its smoke
+    check (said, not an exit code: ``owc owui status`` judges)."""
+    from owc.owui.install import InstallError, install, smoke
+
+    valves = {}
+    if args.gateway_url:
+        valves["GATEWAY_URL"] = _parse_gateway(args.gateway_url, "--gateway-url")[0]
+    if args.agent:
+        valves["AGENT_ID"] = args.agent
+    if args.gateway_token_file:
+        valves["GATEWAY_TOKEN_FILE"] = args.gateway_token_file
+    api = _owui_api(args)
+    try:
+        smoke(api, install(api, valves=valves))
+    except InstallError as exc:
+        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
+    return EXIT_OK
+
+
+def _owui_api(args: argparse.Namespace) -> Any:
+    """Signed in to Open WebUI as ``install`` signs in (the password from a file, the environment or a prompt)."""
     import getpass
 
-    from owc.owui.install import Api, InstallError, install
+    from owc.owui.install import Api, InstallError
 
     if args.admin_password_file is not None:
         try:
@@ -731,19 +808,39 @@ def _run_owui_install(args: argparse.Namespace) -> int:
         password = getpass.getpass(f"Open WebUI password for {args.admin_email}: ")
     else:
         raise CliError(EXIT_CONFIG, f"no admin password: pass --admin-password-file FILE or set {OWUI_PASSWORD_ENV}")
-    valves = {}
-    if args.gateway_url:
-        valves["GATEWAY_URL"] = _parse_gateway(args.gateway_url, "--gateway-url")[0]
-    if args.agent:
-        valves["AGENT_ID"] = args.agent
-    if args.gateway_token_file:
-        valves["GATEWAY_TOKEN_FILE"] = args.gateway_token_file
     api = Api(args.url)
     try:
         api.sign_in(args.admin_email, password)
-        install(api, valves=valves)
     except InstallError as exc:
-        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
+        raise CliError(EXIT_CONFIG, f"owui {args.owui_command}: {exc}") from None
+    return api
+
+
+def _run_owui_migration(args: argparse.Namespace) -> int:
+    """``owc owui migrate`` / ``rollback`` / ``status`` (owc/owui/migrate.py)."""
+    from owc.owui import migrate
+    from owc.owui.install import InstallError
+
+    api = _owui_api(args)
+    try:
+        if args.owui_command == "status":
+            return EXIT_OK if migrate.status(api) else EXIT_UNHEALTHY
+        root = args.backup_dir if args.backup_dir is not None else migrate.default_backup_root()
+        if args.owui_command == "rollback":
+            migrate.rollback(api, backup=args.backup if args.backup is not None else migrate.latest_backup(root))
+            return EXIT_OK
+        given = args.device_dir is not None
+        migrate.migrate(
+            api,
+            backup_root=root,
+            device_dir=args.device_dir.absolute() if given else migrate.default_device_dir(),
+            device_dir_valve=given,
+            old_state_dir=args.old_state_dir,
+            replace_device=args.replace_device,
+            dry_run=args.dry_run,
+        )
+    except InstallError as exc:
+        raise CliError(EXIT_CONFIG, f"owui {args.owui_command}: {exc}") from None
     return EXIT_OK
 
 
@@ -814,6 +911,8 @@ def _run_repair_variants(args: argparse.Namespace) -> int:
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "owui" and args.owui_command == "repair-variants":
         return _run_repair_variants(args)
+    if args.command == "owui" and args.owui_command in ("migrate", "rollback", "status"):
+        return _run_owui_migration(args)
     if args.command == "owui":
         return _run_owui_install(args)
     if args.command == "device":

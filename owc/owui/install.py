@@ -137,7 +137,10 @@ class Api:
             raise InstallError(f"{method} {path}: HTTP {exc.code} {detail}") from None
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
             raise InstallError(f"{method} {path}: Open WebUI at {self.base_url} did not answer ({exc})") from None
-        return json.loads(raw) if raw else None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:  # Open WebUI's page (its single-page app answers any path it has no route for)
+            raise InstallError(f"{method} {path}: Open WebUI answered something that is not JSON") from None
 
     def sign_in(self, email: str, password: str) -> None:
         answer = self.call("POST", "/api/v1/auths/signin", {"email": email, "password": password})
@@ -152,11 +155,37 @@ class Api:
 def install(
     api: Api,
     *,
-    valves: Mapping[str, str] | None = None,
+    valves: Mapping[str, Any] | None = None,
     report: Callable[[str], None] = print,
+    pipe_id: str = PIPE_ID,
+    replace_valves: bool = False,
 ) -> list[str]:
-    """Create or update, activate and configure owc's Functions; returns the OpenClaw model ids Open WebUI lists."""
-    for function_id, name, filename, description in FUNCTIONS:
+    """Create or update, activate and configure owc's Functions; returns the OpenClaw model ids Open WebUI lists.
+
+    ``pipe_id``: the Function id owc's Pipe goes under (``owc owui migrate`` puts it under the old Pipe's id, so the
+    old chats' model ids keep answering). ``replace_valves``: the Pipe's valves become ``valves`` exactly (the
+    migration's mapped ones: an old valve owc has no use for, a secret among them, is not left behind); else they
+    are merged over the saved ones."""
+    put_functions(api, valves=valves, report=report, pipe_id=pipe_id, replace_valves=replace_valves)
+    return attach_all(api, report=report, pipe_id=pipe_id)
+
+
+def functions_for(pipe_id: str = PIPE_ID) -> tuple[tuple[str, str, str, str], ...]:
+    """``FUNCTIONS`` with owc's Pipe under ``pipe_id``."""
+    return tuple((pipe_id if fid == PIPE_ID else fid, name, f, d) for fid, name, f, d in FUNCTIONS)
+
+
+def put_functions(
+    api: Api,
+    *,
+    valves: Mapping[str, Any] | None = None,
+    report: Callable[[str], None] = print,
+    pipe_id: str = PIPE_ID,
+    replace_valves: bool = False,
+) -> None:
+    """Steps 2-4 of the module doc. The Pipe's valves are written right after its code and before any Function is
+    enabled: enabling one starts owc with the Pipe's saved valves, which are then already the right ones."""
+    for function_id, name, filename, description in functions_for(pipe_id):
         form = {
             "id": function_id,
             "name": name,
@@ -170,37 +199,61 @@ def install(
         else:
             api.call("POST", f"/api/v1/functions/id/{function_id}/update", form)
             report(f"updated {function_id} ({name}) in place; its valves are kept")
+        if function_id == pipe_id and (valves or replace_valves):
+            _set_valves(api, pipe_id, valves or {}, replace_valves, report)
         current = api.call("GET", f"/api/v1/functions/id/{function_id}")
         if not (isinstance(current, Mapping) and current.get("is_active")):
             api.call("POST", f"/api/v1/functions/id/{function_id}/toggle")
             report(f"activated {function_id}")
-        if isinstance(current, Mapping) and current.get("is_global"):
+        if isinstance(current, Mapping) and current.get("is_global") and function_id != pipe_id:
             report(
                 f"warning: {function_id} is global (it runs for every model, not only OpenClaw's): left so;"
                 " Admin > Functions turns that off"
             )
-    if valves:
-        saved = api.call("GET", f"/api/v1/functions/id/{PIPE_ID}/valves") or {}
+
+
+def _set_valves(
+    api: Api, pipe_id: str, valves: Mapping[str, Any], replace: bool, report: Callable[[str], None]
+) -> None:
+    """The Pipe's valves: ``valves`` merged over the saved ones, or (``replace``) exactly ``valves``. Names only
+    are reported: a valve may be the token."""
+    if replace:
+        merged = dict(valves)
+    else:
+        saved = api.call("GET", f"/api/v1/functions/id/{pipe_id}/valves") or {}
         merged = {**(saved if isinstance(saved, Mapping) else {}), **valves}
-        api.call("POST", f"/api/v1/functions/id/{PIPE_ID}/valves/update", merged)
-        report(f"set {PIPE_ID} valves: {', '.join(sorted(valves))}")
-    ours = _our_models(api)
+    api.call("POST", f"/api/v1/functions/id/{pipe_id}/valves/update", merged)
+    report(f"set {pipe_id} valves: {', '.join(sorted(valves)) or 'none'}")
+
+
+def attach_all(
+    api: Api,
+    *,
+    report: Callable[[str], None] = print,
+    pipe_id: str = PIPE_ID,
+    before: Callable[[Mapping[str, str]], None] | None = None,
+) -> list[str]:
+    """Steps 5-6 of the module doc: list the models, attach owc's Filter and Action to each of the Pipe's, list
+    again. ``before`` sees the models about to be attached to (the migration backs up their rows first)."""
+    ours = our_models(api, pipe_id)
+    if before is not None and ours:
+        before(ours)
     for model_id, name in ours.items():
         attach(api, model_id, name, report)
     if ours:
-        ours = _our_models(api)  # listed again: Open WebUI builds each model's Filters (its toggle) then
+        ours = our_models(api, pipe_id)  # listed again: Open WebUI builds each model's Filters (its toggle) then
     report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
     return list(ours)
 
 
-def _our_models(api: Api) -> dict[str, str]:
+def our_models(api: Api, pipe_id: str = PIPE_ID) -> dict[str, str]:
     """owc's models as Open WebUI lists them now (id -> name)."""
     listed = api.call("GET", "/api/models")
     models = listed.get("data", []) if isinstance(listed, Mapping) else []
     return {
         str(m.get("id")): str(m.get("name") or m.get("id"))
         for m in models
-        if isinstance(m, Mapping) and str(m.get("id", "")).startswith(PIPE_ID + ".")
+        if isinstance(m, Mapping) and str(m.get("id", "")).startswith(pipe_id + ".")
     }
 
 
@@ -237,3 +290,63 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
     api.call("POST", "/api/v1/models/model/update", form)  # its access grants have a route of their own: untouched
     for function_id in added:
         report(f"attached {function_id} to {model_id} (its other settings kept)")
+
+
+#: owc's health route inside Open WebUI (``owc/owui/health.py``), admin only.
+HEALTH_PATH = "/api/owc/health"
+#: How long the smoke check waits for owc to connect after an install (it started a moment ago).
+SMOKE_WAIT_S = 20.0
+
+
+def health(api: Api) -> Mapping[str, Any] | None:
+    """What owc running inside Open WebUI says of itself (``HEALTH_PATH``), or None when it does not answer there:
+    owc not started in that process (the route is added when it starts), or an Open WebUI without owc."""
+    try:
+        answer = api.call("GET", HEALTH_PATH, missing_ok=True)
+    except InstallError:
+        return None
+    return answer if isinstance(answer, Mapping) and "connected" in answer else None
+
+
+def smoke(
+    api: Api,
+    models: list[str],
+    *,
+    report: Callable[[str], None] = print,
+    wait_s: float = SMOKE_WAIT_S,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> bool:
+    """The check an install or a migration ends with, needing no agent reply: owc runs in Open WebUI and is
+    connected (the Gateway's ``hello`` boot id), and Open WebUI lists owc's models. It waits up to ``wait_s`` for the
+    connection (owc starts as the Functions are enabled), but not for a person: a device waiting for approval on
+    the Gateway host is said at once. One line per fact; True when all hold."""
+    import time
+
+    # A command line's bounded wait for another process (Open WebUI) to connect: it decides only what a line says.
+    sleep = sleep or time.sleep  # timer-ok: CLI wait
+    clock = clock or time.monotonic  # timer-ok: CLI wait
+    deadline = clock() + wait_s  # timer-ok: CLI wait
+    while True:
+        state = health(api)
+        if state is not None and (state.get("connected") or state.get("pairing") or state.get("refusal")):
+            break
+        if clock() >= deadline:  # timer-ok: CLI wait
+            break
+        sleep(0.5)  # timer-ok: CLI wait
+    ok = bool(models)
+    if state is None:
+        report("smoke: owc is not running inside Open WebUI (no answer at /api/owc/health): see Open WebUI's log")
+        ok = False
+    elif state.get("connected"):
+        report(f"smoke: owc connected to {state.get('gateway')}, Gateway boot {state.get('boot_id') or 'unknown'}")
+    elif state.get("pairing"):
+        report(f"smoke: owc waits for the Gateway to approve its device: {state.get('pairing')}")
+        ok = False
+    else:
+        why = state.get("refusal") or "not yet"
+        report(f"smoke: owc runs inside Open WebUI but is not connected to {state.get('gateway')}: {why}")
+        ok = False
+    report(f"smoke: {len(models)} OpenClaw model(s) listed" if models else "smoke: no OpenClaw model listed")
+    report("smoke check passed" if ok else "smoke check not passed (owc owui status says more)")
+    return ok

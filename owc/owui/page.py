@@ -41,7 +41,7 @@ from typing import Any
 import anyio.to_thread
 import attrs
 
-from owc.owui import questions, status, trio_host
+from owc.owui import health, questions, status, trio_host
 from owc.owui.intent_hook import LOADER_SCRIPT, VERSION, install_code
 from owc.rules.intent import HEADER, KEEP, MAX_ID, Kind, StopLog, StopRecord, kind_of
 
@@ -143,6 +143,7 @@ def install(app: Any) -> StopBook:
         ("socket", _hook_on_open),
         ("questions", _answer_questions),
         ("status", _status_routes),
+        ("health", _health_route),
     ):
         try:
             page.undo.append(part(page))
@@ -399,6 +400,27 @@ def _answer_questions(page: _Page) -> Callable[[], None]:
 def _status_routes(page: _Page) -> Callable[[], None]:
     """The status view's routes (``owc.owui.status``): the status Action's panel reads them."""
     return _routes(page, status.routes(_verifier(page)))
+
+
+def _health_route(page: _Page) -> Callable[[], None]:
+    """``GET /api/owc/health`` (``owc.owui.health``, issue 30): for ``owc owui status`` and the smoke check of
+    ``owc owui install`` / ``migrate``; an admin's session token only, checked as Open WebUI checks its own API's."""
+    from open_webui.utils.auth import get_verified_user_by_token
+    from starlette.exceptions import HTTPException
+
+    async def is_admin(headers: dict[bytes, bytes]) -> bool | None:
+        token = _session_token(headers)
+        if token is None:
+            return None
+        try:
+            user = await get_verified_user_by_token(token, getattr(page.app.state, "redis", None))
+        except HTTPException as exc:
+            if exc.status_code in (401, 403):
+                return None
+            raise
+        return getattr(user, "role", None) == "admin"
+
+    return _routes(page, [health.route(is_admin)])
 
 
 # ---------------------------------------------------------------------------------------------- the socket fallback

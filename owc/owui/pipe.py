@@ -121,8 +121,30 @@ def _starts_owc(event: Any) -> bool:
     subject = event.get("subject")
     subject_id = subject.get("id") if isinstance(subject, Mapping) else None
     if name == "function.valves_updated":
-        return subject_id == PIPE_ID
-    return name in ("function.enable_started", "function.enabled") and subject_id in (PIPE_ID, EVENT_ID)
+        return subject_id in (PIPE_ID, models.OLD_FUNCTION_ID)
+    return name in ("function.enable_started", "function.enabled") and subject_id in (
+        PIPE_ID,
+        EVENT_ID,
+        models.OLD_FUNCTION_ID,
+    )
+
+
+#: What owc's Pipe file holds (``functions/openclaw_pipe.py``): tells owc's Pipe under the old Pipe's id (after
+#: ``owc owui migrate``) from the old Pipe itself, whose valves owc must never start with.
+OWC_PIPE_MARK = "from owc.owui.pipe import"
+
+
+async def pipe_valves(functions: Any) -> Mapping[str, Any]:
+    """The saved valves of owc's Pipe: the Function ``openclaw``'s, else (``owc owui migrate`` put owc's Pipe under
+    the old Pipe's id, issue 30) ``openclaw_gateway``'s when that Function holds owc's code."""
+    valves = await functions.get_function_valves_by_id(PIPE_ID)
+    if valves:
+        return valves
+    get = getattr(functions, "get_function_by_id", None)
+    old = await get(models.OLD_FUNCTION_ID) if get is not None else None
+    if old is not None and OWC_PIPE_MARK in (getattr(old, "content", "") or ""):
+        return await functions.get_function_valves_by_id(models.OLD_FUNCTION_ID) or {}
+    return valves or {}
 
 
 async def on_event(event: Any, app: Any) -> None:
@@ -134,7 +156,7 @@ async def on_event(event: Any, app: Any) -> None:
     try:
         from open_webui.models.functions import Functions
 
-        valves = await Functions.get_function_valves_by_id(PIPE_ID) or {}
+        valves = await pipe_valves(Functions)
     except Exception:
         log.exception("owui.valves_unreadable (starting from the environment)")
     await _start(valves, app)
