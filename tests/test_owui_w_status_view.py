@@ -5,12 +5,14 @@ owc's models), the simulator as the Gateway (``sessions.describe`` from its sess
 
 A person's reply finishes; they click "OpenClaw status" under it; the dialog shows the chat's context with the
 simulator's numbers and its rate-limit window, live: a run that starts while it is open shows as running. Compact
-shows "Compacting…" while its request is out (held by the simulator) and then the route's line. After a reload the
-button opens the panel again; Escape closes it. Screenshots go to ``$OWC_SCREENSHOTS`` (else the test's tmp dir).
+shows "Compacting…" while its request is out (held by the simulator), is refused while that run goes on and done
+after it (the context then the compacted one). After a reload the button opens the panel again; Escape closes it.
 
-The simulator answers ``sessions.compact``, ``tasks.list`` / ``tasks.get`` and the ``task`` events only once they are
-added to ``owc/sim`` (another change): until then Compact's line is the route's answer to the simulator's "unknown
-method", and the sub-agent scenarios skip, saying so.
+A person's message makes the agent spawn a sub-agent (the simulator's ``Spawn``, ``tests/test_sim_status.py``) whose
+title holds markup and whose run holds in its ``exec``: the dialog lists it (the title as text, what it runs, the
+elapsed time), its drawer follows it live while the test releases the tool (the result, then the child's answer),
+the row leaves when it completes, the chat's messages say its lines, Compact is refused while the announce reply
+runs and done after. Screenshots go to ``$OWC_SCREENSHOTS`` (else the test's tmp dir).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from test_owui_w import (
     REMOTE_ADDRESS,
     TOKEN,
     WAIT_S,
+    assistant_messages,
     install_owc,
     open_page,
     owc_env,
@@ -40,7 +43,7 @@ from owc.owui.status_panel import DRAWER_ID, ELEMENT_ID
 from owc.runs.status import BUSY_LINE
 from owc.sim.model import MODEL as SIM_MODEL
 from owc.sim.model import PROVIDER
-from owc.sim.script import End, Text
+from owc.sim.script import End, Hold, Spawn, Step, Text, Tool
 
 from owui.simthread import call
 
@@ -49,6 +52,28 @@ pytestmark = [pytest.mark.owuiserver, pytest.mark.timeout(1800)]
 MS = WAIT_S * 1000
 REPLY = "The deploy is green."
 DIALOG = "[data-owc-status=dialog]"
+#: 115k tokens compacted: the simulator keeps 70 % (measured 1050 to 732), 80.5k, shown rounded.
+COMPACTED_CONTEXT = "81k / 1.0m tokens · 8.1%"
+
+#: The sub-agent scenario: a person's words with ``SPAWN`` make the agent spawn a sub-agent titled ``TITLE`` (markup
+#: a page must show as text) whose run holds in ``exec`` until the test releases it, answers ``CHILD_DONE``; the
+#: parent says ``SPAWNED``; the announce run (the sub-agent's result back on the chat's key) says ``ANNOUNCED`` and
+#: holds until the test ends it.
+SPAWN_WORDS = "Please SPAWN a sub-agent to audit the dependencies."
+TITLE = 'Audit <img src=x onerror="window.__pwned=1"> deps'
+TASK = "Audit the dependencies: run the audit and report."
+EXEC_ARGS = {"command": "npm audit --omit=dev"}
+CHILD_OK = "found 0 vulnerabilities"
+CHILD_DONE = "CHILD DONE: no vulnerable dependency."
+SPAWNED = "A sub-agent is auditing the dependencies."
+ANNOUNCED = "The audit found no vulnerable dependency."
+
+
+def responder(key: str, message: str) -> list[Step]:
+    if "SPAWN" in message:
+        child = (Tool("exec", EXEC_ARGS, CHILD_OK, hold=True), Text(CHILD_DONE), End())
+        return [Spawn(TASK, TITLE, child, (Text(ANNOUNCED), Hold())), Text(SPAWNED), End()]
+    return [Text(REPLY), End()]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +87,7 @@ def gateway() -> Iterator[tuple[Any, Any]]:
 
         def prepare() -> None:
             simulator.remote_address = REMOTE_ADDRESS
-            simulator.responder = lambda key, message: [Text(REPLY), End()]
+            simulator.responder = responder
 
         call(token, prepare)
         yield pair
@@ -92,11 +117,6 @@ def browser(deployment, tmp_path) -> Iterator[Any]:
         yield b
 
 
-def has(sim: Any, token: Any, method: str) -> bool:
-    """Whether the simulator answers ``method`` yet (``owc/sim`` grows them in another change)."""
-    return call(token, lambda: method in sim.rpc._handlers)
-
-
 def click_status(page: Any) -> Any:
     """Click the Action's button under the chat's last reply (shown there without a hover); the dialog."""
     button = page.page.get_by_role("button", name=NAME).last
@@ -105,6 +125,19 @@ def click_status(page: Any) -> Any:
     dialog = page.page.locator(DIALOG)
     dialog.wait_for(state="visible", timeout=MS)
     return dialog
+
+
+def subagent_lines(admin: Any, chat_id: str) -> dict[str, list[str]]:
+    """Each assistant message's sub-agent lines (owc's ``openclaw_subagent`` status entries), as stored."""
+    return {
+        mid: said
+        for mid, m in assistant_messages(admin, chat_id).items()
+        if (said := [e["description"] for e in m.get("statusHistory") or [] if e.get("action") == "openclaw_subagent"])
+    }
+
+
+def sum_lines(lines: dict[str, list[str]]) -> list[str]:
+    return [said for each in lines.values() for said in each]
 
 
 def test_the_status_button_under_a_reply_shows_the_chats_context_live_and_compact(deployment, browser) -> None:
@@ -134,11 +167,7 @@ def test_the_status_button_under_a_reply_shows_the_chats_context_live_and_compac
     assert "72% used" in text and re.search(r"resets in 2[12]m · \d\d:\d\d", text)
     assert dialog.locator("[data-part=limits] [data-colour]").get_attribute("data-colour") == "amber"
     assert re.search(r"Updated \d\d:\d\d:\d\d", text)
-    subagents = dialog.locator("[data-part=subagents]")
-    if has(sim, token, "tasks.list"):
-        assert subagents.count() == 0  # none running: no section
-    else:  # the simulator's "unknown method": that read failed, and that part alone says so
-        assert subagents.locator("[data-state=unread]").inner_text() == "Could not read"
+    assert dialog.locator("[data-part=subagents]").count() == 0  # no sub-agent running: no section
     assert page.page.locator(DIALOG).count() == 1
     page.screenshot("status-dialog")
     page.page.evaluate("() => document.documentElement.classList.add('dark')")  # Open WebUI's dark theme
@@ -159,24 +188,22 @@ def test_the_status_button_under_a_reply_shows_the_chats_context_live_and_compac
     line = dialog.locator("[data-part=compact-line]")
     page.page.wait_for_function("() => !!document.querySelector('[data-part=compact-line]').dataset.code", timeout=MS)
     assert not compact.is_disabled() and compact.inner_text() == "Compact"
-    if has(sim, token, "sessions.compact"):
-        assert line.inner_text() == BUSY_LINE and line.get_attribute("data-code") == "409"
-    else:
-        assert line.get_attribute("data-code") == "502" and "unknown method: sessions.compact" in line.inner_text()
+    assert line.inner_text() == BUSY_LINE and line.get_attribute("data-code") == "409"
     page.screenshot("status-compact-refused")
     call(token, lambda: run.text(" ... all green.").end())
     dialog.get_by_text("A reply is running").wait_for(state="detached", timeout=MS)
-    if has(sim, token, "sessions.compact"):
-        compact.click()
-        line.get_by_text("Compacted.").wait_for(timeout=MS)
-        page.screenshot("status-compacted")
+    compact.click()
+    line.get_by_text("Compacted.").wait_for(timeout=MS)
+    assert line.inner_text() == "Compacted. 115k → 81k tokens" and line.get_attribute("data-code") == "200"
+    dialog.get_by_text(COMPACTED_CONTEXT).wait_for(timeout=MS)  # the Gateway's sessions.changed, live
+    page.screenshot("status-compacted")
     # Escape closes it (and is not Open WebUI's own: the reply is untouched); after a reload the button opens it again.
     page.page.keyboard.press("Escape")
     page.page.locator(f"#{ELEMENT_ID}").wait_for(state="detached", timeout=MS)
     page.page.reload(wait_until="load")
     page.wait_for_assistant_text("all green.", timeout_ms=MS)
     dialog = click_status(page)
-    dialog.get_by_text("115k / 1.0m tokens · 11.5%").wait_for(timeout=MS)
+    dialog.get_by_text(COMPACTED_CONTEXT).wait_for(timeout=MS)
     page.page.locator(f"#{ELEMENT_ID}").click(position={"x": 5, "y": 5})  # the backdrop closes it too
     page.page.locator(f"#{ELEMENT_ID}").wait_for(state="detached", timeout=MS)
     call(token, lambda: sim.rpc.usage_providers.clear())
@@ -203,10 +230,107 @@ def test_an_old_sub_agent_finished_message_opens_its_drawer_alone(deployment, br
     page.page.locator(f"#{ELEMENT_ID}").wait_for(state="detached", timeout=MS)
 
 
-def test_a_running_sub_agent_shows_in_the_list_and_its_drawer_updates_live(deployment) -> None:
-    """To be written when the simulator speaks ``tasks.list`` / ``tasks.get`` and the ``task`` events (owc/sim, another
-    change): the list's row (title, doing, elapsed), its drawer live (transcript, tools with arguments and results,
-    a failed one marked), a hostile task title as text."""
-    if not has(deployment["sim"], deployment["token"], "tasks.list"):
-        pytest.skip("the simulator has no tasks.list / task events yet (owc/sim grows them in another change)")
-    pytest.skip("the simulator has tasks.*: this scenario is to be written against it")
+def test_a_running_sub_agent_shows_in_the_list_and_its_drawer_updates_live(deployment, browser) -> None:
+    """A person asks for a sub-agent; the agent spawns one titled with markup, held in its ``exec``. The status
+    dialog lists it (the title as text, "Running exec", the elapsed time counting); its drawer shows the task and the
+    tool running, then, when the test releases the tool, the tool's result and the child's answer in the same drawer
+    (no reload); the row leaves when it completes. The announce reply streams into the chat: Compact is refused while
+    it runs and done after. The chat's messages hold the sub-agent's lines, each once, and the tab shows them."""
+    admin, sim, token = deployment["admin"], deployment["sim"], deployment["token"]
+    page = open_page(browser, deployment)
+    chat_id = page.new_chat_with(MODEL, SPAWN_WORDS, timeout_ms=MS)
+    page.wait_for_assistant_text(SPAWNED, timeout_ms=MS)
+    key = ids.session_key("main", admin.user_id, chat_id)
+    dialog = click_status(page)
+    section = dialog.locator("[data-part=subagents]")
+    row = section.locator("[data-task]")
+    row.filter(has_text="Running exec").wait_for(timeout=MS)
+    ((task_id, title),) = call(token, lambda: [(t.task_id, t.title) for t in sim.tasks.of(key)])
+    assert title == TITLE
+    assert row.count() == 1 and row.get_attribute("data-task") == task_id
+    assert "Sub-agents (1)" in (section.text_content() or "")
+    assert row.locator(".flex-1 > div").all_inner_texts() == [TITLE, "Running exec"]  # the title as text
+    assert row.locator("img").count() == 0
+    elapsed = row.locator("[data-elapsed]")
+    counted = elapsed.inner_text()
+    assert re.fullmatch(r"\d+s", counted), counted
+    page.page.wait_for_function(  # the page counts it: a second later it says more
+        "(t) => document.querySelector('[data-part=subagents] [data-elapsed]').textContent !== t",
+        arg=counted,
+        timeout=MS,
+    )
+    page.screenshot("status-subagent-listed")
+
+    # Its drawer: the task and the tool running, then (released) the tool's result and the child's answer, live.
+    row.click()
+    drawer = page.page.locator(f"#{DRAWER_ID}")
+    drawer.wait_for(state="visible", timeout=MS)
+    drawer.locator("[data-part=title]", has_text=TITLE).wait_for(timeout=MS)
+    assert drawer.locator("[data-part=title]").inner_text() == TITLE
+    overview = drawer.locator("[data-pane=overview]")
+    assert "Running exec" in overview.inner_text() and TASK in overview.inner_text()
+    drawer.locator("[data-tab=transcript]").click()
+    transcript = drawer.locator("[data-pane=transcript]")
+    transcript.locator("[data-role=user]", has_text=TASK).wait_for(timeout=MS)
+    assert transcript.locator("[data-role=assistant]").count() == 0  # its only step so far is the tool call
+    drawer.locator("[data-tab=tools]").click()
+    tools = drawer.locator("[data-pane=tools]")
+    tool = tools.locator("[data-tool=exec]")
+    tool.get_by_text("running…").wait_for(timeout=MS)
+    assert drawer.locator("[data-tab=tools]").inner_text() == "Tools (1)"
+    assert '"command": "npm audit --omit=dev"' in tool.inner_text()
+    page.screenshot("status-subagent-drawer-running")
+    drawer.evaluate("e => { e.__owcSame = true; }")  # the same drawer, the same page, after the updates
+    page.page.evaluate("() => { window.__owcNoReload = true; }")
+    call(token, lambda: sim.tasks.child(task_id).release())
+    tool.locator("pre", has_text=CHILD_OK).wait_for(timeout=MS)
+    assert tool.get_by_text("running…").count() == 0 and tool.get_attribute("data-failed") is None
+    drawer.locator("[data-tab=transcript]").click()
+    transcript.locator("[data-role=assistant]", has_text=CHILD_DONE).wait_for(timeout=MS)
+    page.screenshot("status-subagent-drawer-transcript")
+    drawer.locator("[data-tab=overview]").click()
+    overview.get_by_text("completed", exact=True).wait_for(timeout=MS)
+    assert CHILD_DONE in overview.inner_text()
+    assert drawer.evaluate("e => e.__owcSame === true") and page.page.evaluate("() => window.__owcNoReload === true")
+    section.wait_for(state="detached", timeout=MS)  # the dialog's list: the row left when it completed
+    drawer.locator("[data-tab=tools]").click()
+    page.screenshot("status-subagent-drawer-done")
+
+    # The announce reply (the sub-agent's result back on the chat's key) streams in and holds: Compact is refused.
+    page.wait_for_assistant_text(ANNOUNCED, timeout_ms=MS)
+    page.page.keyboard.press("Escape")  # the drawer first; the dialog stays
+    drawer.wait_for(state="detached", timeout=MS)
+    dialog.get_by_text("A reply is running").wait_for(timeout=MS)
+    compact = dialog.locator("[data-action=compact]")
+    line = dialog.locator("[data-part=compact-line]")
+    compact.click()
+    page.page.wait_for_function("() => !!document.querySelector('[data-part=compact-line]').dataset.code", timeout=MS)
+    assert line.inner_text() == BUSY_LINE and line.get_attribute("data-code") == "409"
+    page.screenshot("status-subagent-compact-refused")
+    announce = call(token, lambda: sim.active_run(key))
+    assert announce is not None and announce.run_id.startswith("announce:v1:agent:main:subagent:")
+    call(token, announce.end)
+    dialog.get_by_text("A reply is running").wait_for(state="detached", timeout=MS)
+    compact.click()
+    line.get_by_text("Compacted.").wait_for(timeout=MS)
+    assert line.get_attribute("data-code") == "200"
+    page.page.keyboard.press("Escape")
+    page.page.locator(f"#{ELEMENT_ID}").wait_for(state="detached", timeout=MS)
+
+    # The chat's messages said what the sub-agent did, each line once; the tab shows them in the status history.
+    expected = [f"Sub-agent {TITLE} is working", f"Sub-agent {TITLE}: running exec", f"Sub-agent {TITLE} finished"]
+    wait_until(lambda: expected[-1] in sum_lines(subagent_lines(admin, chat_id)), "the sub-agent's last line")
+    stored = subagent_lines(admin, chat_id)
+    assert sum_lines(stored) == expected, stored
+    for message_id, said in stored.items():
+        message = page.page.locator(f'[id="message-{message_id}"]')
+        toggle = message.get_by_role("button", name="Toggle status history")
+        if toggle.get_attribute("aria-expanded") != "true":
+            toggle.click()
+        for description in said:
+            message.locator(".status-description", has_text=description).first.wait_for(timeout=MS)
+        shown = [t.strip() for t in message.locator(".status-description").all_inner_texts()]
+        assert all(d in shown for d in said), shown
+    page.page.mouse.move(0, 0)  # no tooltip over the lines in the screenshot
+    page.screenshot("status-subagent-lines")
+    assert page.page.evaluate("() => window.__pwned") is None and page.page.locator('img[src="x"]').count() == 0
