@@ -28,6 +28,8 @@ class FakeOpenWebUI:
         self.models: dict[str, dict[str, Any]] = {}
         self.role = role
         self.calls: list[tuple[str, str]] = []
+        #: What the Pipe's ``pipes()`` names its entry right now (a refusal adds its gist, as a wrong token does).
+        self.listed_name = "OpenClaw"
 
     def __call__(self, request: Any, timeout: float) -> Any:
         method, path = request.get_method(), request.full_url.split("://", 1)[1].split("/", 1)[1]
@@ -46,7 +48,7 @@ class FakeOpenWebUI:
         if path == "/api/models":
             return {
                 "data": [
-                    {"id": f"{fid}.main", "name": "OpenClaw"}
+                    {"id": f"{fid}.main", "name": self.listed_name}
                     for fid, f in self.functions.items()
                     if f["is_active"] and "class Pipe" in f["content"]
                 ]
@@ -158,6 +160,18 @@ def test_install_adds_the_status_action_attached_to_owcs_models_and_never_global
     assert "attached openclaw_status to openclaw.main" in lines
     writes = [c for c in fake.calls if c[1] in ("/api/v1/models/create", "/api/v1/models/model/update")]
     assert writes == [("POST", "/api/v1/models/create")]  # the Filter and the Action in one row write
+
+
+@pytest.mark.parametrize(
+    "listed", ["OpenClaw (wrong token: see GATEWAY_TOKEN valve)", "OpenClaw (Gateway not reached)"]
+)
+def test_a_row_made_while_the_gateway_refuses_gets_the_lasting_name(listed: str) -> None:
+    """Open WebUI shows a model row's name over the Pipe's live one: the row must not keep what only held at the
+    install (W tier: the picker kept "(wrong token ...)" after the right token was saved)."""
+    fake = FakeOpenWebUI()
+    fake.listed_name = listed
+    install(_api(fake), report=lambda line: None)
+    assert fake.models["openclaw.main"]["name"] == "OpenClaw"
 
 
 def test_a_row_the_admin_edited_keeps_its_settings_and_actions_and_gets_the_action_once() -> None:

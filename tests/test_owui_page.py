@@ -101,5 +101,5 @@ def test_an_open_webui_shaped_otherwise_gets_one_line_per_part_and_the_rest(seen
         "part=stop_route" in line and "no route POST /api/tasks/chat/{chat_id:path}/stop" in line for line in failed
     )
     assert not any("Traceback" in line for line in log)
-    assert any("owui.page_patched parts=loader,socket,questions,status " in line for line in log)
+    assert any("owui.page_patched parts=loader,socket,questions,status,health " in line for line in log)
     assert seen["changed"]["loader"]["cache"] == "no-cache"  # what could be installed, was

@@ -90,9 +90,14 @@ def _log_size(server: Any) -> int:
     return len(server.log_path.read_text(errors="replace"))
 
 
-def test_a_wrong_token_is_one_line_in_the_reply_and_the_picker_and_one_log_line(deployment, browser) -> None:
+def test_a_wrong_token_is_one_line_in_the_reply_and_one_log_line(deployment, browser) -> None:
     """Item 4: before, the reply was "owc stopped before your message could be sent (see Open WebUI's log)" under
-    "OpenClaw (Gateway not reached)", and each message logged a traceback of about 260 lines."""
+    "OpenClaw (Gateway not reached)", and each message logged a traceback of about 260 lines.
+
+    The picker no longer says the refusal for owc's own entry: the install gives owc's models a row (the thinking
+    Filter and the status Action are attached there), and Open WebUI 0.12.4 shows a row's name over the Pipe's live
+    one (``utils/models.py``), so the row keeps the lasting "OpenClaw" rather than a gist that would outlive the
+    refusal (NOTES, issue 28/29: the trade-off). The reply and the log still say it."""
     server, admin, sim, token = (
         deployment["server"],
         deployment["admin"],
@@ -100,7 +105,7 @@ def test_a_wrong_token_is_one_line_in_the_reply_and_the_picker_and_one_log_line(
         deployment["first_token"],
     )
     names = {m["id"]: m["name"] for m in admin.models()}
-    assert names[MODEL] == "OpenClaw (wrong token: see GATEWAY_TOKEN valve)"
+    assert names[MODEL] == "OpenClaw"  # the row's lasting name (the docstring)
     mark, refusals = _log_size(server), call(token, lambda: len(sim.refusals))
     page = open_page(browser, deployment)
     chat_id = page.new_chat_with(MODEL, "Are you there?", timeout_ms=WAIT_S * 1000)
@@ -113,8 +118,6 @@ def test_a_wrong_token_is_one_line_in_the_reply_and_the_picker_and_one_log_line(
     assert "OWC_GATEWAY_TOKEN in Open WebUI's environment (where owc read it from)" in reply["content"]
     shown = page.assistant_texts()
     assert len(shown) == 1 and shown[0].startswith(REFUSED[:60])
-    page.wait_for_text("OpenClaw (wrong token: see GATEWAY_TOKEN valve)", timeout_ms=WAIT_S * 1000)  # the picker
-    page.screenshot("w-settings-wrong-token-picker")
     # The message was a person's new attempt: one more refused connect, one log line for it, no traceback.
     assert call(token, lambda: len(sim.refusals)) == refusals + 1
     logged = _log_since(server, mark)

@@ -47,6 +47,7 @@ from typing import Any
 
 import attrs
 
+from owc.owui import models
 from owc.owui.pipe import EVENT_ID, PIPE_ID
 from owc.owui.status_action import ACTION_ID
 from owc.owui.status_action import NAME as ACTION_NAME
@@ -265,7 +266,8 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
     row = api.call("GET", f"/api/v1/models/model?{query}", missing_ok=True)
     if not isinstance(row, Mapping):
         meta = {key: [function_id] for key, function_id in ATTACHED}
-        form = {"id": model_id, "base_model_id": None, "name": name, "meta": meta, "params": {}}
+        # The name as it lasts: a row's name shows over the Pipe's live one (a "Gateway not reached" would stay).
+        form = {"id": model_id, "base_model_id": None, "name": models.lasting_name(name), "meta": meta, "params": {}}
         api.call("POST", "/api/v1/models/create", form)
         for _, function_id in ATTACHED:
             report(f"attached {function_id} to {model_id}")
@@ -282,7 +284,7 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
     form = {
         "id": model_id,
         "base_model_id": row.get("base_model_id"),
-        "name": row.get("name") or name,
+        "name": row.get("name") or models.lasting_name(name),  # a row's name is the admin's: kept
         "meta": meta,
         "params": row.get("params") or {},
         "is_active": row.get("is_active", True),

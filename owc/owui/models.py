@@ -218,6 +218,19 @@ def entry_id(agent_id: str, key: str) -> str:
     return f"{agent_id}{SEPARATOR}{_escape(key)}"
 
 
+def lasting_name(name: str) -> str:
+    """An entry's name without what only holds now: the suffix that says the Gateway was not reached or refused
+    owc (``NOT_REACHED_SUFFIX``, a refusal's gist) and ``UNAVAILABLE_SUFFIX``. Every name owc lists ends with
+    ``OpenClaw`` before those (``DEFAULT_NAME``, ``ENTRY_SUFFIX``): what follows its last ``OpenClaw`` is such a
+    suffix. For a name kept where it outlives the moment (a model row the installer writes: Open WebUI shows a row's
+    name over the Pipe's, so "(wrong token ...)" written there would stay after the token is fixed)."""
+    at = name.rfind(DEFAULT_NAME)
+    rest = name[at + len(DEFAULT_NAME) :] if at >= 0 else ""
+    if not (rest.startswith(" (") and rest.endswith(")")):
+        return name
+    return name[: at + len(DEFAULT_NAME)]
+
+
 def model_for_entry(sub_id: str) -> tuple[str, str | None]:
     """The agent and model key a sub id stands for; model None is the agent's own default.
 
