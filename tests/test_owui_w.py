@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -134,6 +135,46 @@ def deployment(sim, server_venv, browser_install, tmp_path_factory) -> Iterator[
             "pairing": pairing,
         }  # fmt: skip
         # After every scenario on this server: no reply is left unfinished in the database.
+        wait_until(lambda: not unfinished_replies(admin), "every reply finished")
+
+
+@contextmanager
+def simulated_gateway(prepare: Callable[[Any], None] | None = None) -> Iterator[tuple[Any, Any]]:
+    """A module's simulator as the Gateway on its own thread, seen from a remote address (owc then pairs as a
+    device, as on another host), ``prepare(simulator)`` run in the simulator's thread first (a responder, a spy):
+    what each scenario module's ``gateway`` fixture is."""
+    from conftest import secret
+    from owui.simthread import call, simulator_thread
+
+    secret(TOKEN)
+    with simulator_thread(TOKEN) as pair:
+        simulator, token = pair
+
+        def setup() -> None:
+            simulator.remote_address = REMOTE_ADDRESS
+            if prepare is not None:
+                prepare(simulator)
+
+        call(token, setup)
+        yield pair
+
+
+@contextmanager
+def one_server(gateway: tuple[Any, Any], tmp: Any, *, install_twice: bool = False) -> Iterator[dict[str, Any]]:
+    """One Open WebUI (one process, no Redis) with owc installed as the README says and connected; after the
+    module's scenarios, no reply left unfinished. ``install_twice``: install again once owc lists the Gateway's
+    models, which the first install's Filter and Action attach to only from then (the README says so)."""
+    from owui.server import running_server
+
+    simulator, token = gateway
+    with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
+        before = subscribed(simulator, token)
+        installed = install_owc(server.base_url, simulator.url)
+        admin = server.admin()
+        wait_connected(simulator, token, before + 1)
+        if install_twice:
+            installed += install_owc(server.base_url, simulator.url)
+        yield {"server": server, "admin": admin, "sim": simulator, "token": token, "tmp": tmp, "installed": installed}
         wait_until(lambda: not unfinished_replies(admin), "every reply finished")
 
 

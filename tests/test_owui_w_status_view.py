@@ -24,16 +24,11 @@ from typing import Any
 import pytest
 from test_owui_w import (
     MODEL,
-    REMOTE_ADDRESS,
-    TOKEN,
     WAIT_S,
     assistant_messages,
-    install_owc,
+    one_server,
     open_page,
-    owc_env,
-    subscribed,
-    unfinished_replies,
-    wait_connected,
+    simulated_gateway,
     wait_until,
 )
 
@@ -78,35 +73,17 @@ def responder(key: str, message: str) -> list[Step]:
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[tuple[Any, Any]]:
-    from conftest import secret
-    from owui.simthread import simulator_thread
+    def prepare(simulator: Any) -> None:
+        simulator.responder = responder
 
-    secret(TOKEN)
-    with simulator_thread(TOKEN) as pair:
-        simulator, token = pair
-
-        def prepare() -> None:
-            simulator.remote_address = REMOTE_ADDRESS
-            simulator.responder = responder
-
-        call(token, prepare)
+    with simulated_gateway(prepare) as pair:
         yield pair
 
 
 @pytest.fixture(scope="module")
 def deployment(gateway, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    from owui.server import running_server
-
-    simulator, token = gateway
-    tmp = tmp_path_factory.mktemp("owui-w-status")
-    with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
-        before = subscribed(simulator, token)
-        installed = install_owc(server.base_url, simulator.url)
-        admin = server.admin()
-        wait_connected(simulator, token, before + 1)
-        installed += install_owc(server.base_url, simulator.url)  # the Gateway's models listed now get it too
-        yield {"server": server, "admin": admin, "sim": simulator, "token": token, "tmp": tmp, "installed": installed}
-        wait_until(lambda: not unfinished_replies(admin), "every reply finished")
+    with one_server(gateway, tmp_path_factory.mktemp("owui-w-status"), install_twice=True) as deployed:
+        yield deployed
 
 
 @pytest.fixture

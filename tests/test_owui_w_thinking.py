@@ -16,16 +16,11 @@ from typing import Any
 
 import pytest
 from test_owui_w import (
-    REMOTE_ADDRESS,
-    TOKEN,
     WAIT_S,
     assistant_messages,
-    install_owc,
+    one_server,
     open_page,
-    owc_env,
-    subscribed,
-    unfinished_replies,
-    wait_connected,
+    simulated_gateway,
     wait_until,
 )
 
@@ -43,46 +38,27 @@ NOTE = "openrouter/z-ai/glm-5.2 does not support thinking level 'ultra', so 'hig
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[tuple[Any, Any]]:
-    from conftest import secret
-    from owui.simthread import simulator_thread
+    sent: list[dict[str, Any]] = []
 
-    secret(TOKEN)
-    with simulator_thread(TOKEN) as pair:
-        simulator, token = pair
-        sent: list[dict[str, Any]] = []
+    def prepare(simulator: Any) -> None:
+        simulator.responder = lambda key, message: [Text(REPLY), End()]
+        handler = simulator.rpc._handlers["chat.send"]
 
-        def prepare() -> None:
-            simulator.remote_address = REMOTE_ADDRESS
-            simulator.responder = lambda key, message: [Text(REPLY), End()]
-            handler = simulator.rpc._handlers["chat.send"]
+        def spy(conn: Any, params: dict[str, Any]) -> Any:
+            sent.append(dict(params))
+            return handler(conn, params)
 
-            def spy(conn: Any, params: dict[str, Any]) -> Any:
-                sent.append(dict(params))
-                return handler(conn, params)
-
-            simulator.rpc._handlers["chat.send"] = spy
-
-        call(token, prepare)
+        simulator.rpc._handlers["chat.send"] = spy
         simulator.sent = sent  # read through ``call`` only
+
+    with simulated_gateway(prepare) as pair:
         yield pair
 
 
 @pytest.fixture(scope="module")
 def deployment(gateway, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    from owui.server import running_server
-
-    simulator, token = gateway
-    tmp = tmp_path_factory.mktemp("owui-w-thinking")
-    with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
-        before = subscribed(simulator, token)
-        installed = install_owc(server.base_url, simulator.url)
-        admin = server.admin()
-        wait_connected(simulator, token, before + 1)
-        # Once owc is connected the Pipe lists the Gateway's models too: installing again attaches the Filter to them
-        # (a model listed after an install gets the toggle from the next one, as the README says).
-        installed += install_owc(server.base_url, simulator.url)
-        yield {"server": server, "admin": admin, "sim": simulator, "token": token, "tmp": tmp, "installed": installed}
-        wait_until(lambda: not unfinished_replies(admin), "every reply finished")
+    with one_server(gateway, tmp_path_factory.mktemp("owui-w-thinking"), install_twice=True) as deployed:
+        yield deployed
 
 
 @pytest.fixture
