@@ -8,8 +8,10 @@ the status Action ``openclaw_status_action`` and the thinking Filter ``openclaw_
 model id ``openclaw_gateway.opus`` gets the stand-in's reply; ``owc owui migrate`` puts owc in its place (the old
 device identity reused: the device the simulator pairs is the old one); ``owc owui status`` exits 0; a message in
 the same old chat is answered by owc through the simulator; ``owc owui rollback`` restores the old Functions exactly
-and the next message in that chat is the stand-in's again. Screenshots go to ``$OWC_SCREENSHOTS`` (else the test's
-tmp dir)."""
+and the next message in that chat is the stand-in's again. The story runs on Open WebUI's default SQLite and on
+PostgreSQL (its ``DATABASE_URL``, a database of its own in the session's cluster: ``tests/pgserver.py``), every
+assertion shared; on PostgreSQL the old Functions' rows, read from the ``function`` table, are the same after the
+rollback as before the migration. Screenshots go to ``$OWC_SCREENSHOTS`` (else the test's tmp dir)."""
 
 from __future__ import annotations
 
@@ -145,8 +147,38 @@ def owc_cli(deployment: dict[str, Any], *args: str) -> subprocess.CompletedProce
     return done
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database(request) -> str | None:
+    """Where Open WebUI keeps its data: ``None`` (its default SQLite file) or a PostgreSQL database of this module's
+    own (``postgresql+psycopg://``, for SQLAlchemy; Open WebUI is given the ``postgresql://`` form)."""
+    if request.param == "sqlite":
+        return None
+    from conftest import _postgres_database
+
+    return _postgres_database("owc_w_migrate")
+
+
+def function_rows(database: str) -> dict[str, dict[str, Any]]:
+    """The old Functions' rows as Open WebUI's ``function`` table holds them (SQLAlchemy Core, literal SQL)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, content, valves, is_active, is_global FROM function")).all()
+    finally:
+        engine.dispose()
+    return {
+        r.id: {"content": r.content, "valves": r.valves, "is_active": r.is_active, "is_global": r.is_global}
+        for r in rows
+        if r.id in OLD_FUNCTIONS
+    }
+
+
 @pytest.fixture(scope="module")
-def gateway() -> Iterator[tuple[Any, Any]]:
+def gateway(database) -> Iterator[tuple[Any, Any]]:
+    """A simulator of its own for each database (its paired devices start empty each time)."""
+
     def prepare(simulator: Any) -> None:
         simulator.responder = responder
         base = simulator.rpc.models[0]
@@ -158,19 +190,20 @@ def gateway() -> Iterator[tuple[Any, Any]]:
 
 
 @pytest.fixture(scope="module")
-def deployment(gateway, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
+def deployment(database, gateway, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
     """Open WebUI with owc's environment (the operator set it before migrating) and only the old Functions."""
     from owui.server import running_server
 
     simulator, token = gateway
-    tmp = tmp_path_factory.mktemp("owui-w-migrate")
-    with running_server(tmp, env_extra=owc_env(simulator.url)) as server:
+    tmp = tmp_path_factory.mktemp(f"owui-w-migrate-{'postgresql' if database else 'sqlite'}")
+    database_url = database.replace("postgresql+psycopg://", "postgresql://") if database else None
+    with running_server(tmp, database_url=database_url, env_extra=owc_env(simulator.url)) as server:
         admin = server.admin()
         rows = old_rows(simulator.url, tmp / "old-state-absent")
         install_old(admin, rows)
         yield {
             "server": server, "admin": admin, "sim": simulator, "token": token, "tmp": tmp, "rows": rows,
-            "device_dir": server.workdir / "data" / "owc", "backups": tmp / "backups",
+            "device_dir": server.workdir / "data" / "owc", "backups": tmp / "backups", "database": database,
         }  # fmt: skip
         wait_until(lambda: not unfinished_replies(admin), "every reply finished")
 
@@ -203,6 +236,10 @@ def test_an_old_chat_is_answered_by_owc_after_migrate_and_by_the_old_pipe_after_
             row["is_active"], row["is_global"], row["valves"],
         ), fid  # fmt: skip
     assert OLD_MODEL in {m["id"] for m in admin.models()}
+    database = deployment["database"]
+    stored = function_rows(database) if database else None
+    if stored is not None:
+        assert set(stored) == set(OLD_FUNCTIONS) and all(stored[f]["content"] == rows[f]["content"] for f in stored)
 
     # 1. A chat made with the old model id: the old Pipe answers.
     page = open_page(browser, deployment)
@@ -282,6 +319,8 @@ def test_an_old_chat_is_answered_by_owc_after_migrate_and_by_the_old_pipe_after_
         assert function_state(admin, fid) == installed[fid], fid
     for fid in ("openclaw_startup", "openclaw_status"):
         assert function_state(admin, fid) is None, fid
+    if stored is not None:  # PostgreSQL holds the old rows as they were: code, valves, active, global
+        assert function_rows(database) == stored
 
     # 5. The same chat again: the old Pipe answers; owc's reply and the first one stay as they were.
     page = open_page(browser, deployment, chat_id)
