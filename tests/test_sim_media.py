@@ -191,7 +191,8 @@ async def test_files_delivered_after_the_finalize_are_taken_at_the_rewrite_push_
         seen = media.looks
         clock.jump(10)  # past the simulator's media delay: the rewrite and its push
         message = await turn.until(_done(1))
-        assert media.looks > seen
+        # The file is in M once the desk's write is; its look ends after it tells the tabs: wait for that end.
+        await media.until(lambda: media.looks > seen)
         assert [e["name"] for e in message["files"]] == ["chart.png"]
         # A later rewrite push for the session (say another message's): a fresh look adds nothing twice.
         seen = media.looks
