@@ -1,0 +1,188 @@
+"""``owc run`` (owc as a standalone bridge to a real Gateway) and ``owc doctor`` (one connect, a report): they share
+how to reach and sign in to a Gateway, so what ``doctor`` checks is exactly what ``run`` will do."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from owc.cli.codes import EPILOG, EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, TOKEN_ENV, CliError
+from owc.cli.inputs import check_database, database_errors, parse_gateway, read_token
+from owc.emit import NoTasks
+
+if TYPE_CHECKING:
+    from owc.gateway import GatewayConfig
+
+
+def gateway_arguments(command: argparse.ArgumentParser) -> None:
+    """How to reach and sign in to a Gateway: shared by ``owc run`` and ``owc doctor``, so what ``doctor``
+    checks is exactly what ``run`` will do."""
+    command.add_argument(
+        "--gateway",
+        required=True,
+        help="the OpenClaw Gateway: ws:// or wss:// URL, or what you would paste (https://host, host:port, a bare"
+        " host: port 18789); no token in it (see --token-file)",
+    )
+    command.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the Gateway's shared token (mode 0600); default: the {TOKEN_ENV} environment variable",
+    )
+    device = command.add_mutually_exclusive_group()
+    device.add_argument(
+        "--device-dir",
+        type=Path,
+        default=None,
+        help="folder of owc's device identity (`owc device show`), which a Gateway on another host pairs;"
+        " default: ~/.local/state/owc ($XDG_STATE_HOME/owc)",
+    )
+    device.add_argument(
+        "--no-device",
+        action="store_true",
+        help="sign in with the shared token alone (enough only on the Gateway's own loopback)",
+    )
+    command.add_argument("--ca-file", type=Path, default=None, help="wss://: a CA file to trust besides the system's")
+    command.add_argument(
+        "--tls-pin",
+        default=None,
+        metavar="SHA256",
+        help="wss://: accept only the Gateway certificate with this SHA-256 fingerprint (its generated certificate"
+        " names no host: pin it)",
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """``owc run`` and ``owc doctor``."""
+    run = sub.add_parser(
+        "run",
+        help="run owc against a real Gateway until interrupted",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gateway_arguments(run)
+    run.add_argument("--db", required=True, help="Open WebUI's database URL")
+    run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
+    run.add_argument(
+        "--no-usage-line",
+        dest="usage_line",
+        action="store_false",
+        help="no status line with the context used and the rate limits after each reply",
+    )
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="connect to a Gateway once and say what works: reachable, authenticated, paired, scopes, protocol",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gateway_arguments(doctor)
+
+
+class _LogEmitter(NoTasks):
+    """``owc run`` outside Open WebUI (no tabs): it logs what it would tell them."""
+
+    def __init__(self) -> None:
+        self.log = logging.getLogger("owc.emit")
+
+    async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict) -> None:
+        self.log.info("emit chat=%s message=%s type=%s", chat_id, message_id, event.get("type"))
+
+    async def save_stream(self, chat_id: str, message_id: str, output: list) -> None:
+        pass
+
+    async def clear_stream(self, chat_id: str, message_id: str) -> None:
+        pass
+
+
+def _gateway_token(args: argparse.Namespace) -> tuple[str, str]:
+    """``owc run``'s token and where it came from: ``--token-file``, else ``$OWC_GATEWAY_TOKEN``."""
+    if args.token_file is not None:
+        return read_token(args.token_file), str(args.token_file)
+    value = os.environ.get(TOKEN_ENV, "").strip()
+    if not value:
+        raise CliError(EXIT_CONFIG, f"no Gateway token: pass --token-file FILE (mode 0600) or set {TOKEN_ENV}")
+    return value, f"${TOKEN_ENV}"
+
+
+def _gateway_url(args: argparse.Namespace) -> tuple[str, str]:
+    return parse_gateway(args.gateway, "--gateway")
+
+
+def _gateway_config(
+    args: argparse.Namespace, *, instance_id: str | None = None, token_source: str | None = None
+) -> GatewayConfig:
+    """``--device-dir`` / ``--no-device`` / ``--ca-file`` / ``--tls-pin`` as the connection's settings: a device by
+    default (a Gateway on another host pairs it; on the Gateway's loopback it is let in without pairing).
+    ``token_source``: where the token came from, named in a refusal's line (``owc.protocol.refusals``)."""
+    from owc import device
+    from owc.gateway import GatewayConfig
+    from owc.protocol import refusals
+
+    names = refusals.cli_names(token_source) if token_source is not None else refusals.CLI
+
+    folder = None if args.no_device else (args.device_dir or device.default_state_dir(hosted=False, data_dir=None))
+    if args.ca_file is not None and not args.ca_file.is_file():
+        raise CliError(EXIT_CONFIG, f"--ca-file {args.ca_file}: no such file")
+    try:
+        return GatewayConfig(
+            instance_id=instance_id, device_dir=folder, ca_file=args.ca_file, pin_sha256=args.tls_pin, names=names
+        )
+    except ValueError as exc:
+        raise CliError(EXIT_CONFIG, f"--tls-pin: {exc}") from None
+
+
+async def run_doctor(args: argparse.Namespace) -> int:
+    """``owc doctor``: one connect, a report, exit 0 when owc can work against this Gateway (EXIT_REFUSED else)."""
+    from owc.gateway.doctor import diagnose
+
+    url, _ = _gateway_url(args)
+    token, source = _gateway_token(args)
+    report = await diagnose(url, token, _gateway_config(args, instance_id="owc-doctor", token_source=source))
+    for line in report.lines():
+        print(line)
+    return EXIT_OK if report.ok else EXIT_REFUSED
+
+
+async def run_bridge(args: argparse.Namespace) -> int:
+    """owc against a real Gateway until SIGINT / SIGTERM. The first signal stops it gracefully: runs that have
+    ended finish their messages over the still-open connection (bounded by the transport's own timers and the
+    database's busy wait), then owc closes; a second signal closes at once. A run still going is left to the
+    next start (its reconcile finishes it). A refusal retrying cannot fix (a wrong token) ends it with
+    ``EXIT_REFUSED`` (``main`` maps it)."""
+    from owc.runtime import RuntimeConfig, open_runtime
+    from owc.store import open_store
+
+    url, shown = _gateway_url(args)
+    token, source = _gateway_token(args)
+    await trio.to_thread.run_sync(check_database, args.db)
+    config = RuntimeConfig(
+        url=url,
+        token=token,
+        gateway=_gateway_config(args, instance_id=args.instance, token_source=source),
+        usage_line=args.usage_line,
+    )
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, database_errors(args.db):
+        async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
+            print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
+            async for signum in signals:
+                print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                break
+            async with trio.open_nursery() as nursery:
+
+                async def second_signal() -> None:
+                    async for signum in signals:
+                        print(f"owc stopping now ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(second_signal)
+                await runtime.drain()
+                nursery.cancel_scope.cancel()
+    return EXIT_OK
