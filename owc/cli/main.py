@@ -18,6 +18,7 @@ import trio
 from owc import __version__
 from owc.cli import bridge, device, owui, play, sim
 from owc.cli.codes import EPILOG, EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, EXIT_USAGE, CliError, leaves
+from owc.cli.signals import until_signal
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,33 +38,6 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_parsers(sub)
     owui.add_parsers(sub)
     return parser
-
-
-async def _until_signal(runner, args: argparse.Namespace) -> int:
-    """Run a command until it returns or SIGINT / SIGTERM arrives. The signal becomes a cancel of the whole
-    tree (not a KeyboardInterrupt raised inside whichever task happens to run), so every writer's cleanup
-    runs: a run that has ended is still finalized on the way out."""
-    result = 0
-    stopped_by: int | None = None
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # outlives the watcher task
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                nonlocal stopped_by
-                async for signum in signals:
-                    print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
-                    stopped_by = signum
-                    nursery.cancel_scope.cancel()
-                    return
-
-            nursery.start_soon(watch)
-            result = await runner(args)
-            nursery.cancel_scope.cancel()
-    # A command cut short by a signal did not finish: say so the shell's way (128 + the signal's number),
-    # except ``owc run`` and ``owc sim``, whose normal end is a signal.
-    if stopped_by is not None and args.command in ("demo", "scenario"):
-        return 128 + stopped_by
-    return result
 
 
 def _as_cli_error(exc: BaseException, args: argparse.Namespace) -> CliError | None:
@@ -125,6 +99,6 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             # The scenarios provoke faults on purpose (a dropped-event gap logs a warning): the printed
             # result says what happened; -v shows the logs.
             logging.getLogger("owc").setLevel(logging.ERROR)
-        return trio.run(_until_signal, runners[args.command], args)
+        return trio.run(until_signal, runners[args.command], args)
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
