@@ -15,6 +15,7 @@ import trio
 
 from owc.cli.codes import EPILOG, EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, TOKEN_ENV, CliError
 from owc.cli.inputs import check_database, database_errors, parse_gateway, read_token
+from owc.cli.signals import STOP_SIGNALS, LateSignals
 from owc.emit import NoTasks
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class _LogEmitter(NoTasks):
         self.log = logging.getLogger("owc.emit")
 
     async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict) -> None:
-        self.log.info("emit chat=%s message=%s type=%s", chat_id, message_id, event.get("type"))
+        self.log.debug("emit chat=%s message=%s type=%s", chat_id, message_id, event.get("type"))
 
     async def save_stream(self, chat_id: str, message_id: str, output: list) -> None:
         pass
@@ -138,6 +139,23 @@ def _gateway_config(
         raise CliError(EXIT_CONFIG, f"--tls-pin: {exc}") from None
 
 
+def stopping_line(signal_name: str, ended: int) -> str:
+    """What ``owc run`` says at the first signal: what the graceful stop waits for, and how to cut it short (the
+    wait is bounded by the transport's timers and the database's busy wait, which can be a minute)."""
+    if ended == 0:
+        return f"owc stopping ({signal_name}): closing the Gateway connection (Ctrl-C again to stop now)"
+    messages = "1 ended run's message" if ended == 1 else f"{ended} ended runs' messages"
+    return (
+        f"owc stopping ({signal_name}): finishing {messages} (Ctrl-C again to stop now; the next start finishes"
+        " what is left)"
+    )
+
+
+def _ended_unsettled(runtime) -> int:
+    """The runs ``Runtime.drain`` waits for: ended, their message not settled, a writer still at work."""
+    return sum(1 for run in runtime.ledger.unsettled() if run.writer_live and run.life.ended)
+
+
 async def run_doctor(args: argparse.Namespace) -> int:
     """``owc doctor``: one connect, a report, exit 0 when owc can work against this Gateway (EXIT_REFUSED else)."""
     from owc.gateway.doctor import diagnose
@@ -168,11 +186,14 @@ async def run_bridge(args: argparse.Namespace) -> int:
         gateway=_gateway_config(args, instance_id=args.instance, token_source=source),
         usage_line=args.usage_line,
     )
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, database_errors(args.db):
+    with LateSignals() as late, trio.open_signal_receiver(*STOP_SIGNALS) as signals, database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
             async for signum in signals:
-                print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+                late.stopping = True
+                print(
+                    stopping_line(signal.Signals(signum).name, _ended_unsettled(runtime)), file=sys.stderr, flush=True
+                )
                 break
             async with trio.open_nursery() as nursery:
 

@@ -1,4 +1,6 @@
-"""How a command that is not ``owc run`` ends on SIGINT / SIGTERM (``owc run`` drains first: ``bridge``)."""
+"""How a command ends on SIGINT / SIGTERM: ``until_signal`` for every command but ``owc run`` (which drains first:
+``bridge``), and ``LateSignals``, which both use so that a second signal close behind the first never
+kills the process or turns its exit code into 130 / 143."""
 
 from __future__ import annotations
 
@@ -8,14 +10,42 @@ import sys
 
 import trio
 
+#: The signals that stop a command.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class LateSignals:
+    """SIGINT / SIGTERM ignored while the block runs, except where a Trio signal receiver inside it listens for
+    them; and, once the command was told to stop (``stopping``), ignored until the process exits.
+
+    Open it around ``trio.open_signal_receiver``. When a receiver closes, Trio restores the handlers it found and
+    delivers again every signal still pending in it; and a signal may arrive while the interpreter shuts down after
+    ``trio.run`` (tens of milliseconds). With Python's own handlers either was a ``KeyboardInterrupt`` (exit 130) or
+    death by the signal (143 for SIGTERM) although the stop was already under way. ``SIG_IGN`` takes those late
+    signals instead: the stop under way decides the exit code. A command that ended without a signal gets the
+    previous handlers back (nothing is stopping it)."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> LateSignals:
+        self._previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if not self.stopping:
+            for signum, handler in self._previous.items():
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+
 
 async def until_signal(runner, args: argparse.Namespace) -> int:
     """Run a command until it returns or SIGINT / SIGTERM arrives. The signal becomes a cancel of the whole
     tree (not a KeyboardInterrupt raised inside whichever task happens to run), so every writer's cleanup
-    runs: a run that has ended is still finalized on the way out."""
+    runs: a run that has ended is still finalized on the way out. Signals after the first change nothing."""
     result = 0
     stopped_by: int | None = None
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:  # outlives the watcher task
+    with LateSignals() as late, trio.open_signal_receiver(*STOP_SIGNALS) as signals:  # outlives the watcher task
         async with trio.open_nursery() as nursery:
 
             async def watch() -> None:
@@ -23,6 +53,7 @@ async def until_signal(runner, args: argparse.Namespace) -> int:
                 async for signum in signals:
                     print(f"owc stopping ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
                     stopped_by = signum
+                    late.stopping = True
                     nursery.cancel_scope.cancel()
                     return
 
