@@ -551,6 +551,25 @@ def load_or_create(state_dir: Path) -> DeviceIdentity:
     return identity
 
 
+def check_folder(state_dir: Path) -> DeviceIdentity:
+    """The identity in ``state_dir`` (made now if there is none), once it is known that owc can also write there
+    later: the device token the Gateway issues at pairing is stored in the same folder, possibly hours after the
+    start. A folder that cannot hold the identity raises ``DeviceIdentityError`` naming the folder: found at
+    start, it is one line for the person who can fix it, instead of a failure at every connect."""
+    state_dir = Path(state_dir)
+    identity = load_or_create(state_dir)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{FILE_NAME}.", suffix=".probe", dir=state_dir)
+    except OSError as exc:
+        raise DeviceIdentityError(
+            f"device state folder {state_dir}: cannot write in it: {exc.strerror or exc}"
+        ) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return identity
+
+
 def set_device_token(state_dir: Path, token: str | None) -> DeviceIdentity:
     """Store the device token the Gateway issued (``hello-ok.auth.deviceToken``), or forget it (``None``, e.g. after
     the Gateway revoked it); returns the updated identity. One owc process owns a state folder."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from owc.cli import EXIT_OK, TOKEN_ENV
+from owc.cli import EXIT_CONFIG, EXIT_OK, TOKEN_ENV
 from owc.sim import open_simulator
 from owc.store import ChatStore, make_engine
 
@@ -135,3 +135,81 @@ def test_the_first_stop_says_what_it_waits_for() -> None:
     assert stopping_line("SIGINT", 0) == (
         "owc stopping (SIGINT): closing the Gateway connection (Ctrl-C again to stop now)"
     )
+
+
+async def test_an_unusable_device_folder_is_one_line_and_exit_3_before_connecting(tmp_path: Path) -> None:
+    """Before: ``owc run`` looped forever with a 36-line traceback at each reconnect, ``owc doctor`` crashed with a
+    traceback (exit 1). Now both say it in one line naming the folder and the three fixes, exit 3, and connect to
+    nothing. (As root, permissions cannot be taken away: a folder under a regular file is the unusable folder here;
+    without root, a read-only folder too.)"""
+    token = _token_file(tmp_path)
+    db = _webui_db(tmp_path / "webui.db")
+    folders = [tmp_path / "token" / "dev"]
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        folders.append(locked)
+    accepted: list[object] = []
+    async with trio.open_nursery() as nursery:
+        (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")  # counts every connection made to it
+
+        async def count(stream: trio.SocketStream) -> None:
+            accepted.append(stream)
+            await stream.aclose()
+
+        nursery.start_soon(trio.serve_listeners, count, [listener])
+        url = f"ws://127.0.0.1:{listener.socket.getsockname()[1]}/"
+        for folder in folders:
+            gateway = ["--gateway", url, "--token-file", str(token), "--device-dir", str(folder)]
+            for command in (["doctor", *gateway], ["run", *gateway, "--db", db]):
+                code, out, err = await _owc(*command, cwd=tmp_path)
+                assert code == EXIT_CONFIG, (command, code, out, err)
+                line = _one_clear_line(err)
+                assert line.startswith(f"owc: device folder {folder} cannot hold owc's device identity ("), line
+                uid = os.geteuid()
+                assert line.endswith(
+                    f"): pass --device-dir with a folder owc can write, fix this one's permissions (owc runs as uid"
+                    f" {uid}), or pass --no-device (the token alone: only on the Gateway's own loopback)"
+                ), line
+                assert "owc running" not in out
+        nursery.cancel_scope.cancel()
+    assert accepted == []  # refused before connecting
+
+
+async def test_an_unusable_device_folder_inside_open_webui_is_one_log_line_an_attempt(tmp_path: Path, caplog) -> None:
+    """Inside Open WebUI the same folder is found at the connect (the runtime keeps retrying: the Pipe answers each
+    message with the reason). Before: a traceback at each attempt; now one ERROR line an attempt, naming the file."""
+    import logging
+
+    from owc.gateway import GatewayClient, GatewayConfig
+
+    folder = _token_file(tmp_path) / "dev"
+    seen: list[logging.LogRecord] = []
+    twice = trio.Event()
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+            if sum("gateway.device_unusable" in r.getMessage() for r in seen) >= 2:
+                twice.set()
+
+    handler = Count()
+    logging.getLogger("owc").addHandler(handler)
+    try:
+        async with open_simulator(token=TOKEN) as sim:
+            config = GatewayConfig(device_dir=folder, backoff_initial=0.01, backoff_watch_cap=0.02, backoff_jitter=0)
+            client = GatewayClient(sim.url, TOKEN, config=config)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.run)
+                with trio.fail_after(30):
+                    await twice.wait()
+                nursery.cancel_scope.cancel()
+    finally:
+        logging.getLogger("owc").removeHandler(handler)
+    failures = [r for r in seen if r.levelno >= logging.WARNING]
+    assert failures and all(r.exc_info is None for r in seen), [r.getMessage() for r in failures]
+    for record in failures:
+        assert record.getMessage() == (
+            f"gateway.device_unusable url={sim.url}: device identity {folder}/device.json: Not a directory (fix the"
+            " folder's permissions or choose another)"
+        )

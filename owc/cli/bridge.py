@@ -156,13 +156,36 @@ def _ended_unsettled(runtime) -> int:
     return sum(1 for run in runtime.ledger.unsettled() if run.writer_live and run.life.ended)
 
 
+async def check_device_folder(config: GatewayConfig) -> None:
+    """The device folder, checked before anything connects: its identity made or loaded and a file written there
+    (the device token is stored at pairing). One that cannot be used is a configuration error naming the three
+    fixes; left to the connect, it failed at every reconnect."""
+    from owc import device
+
+    folder = config.device_dir
+    if folder is None:
+        return
+    try:
+        await trio.to_thread.run_sync(device.check_folder, folder)
+    except device.DeviceIdentityError as exc:
+        uid = f" (owc runs as uid {os.geteuid()})" if hasattr(os, "geteuid") else ""
+        raise CliError(
+            EXIT_CONFIG,
+            f"device folder {folder} cannot hold owc's device identity ({exc}): pass --device-dir with a folder owc"
+            f" can write, fix this one's permissions{uid}, or pass --no-device (the token alone: only on the"
+            " Gateway's own loopback)",
+        ) from None
+
+
 async def run_doctor(args: argparse.Namespace) -> int:
     """``owc doctor``: one connect, a report, exit 0 when owc can work against this Gateway (EXIT_REFUSED else)."""
     from owc.gateway.doctor import diagnose
 
     url, _ = _gateway_url(args)
     token, source = _gateway_token(args)
-    report = await diagnose(url, token, _gateway_config(args, instance_id="owc-doctor", token_source=source))
+    config = _gateway_config(args, instance_id="owc-doctor", token_source=source)
+    await check_device_folder(config)
+    report = await diagnose(url, token, config)
     for line in report.lines():
         print(line)
     return EXIT_OK if report.ok else EXIT_REFUSED
@@ -186,6 +209,7 @@ async def run_bridge(args: argparse.Namespace) -> int:
         gateway=_gateway_config(args, instance_id=args.instance, token_source=source),
         usage_line=args.usage_line,
     )
+    await check_device_folder(config.gateway)
     with LateSignals() as late, trio.open_signal_receiver(*STOP_SIGNALS) as signals, database_errors(args.db):
         async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)

@@ -40,6 +40,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from owc import __version__
+from owc.device import DeviceIdentityError
 from owc.gateway.admission import Admission, check_pin, connect_refused, parse_pin, present_device
 from owc.gateway.backoff import Backoff
 from owc.gateway.errors import (
@@ -533,6 +534,13 @@ class GatewayClient:
         ) as group:
             for exc in _leaves(group):
                 log.warning("gateway.connect_failed url=%s error=%s", self.url, _describe(exc))
+        except* DeviceIdentityError as group:
+            # A device folder owc cannot use (unwritable, not a folder, a corrupt file): a person's fix, said in one
+            # line an attempt (its message names the file), never a traceback per reconnect.
+            for exc in _leaves(group):
+                log.error(
+                    "gateway.device_unusable url=%s: %s (fix the folder's permissions or choose another)", self.url, exc
+                )
         except* Exception as group:
             # A bug anywhere in a connection must cost that connection, never owc's link to the Gateway for good.
             for exc in _leaves(group):

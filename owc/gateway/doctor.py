@@ -79,10 +79,15 @@ class DoctorReport:
 
 async def diagnose(url: str, token: str, config: GatewayConfig | None = None) -> DoctorReport:
     """Connect once and report. Raises only ``InvalidGatewayUrl`` (nothing to connect to); every other
-    failure is the report's ``problem``."""
+    failure is the report's ``problem`` (an unusable device folder too: no connect is tried then)."""
     config = config or GatewayConfig()
     client = GatewayClient(url, token, config=config)
-    identity = await _identity(config)
+    try:
+        identity = await _identity(config)
+    except device.DeviceIdentityError as exc:  # nothing was tried: the device is presented at the connect
+        return DoctorReport(
+            url=client.url, reachable=False, authenticated=False, paired="unknown (the device folder)", problem=str(exc)
+        )
     device_id = identity.device_id if identity is not None else None
     base: dict[str, Any] = {"url": client.url, "device_id": device_id}
     no_device = "no device (the shared token alone: enough only on the Gateway's own loopback)"
