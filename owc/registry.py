@@ -39,6 +39,10 @@ class WriterRegistry:
         """Not known dead: alive here, or another process's writer (whose liveness this process cannot see)."""
         return writer_id is not None and (writer_id in self._live or not self.is_local(writer_id))
 
+    def live(self) -> tuple[str, ...]:
+        """The writer ids registered live now, sorted (the operator's view: one per open connection)."""
+        return tuple(sorted(self._live))
+
     @contextmanager
     def registered(self, writer_id: str) -> Iterator[str]:
         self._live.add(writer_id)

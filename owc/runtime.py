@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -24,13 +25,16 @@ from typing import Any
 import attrs
 import trio
 
-from owc import ids
+from owc import __version__, device, ids
 from owc.emit import Emitter
 from owc.emit.asker import Asker, NoAsker
 from owc.emit.files import FileSink, NoFiles
 from owc.gateway import GatewayClient, GatewayConfig, GatewayError, SessionClosed
+from owc.gateway.connection import Connection
 from owc.gateway.url import redact_url
+from owc.logs import ErrorRing, collecting_errors, worker_name
 from owc.registry import WRITERS, WriterRegistry
+from owc.render import operator
 from owc.render.status import StatusLines
 from owc.rules import thinking as levels
 from owc.runs import Ledger, RunKeeper
@@ -64,10 +68,37 @@ log = logging.getLogger("owc.runs")
 KEEP_MODEL = object()
 
 
+class _Watch:
+    """The run keeper as the client's connection handler, also keeping the last connection it attached to: when
+    owc is not connected, that connection's close code and reason are the operator's first clue
+    (``Runtime.snapshot``). Only a reference is kept; nothing is decided from it."""
+
+    def __init__(self, keeper: RunKeeper) -> None:
+        self.keeper = keeper
+        self.last: Connection | None = None
+        #: ``ErrorRing.total`` when the last connection closed: a connect failure logged after it is newer news.
+        self.errors_at_close = 0
+        self.ring: ErrorRing | None = None
+
+    @asynccontextmanager
+    async def attach(self, conn: Connection) -> AsyncIterator[Any]:
+        self.last = conn
+        try:
+            async with self.keeper.attach(conn) as runs:
+                yield runs
+        finally:
+            self.errors_at_close = self.ring.total if self.ring is not None else 0
+
+
 class Runtime:
-    def __init__(self, client: GatewayClient, keeper: RunKeeper) -> None:
+    def __init__(self, client: GatewayClient, keeper: RunKeeper, *, errors: ErrorRing | None = None) -> None:
         self.client = client
         self.keeper = keeper
+        #: The last warnings and errors of owc's loggers while this runtime is open (the operator's view).
+        self.errors = errors if errors is not None else ErrorRing()
+        #: The worker name the operator's view and the log lines give this process (``owc.logs.worker_name``;
+        #: ``owc run`` names it by its ``--instance``).
+        self.worker = worker_name()
         #: The model each session was pinned to by this process (``sessions.patch``), so it is sent once.
         self._models: dict[str, object] = {}
         #: The Gateway's models as last listed (``owc.owui.models.GatewayModel``), shown when it cannot answer.
@@ -102,6 +133,96 @@ class Runtime:
         if released:
             log.info("runs.released messages=%d (the next process takes them at once)", released)
         return released
+
+    async def snapshot(self) -> operator.Snapshot:
+        """The operator's view of this runtime now (``owc.render.operator``): reads of its parts, and of the device
+        file in a thread (its id and whether a device token is stored; never the token or the key)."""
+        client, ledger = self.client, self.keeper.ledger
+        conn = client.connection
+        connected = conn is not None and not conn.closed
+        watch = client.handler if isinstance(client.handler, _Watch) else None
+        last = conn if connected else (watch.last if watch is not None else None)
+        hello = last.hello if last is not None else None
+        device_id, pairing, pairing_line = await self._pairing(connected)
+        busy, waiting, threads_busy, threads_total = self.keeper.store.lane_figures()
+        runs = [
+            (
+                run.ref.chat_id,
+                operator.RunFigure(run.run_id, run.life.state.name, run.life.ended, run.writer_live),
+            )
+            for run in ledger.unsettled()
+        ]
+        return operator.Snapshot(
+            owc_version=__version__,
+            pid=os.getpid(),
+            worker=self.worker,
+            gateway=client.url,
+            state=self._state(connected),
+            why=None if connected else self._why(watch),
+            server_version=hello.server_version if hello is not None else None,
+            boot_id=hello.boot_id if hello is not None else None,
+            protocol=hello.protocol if hello is not None else None,
+            connections_opened=client.connections_opened,
+            attempts=client.attempts,
+            device_id=device_id,
+            pairing=pairing,
+            pairing_line=pairing_line,
+            process_id=self.keeper.registry.process_id,
+            writers=self.keeper.registry.live(),
+            chats=operator.chats_of(runs),
+            errors=tuple(line.line() for line in self.errors.lines()),
+            errors_total=self.errors.total,
+            lane_busy=busy,
+            lane_waiting=waiting,
+            threads_busy=threads_busy,
+            threads_total=threads_total,
+        )
+
+    def _state(self, connected: bool) -> str:
+        if connected:
+            return "connected"
+        if self.client.held:
+            return "held"
+        if self.client.backoff_until is not None:
+            return "waiting"
+        return "connecting"
+
+    def _why(self, watch: _Watch | None) -> str:
+        """Not connected: the refusal's line (it names the fix), else a connect failure logged since the last close,
+        else that close's code and reason, else the attempt under way."""
+        client = self.client
+        if client.refusal is not None:
+            return client.refusal.line
+        if client.pairing is not None:
+            return client.pairing
+        since = self.errors.total - (watch.errors_at_close if watch is not None else 0)
+        failures = [line for line in self.errors.lines()[-since:] if line.logger == "owc.gateway"] if since else []
+        if failures:
+            return failures[-1].message
+        last = watch.last if watch is not None else None
+        if last is not None:
+            return f"the connection closed (code {last.close_code}): {last.close_reason or 'no reason given'}"
+        return f"connecting to the Gateway (attempt {client.attempts})"
+
+    async def _pairing(self, connected: bool) -> tuple[str | None, str, str]:
+        """The device id, its pairing in one word (``owc.render.operator.Snapshot``) and in words."""
+        client = self.client
+        folder = client.config.device_dir
+        if folder is None:
+            return None, "off", "no device (the shared token alone: enough only on the Gateway's own loopback)"
+        try:
+            identity = await trio.to_thread.run_sync(device.load, folder)
+        except (device.DeviceIdentityError, OSError) as exc:
+            return None, "unknown", f"the device file cannot be read: {exc}"
+        if identity is None:
+            return None, "unpaired", "no device identity stored yet"
+        if client.pairing is not None:
+            return identity.device_id, "pending", f"waiting for approval: {client.pairing}"
+        if identity.device_token is not None:
+            return identity.device_id, "paired", "paired (its device token is stored)"
+        if connected:
+            return identity.device_id, "local", "let in without pairing (the Gateway's own loopback)"
+        return identity.device_id, "unpaired", "not paired yet (no device token stored)"
 
     async def connected(self) -> None:
         """Until a connection has said hello-ok (an event, not a clock)."""
@@ -372,7 +493,8 @@ async def open_runtime(
             usage_line=config.usage_line,
             media=media,
         )
-        client = GatewayClient(config.url, config.token, keeper, config.gateway)
+        watch = _Watch(keeper)
+        client = GatewayClient(config.url, config.token, watch, config.gateway)
         questions.request = client.request
         media.request = client.request
         media.correct = keeper.corrections.add_marked
@@ -382,8 +504,10 @@ async def open_runtime(
         media.fetch = GatewayMedia(client.request, config.url, config.gateway).fetch
         await nursery.start(questions.run)
         await nursery.start(media.run)
-        await nursery.start(client.run)
-        try:
-            yield Runtime(client, keeper)
-        finally:
-            nursery.cancel_scope.cancel()
+        with collecting_errors() as ring:
+            watch.ring = ring
+            await nursery.start(client.run)
+            try:
+                yield Runtime(client, keeper, errors=ring)
+            finally:
+                nursery.cancel_scope.cancel()

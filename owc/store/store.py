@@ -1420,6 +1420,12 @@ class TrioChatStore:
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.limiter)
 
+    def lane_figures(self) -> tuple[bool, int, int, int]:
+        """The write lane and the threads now, for the operator's view: whether a write holds the lane, how many
+        writes wait for it, threads in use, threads in all. Reads only."""
+        lane, threads = self.lane.statistics(), self.limiter.statistics()
+        return lane.locked, lane.tasks_waiting, threads.borrowed_tokens, int(threads.total_tokens)
+
     async def _write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A write, in the database's lane. A caller cancelled while it waits leaves the queue having written
         nothing; once its thread runs, the transaction completes (``to_thread`` waits for it) and only then is
