@@ -16,6 +16,8 @@ EXIT_REFUSED = 4
 EXIT_BUSY = 5
 #: ``owc owui status``: a check does not hold (its ``NO`` line says which).
 EXIT_UNHEALTHY = 6
+#: ``owc owui install``: Open WebUI did not answer within ``--wait`` (a deploy job may retry; nothing was written).
+EXIT_UNREACHABLE = 7
 
 #: ``owc run``'s token when ``--token-file`` is not given.
 TOKEN_ENV = "OWC_GATEWAY_TOKEN"
@@ -35,6 +37,7 @@ exit codes:
   {EXIT_BUSY}      owc owui repair-variants: the database stayed locked past the busy wait; nothing more was
          written (run the same command again)
   {EXIT_UNHEALTHY}      owc owui status: a check does not hold (its NO line says which)
+  {EXIT_UNREACHABLE}      owc owui install: Open WebUI did not answer within --wait; nothing was written (retry)
   128+N  owc demo / owc scenario run stopped by signal N before the end (130: Ctrl-C)
 
 environment:

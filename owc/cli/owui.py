@@ -16,11 +16,16 @@ from owc.cli.codes import (
     EXIT_INVARIANTS,
     EXIT_OK,
     EXIT_UNHEALTHY,
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
     OWUI_PASSWORD_ENV,
     CliError,
 )
 from owc.cli.inputs import parse_gateway
+
+#: The exit codes for ``owc owui``'s commands, without the environment ``owc run`` reads: its line names
+#: ``owc run``'s ``--token-file``, which no ``owc owui`` command has (issue 31: the install named it).
+OWUI_EPILOG = EPILOG.partition("\nenvironment:")[0].rstrip("\n") + "\n"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -28,10 +33,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     owui_sub = owui.add_subparsers(dest="owui_command", metavar="ACTION", required=True)
     inst = owui_sub.add_parser(
         "install",
-        help="create or update owc's Functions in a running Open WebUI (keeping their valves), activate them",
+        help="create or update owc's Functions in a running Open WebUI, their valves and flags; says each change",
+        description="Three forms: --config FILE (TOML), --url URL --admin-email EMAIL (with the valve options), or"
+        " neither (the environment: OWC_OWUI_URL, ...). --config and the environment never prompt; each says one"
+        " line per change, and 'nothing changed' when applied again.",
+        epilog=OWUI_EPILOG + INSTALL_ENVIRONMENT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inst.add_argument("--url", required=True, help="Open WebUI's address, e.g. http://localhost:8080")
-    inst.add_argument("--admin-email", required=True, help="an Open WebUI admin's email")
+    inst.add_argument("--config", type=Path, metavar="FILE", help="the whole install as TOML (README: the schema)")
+    inst.add_argument("--dry-run", action="store_true", help="print the changes it would make; write nothing")
+    inst.add_argument("--url", help="Open WebUI's address, e.g. http://localhost:8080 (else OWC_OWUI_URL)")
+    inst.add_argument("--admin-email", help="an Open WebUI admin's email (with --url)")
     inst.add_argument(
         "--admin-password-file",
         type=Path,
@@ -42,12 +54,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     inst.add_argument(
         "--gateway-token-file", help="set the Pipe's GATEWAY_TOKEN_FILE valve (a path on Open WebUI's host)"
     )
+    inst.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait up to this long for Open WebUI to answer (its /ready route) before giving up with exit"
+        f" {EXIT_UNREACHABLE}; default: the configuration's openwebui.wait, OWC_OWUI_WAIT, else 0 (one attempt)",
+    )
+    inst.add_argument(
+        "--connect-wait",
+        type=float,
+        metavar="SECONDS",
+        help="wait up to this long for owc to connect to the Gateway (its hello) before listing the models;"
+        " default: openwebui.connect_wait, OWC_OWUI_CONNECT_WAIT, else 20",
+    )
     _owui_migration_parsers(owui_sub)
     rep = owui_sub.add_parser(
         "repair-variants",
         help="put the old Pipe's 1/2 · 2/2 proactive variant groups in one line: on a copy first (a diff of every"
         " chat), then with --apply chat by chat under the row lock, each chat backed up",
-        epilog=EPILOG,
+        epilog=OWUI_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rep.add_argument("--db", required=True, help="Open WebUI's database URL (sqlite:///path or postgresql://...)")
@@ -85,7 +111,7 @@ def _owui_migration_parsers(owui_sub: Any) -> None:
     mig = owui_sub.add_parser(
         "migrate",
         help="replace the old Pipe (openclaw_gateway) by owc in place: backup, valves, its device identity",
-        epilog=EPILOG,
+        epilog=OWUI_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _owui_connection(mig)
@@ -106,7 +132,7 @@ def _owui_migration_parsers(owui_sub: Any) -> None:
     rb = owui_sub.add_parser(
         "rollback",
         help="restore the Functions and valves a migration backed up, exactly",
-        epilog=EPILOG,
+        epilog=OWUI_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _owui_connection(rb)
@@ -115,49 +141,119 @@ def _owui_migration_parsers(owui_sub: Any) -> None:
     st = owui_sub.add_parser(
         "status",
         help="owc's Functions, models, Gateway, token, device: one line per check; exit 0 only when all hold",
-        epilog=EPILOG,
+        epilog=OWUI_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _owui_connection(st)
 
 
-def _run_owui_install(args: argparse.Namespace) -> int:
-    """``owc owui install``: blocking HTTP to Open WebUI's admin API (owc/owui/install.py), ending with its smoke
-    check (said, not an exit code: ``owc owui status`` judges)."""
-    from owc.owui.install import InstallError, install, smoke
+#: ``owc owui install``'s environment form, in its ``--help``.
+INSTALL_ENVIRONMENT = f"""
+owc owui install's environment (used when neither --config nor --url is given; README: the full list):
+  OWC_OWUI_URL, OWC_OWUI_ADMIN_EMAIL     Open WebUI's address and an admin's email
+  OWC_OWUI_ADMIN_PASSWORD_FILE           a file holding the admin's password (or {OWUI_PASSWORD_ENV})
+  OWC_OWUI_WAIT, OWC_OWUI_CONNECT_WAIT   seconds, as --wait and --connect-wait
+  OWC_VALVE_<NAME>=VALUE                 the Pipe's valve NAME (e.g. OWC_VALVE_GATEWAY_URL)
+  OWC_VALVE_FILE_<NAME>=PATH             the Pipe's valve NAME from a file (a secret: OWC_VALVE_FILE_GATEWAY_TOKEN)
+  OWC_FUNCTION_<F>_ACTIVE=true|false     F: PIPE, STARTUP, THINKING, STATUS (default: true)
+  OWC_FUNCTION_<F>_GLOBAL=true|false     F: THINKING, STATUS (default: left as it is)
+  OWC_FUNCTION_<F>_VALVE_<NAME>=VALUE    F: THINKING, STATUS (e.g. OWC_FUNCTION_THINKING_VALVE_PRIORITY)
+  OWC_FUNCTION_PIPE_ID=ID                the Pipe's Function id (default openclaw; openclaw_gateway after migrate)
+"""
 
-    valves = {}
+
+def _run_owui_install(args: argparse.Namespace) -> int:
+    """``owc owui install``: the spec from ``--config``, the options or the environment (owc/owui/install_config.py),
+    then waiting for Open WebUI, signing in and applying it (owc/owui/install.py), ending with its smoke check
+    (said, not an exit code: ``owc owui status`` judges)."""
+    from owc.owui import install_config as cfg
+    from owc.owui.install import Api, InstallError, OpenWebUIUnreachable, apply, wait_for_open_webui
+
+    try:
+        spec = _install_spec(args)
+    except cfg.ConfigUsageError as exc:
+        raise CliError(EXIT_USAGE, f"owui install: {exc}") from None
+    except cfg.ConfigFileError as exc:
+        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
+    connection = spec.connection
+    overrides = {}
+    for option, field in (("wait", "wait_s"), ("connect_wait", "connect_wait_s")):
+        value = getattr(args, option)
+        if value is not None:
+            if not 0 <= value <= cfg.MAX_WAIT_S:
+                flag = "--" + option.replace("_", "-")
+                raise CliError(EXIT_USAGE, f"owui install: {flag} must be between 0 and {cfg.MAX_WAIT_S:g} seconds")
+            overrides[field] = value
+    if overrides:
+        import attrs
+
+        spec = attrs.evolve(spec, connection=attrs.evolve(connection, **overrides))
+        connection = spec.connection
+    api = Api(connection.url)
+    try:
+        wait_for_open_webui(api, connection.wait_s)
+        api.sign_in(connection.admin_email, connection.admin_password)
+        apply(api, spec, dry_run=args.dry_run)
+    except OpenWebUIUnreachable as exc:
+        raise CliError(EXIT_UNREACHABLE, f"owui install: {exc}") from None
+    except InstallError as exc:
+        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
+    return EXIT_OK
+
+
+#: The options the command-line form has and ``--config`` holds instead.
+_OPTION_FORM = ("url", "admin_email", "admin_password_file", "gateway_url", "agent", "gateway_token_file")
+
+
+def _install_spec(args: argparse.Namespace) -> Any:
+    """Which form: ``--config FILE``, else ``--url`` (the options), else the environment."""
+    from owc.owui import install_config as cfg
+
+    if args.config is not None:
+        given = [name for name in _OPTION_FORM if getattr(args, name) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise cfg.ConfigUsageError(f"{flag} does not go with --config (the file holds the whole install)")
+        return cfg.load_toml(args.config)
+    if args.url is None:
+        for name in _OPTION_FORM[1:]:
+            if getattr(args, name) is not None:
+                flag = "--" + name.replace("_", "-")
+                raise cfg.ConfigUsageError(f"{flag} needs --url (or set OWC_OWUI_URL and leave the options out)")
+        return cfg.from_environ(os.environ)
+    if not args.admin_email:
+        raise cfg.ConfigUsageError("--url needs --admin-email EMAIL (an Open WebUI admin)")
+    valves: dict[str, Any] = {}
     if args.gateway_url:
         valves["GATEWAY_URL"] = parse_gateway(args.gateway_url, "--gateway-url")[0]
     if args.agent:
         valves["AGENT_ID"] = args.agent
     if args.gateway_token_file:
         valves["GATEWAY_TOKEN_FILE"] = args.gateway_token_file
-    api = _owui_api(args)
-    try:
-        smoke(api, install(api, valves=valves))
-    except InstallError as exc:
-        raise CliError(EXIT_CONFIG, f"owui install: {exc}") from None
-    return EXIT_OK
+    return cfg.from_options(url=args.url, admin_email=args.admin_email, admin_password=_password(args), valves=valves)
+
+
+def _password(args: argparse.Namespace) -> str:
+    """The admin's password: from a file, the environment, or (at a terminal only) a prompt."""
+    import getpass
+
+    if args.admin_password_file is not None:
+        try:
+            return args.admin_password_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise CliError(EXIT_CONFIG, f"cannot read {args.admin_password_file}: {exc.strerror}") from None
+    if os.environ.get(OWUI_PASSWORD_ENV):
+        return os.environ[OWUI_PASSWORD_ENV]
+    if sys.stdin.isatty():
+        return getpass.getpass(f"Open WebUI password for {args.admin_email}: ")
+    raise CliError(EXIT_CONFIG, f"no admin password: pass --admin-password-file FILE or set {OWUI_PASSWORD_ENV}")
 
 
 def _owui_api(args: argparse.Namespace) -> Any:
     """Signed in to Open WebUI as ``install`` signs in (the password from a file, the environment or a prompt)."""
-    import getpass
-
     from owc.owui.install import Api, InstallError
 
-    if args.admin_password_file is not None:
-        try:
-            password = args.admin_password_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise CliError(EXIT_CONFIG, f"cannot read {args.admin_password_file}: {exc.strerror}") from None
-    elif os.environ.get(OWUI_PASSWORD_ENV):
-        password = os.environ[OWUI_PASSWORD_ENV]
-    elif sys.stdin.isatty():
-        password = getpass.getpass(f"Open WebUI password for {args.admin_email}: ")
-    else:
-        raise CliError(EXIT_CONFIG, f"no admin password: pass --admin-password-file FILE or set {OWUI_PASSWORD_ENV}")
+    password = _password(args)
     api = Api(args.url)
     try:
         api.sign_in(args.admin_email, password)

@@ -262,16 +262,25 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
     """owc's Filter in ``meta.filterIds`` and its Action in ``meta.actionIds`` of the model's row (made if there is
     none, as Admin > Models makes it when the admin ticks them there), in one write; the row's other settings and
     the ids an admin added are kept, and an id already there is not added again."""
+    planned = attach_plan(api, model_id, name)
+    if planned is None:
+        return
+    route, form, lines = planned
+    api.call("POST", route, form)  # an update leaves the row's access grants (a route of their own) untouched
+    for line in lines:
+        report(line)
+
+
+def attach_plan(api: Api, model_id: str, name: str) -> tuple[str, dict[str, Any], list[str]] | None:
+    """The one write ``attach`` makes for ``model_id`` (the route, its form, the lines it says), or None when the
+    model's row lists owc's Filter and Action already. Reads only."""
     query = urllib.parse.urlencode({"id": model_id})
     row = api.call("GET", f"/api/v1/models/model?{query}", missing_ok=True)
     if not isinstance(row, Mapping):
         meta = {key: [function_id] for key, function_id in ATTACHED}
         # The name as it lasts: a row's name shows over the Pipe's live one (a "Gateway not reached" would stay).
         form = {"id": model_id, "base_model_id": None, "name": models.lasting_name(name), "meta": meta, "params": {}}
-        api.call("POST", "/api/v1/models/create", form)
-        for _, function_id in ATTACHED:
-            report(f"attached {function_id} to {model_id}")
-        return
+        return "/api/v1/models/create", form, [f"attached {fid} to {model_id}" for _, fid in ATTACHED]
     meta = dict(row.get("meta") or {})
     added = []
     for key, function_id in ATTACHED:
@@ -280,7 +289,7 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
             meta[key] = [*listed, function_id]
             added.append(function_id)
     if not added:
-        return
+        return None
     form = {
         "id": model_id,
         "base_model_id": row.get("base_model_id"),
@@ -289,9 +298,8 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
         "params": row.get("params") or {},
         "is_active": row.get("is_active", True),
     }
-    api.call("POST", "/api/v1/models/model/update", form)  # its access grants have a route of their own: untouched
-    for function_id in added:
-        report(f"attached {function_id} to {model_id} (its other settings kept)")
+    lines = [f"attached {fid} to {model_id} (its other settings kept)" for fid in added]
+    return "/api/v1/models/model/update", form, lines
 
 
 #: owc's health route inside Open WebUI (``owc/owui/health.py``), admin only.
@@ -310,32 +318,33 @@ def health(api: Api) -> Mapping[str, Any] | None:
     return answer if isinstance(answer, Mapping) and "connected" in answer else None
 
 
-def smoke(
+def wait_for_hello(
     api: Api,
-    models: list[str],
     *,
-    report: Callable[[str], None] = print,
     wait_s: float = SMOKE_WAIT_S,
     sleep: Callable[[float], None] | None = None,
     clock: Callable[[], float] | None = None,
-) -> bool:
-    """The check an install or a migration ends with, needing no agent reply: owc runs in Open WebUI and is
-    connected (the Gateway's ``hello`` boot id), and Open WebUI lists owc's models. It waits up to ``wait_s`` for the
-    connection (owc starts as the Functions are enabled), but not for a person: a device waiting for approval on
-    the Gateway host is said at once. One line per fact; True when all hold."""
+) -> Mapping[str, Any] | None:
+    """What owc inside Open WebUI says of itself once it has had the Gateway's ``hello`` (``connected``), or is
+    stopped at a person's step (a device to approve, a refusal), or ``wait_s`` passed: the last answer of
+    ``HEALTH_PATH`` (None: owc does not answer there). A command line's bounded wait for another process: it
+    decides only what is said and whether the Gateway's models can be listed yet."""
     import time
 
-    # A command line's bounded wait for another process (Open WebUI) to connect: it decides only what a line says.
     sleep = sleep or time.sleep  # timer-ok: CLI wait
     clock = clock or time.monotonic  # timer-ok: CLI wait
     deadline = clock() + wait_s  # timer-ok: CLI wait
     while True:
         state = health(api)
         if state is not None and (state.get("connected") or state.get("pairing") or state.get("refusal")):
-            break
+            return state
         if clock() >= deadline:  # timer-ok: CLI wait
-            break
+            return state
         sleep(0.5)  # timer-ok: CLI wait
+
+
+def say_smoke(state: Mapping[str, Any] | None, models: list[str], report: Callable[[str], None] = print) -> bool:
+    """The smoke check's lines for ``state`` (``wait_for_hello``'s) and the models listed; True when all hold."""
     ok = bool(models)
     if state is None:
         report("smoke: owc is not running inside Open WebUI (no answer at /api/owc/health): see Open WebUI's log")
@@ -352,3 +361,156 @@ def smoke(
     report(f"smoke: {len(models)} OpenClaw model(s) listed" if models else "smoke: no OpenClaw model listed")
     report("smoke check passed" if ok else "smoke check not passed (owc owui status says more)")
     return ok
+
+
+def smoke(
+    api: Api,
+    models: list[str],
+    *,
+    report: Callable[[str], None] = print,
+    wait_s: float = SMOKE_WAIT_S,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> bool:
+    """The check an install or a migration ends with, needing no agent reply: owc runs in Open WebUI and is
+    connected (the Gateway's ``hello`` boot id), and Open WebUI lists owc's models. It waits up to ``wait_s`` for the
+    connection (owc starts as the Functions are enabled), but not for a person: a device waiting for approval on
+    the Gateway host is said at once. One line per fact; True when all hold."""
+    return say_smoke(wait_for_hello(api, wait_s=wait_s, sleep=sleep, clock=clock), models, report)
+
+
+# ------------------------------------------------------------------------------------- configuration as code
+
+#: Open WebUI's readiness route: 200 once its startup is complete and its database answers (``main.py``).
+READY_PATH = "/ready"
+
+
+def wait_for_open_webui(
+    api: Api,
+    wait_s: float,
+    *,
+    report: Callable[[str], None] = print,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """Until Open WebUI answers ``READY_PATH``, for at most ``wait_s`` (0: one attempt): an init container may
+    start beside Open WebUI. A transport timer, not a decision: past it the install stops with
+    ``OpenWebUIUnreachable`` and the last answer (a refused connection, HTTP 503 while it starts)."""
+    import time
+
+    sleep = sleep or time.sleep  # timer-ok: CLI wait for another process
+    clock = clock or time.monotonic  # timer-ok: CLI wait for another process
+    deadline = clock() + wait_s  # timer-ok: CLI wait for another process
+    said = False
+    while True:
+        try:
+            api.call("GET", READY_PATH)
+            return
+        except InstallError as exc:
+            if "redirect" in str(exc):
+                raise
+            last = str(exc)
+        if clock() >= deadline:  # timer-ok: CLI wait for another process
+            waited = f" within {wait_s:g} s" if wait_s else ""
+            raise OpenWebUIUnreachable(f"Open WebUI at {api.base_url} did not answer{waited}: {last}")
+        if not said:
+            report(f"waiting up to {wait_s:g} s for Open WebUI at {api.base_url} to answer")
+            said = True
+        sleep(1.0)  # timer-ok: CLI wait for another process
+
+
+class OpenWebUIUnreachable(InstallError):
+    """Open WebUI did not answer within the wait (``--wait``): a deploy job may retry later."""
+
+
+def apply(
+    api: Api,
+    spec: Any,
+    *,
+    dry_run: bool = False,
+    report: Callable[[str], None] = print,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> int:
+    """Make owc's Functions in Open WebUI what ``spec`` (an ``install_config.InstallSpec``, signed in already)
+    says: each Function's code, name, valves and flags (``install_plan``), then owc's Filter and Action attached to
+    each of the Pipe's models. One line per change; "nothing changed" when there was none. ``dry_run``: the same
+    lines as a plan, nothing written. Returns the number of changes (made, or planned)."""
+    from owc.owui.install_plan import Found, Step, global_warning, plan_function
+
+    prefix = "would: " if dry_run else ""
+    count = 0
+    for fspec in spec.functions:
+        fid = fspec.function_id
+        answer = api.call("GET", f"/api/v1/functions/id/{fid}", missing_ok=True)
+        found = None
+        if isinstance(answer, Mapping):
+            valves = api.call("GET", f"/api/v1/functions/id/{fid}/valves") if fspec.valves else None
+            found = Found.from_answer(answer, valves)
+        warning = global_warning(fspec, found)
+        if warning:
+            report(warning)
+        for change in plan_function(fspec, function_source(fspec.section.filename), found):
+            if not dry_run:
+                _write(api, change, Step)
+            for line in change.lines:
+                report(prefix + line)
+            count += len(change.lines)
+    pipe_id = spec.pipe_id
+    if dry_run:
+        count += _plan_attach(api, pipe_id, report)
+        report(f"dry run: {count} change(s) planned, nothing written" if count else "dry run: nothing would change")
+        return count
+    state = wait_for_hello(api, wait_s=spec.connection.connect_wait_s, sleep=sleep, clock=clock)
+    lines: list[str] = []
+    listed = attach_all(api, report=lines.append, pipe_id=pipe_id)
+    for line in lines:
+        if line.startswith("models: "):
+            report(_models_line(listed, state))
+        else:
+            report(line)
+            count += 1
+    report(f"{count} change(s) made" if count else "nothing changed")
+    say_smoke(state, listed, report)
+    return count
+
+
+def _write(api: Api, change: Any, step: Any) -> None:
+    fid = change.function_id
+    if change.step is step.CREATE:
+        api.call("POST", "/api/v1/functions/create", dict(change.form))
+    elif change.step is step.UPDATE:
+        api.call("POST", f"/api/v1/functions/id/{fid}/update", dict(change.form))
+    elif change.step is step.VALVES:
+        api.call("POST", f"/api/v1/functions/id/{fid}/valves/update", dict(change.form))
+    elif change.step is step.TOGGLE_ACTIVE:
+        api.call("POST", f"/api/v1/functions/id/{fid}/toggle")
+    else:
+        api.call("POST", f"/api/v1/functions/id/{fid}/toggle/global")
+
+
+def _plan_attach(api: Api, pipe_id: str, report: Callable[[str], None]) -> int:
+    """A dry run's attach lines: for the models Open WebUI lists now (none before the Pipe is there and active)."""
+    ours = our_models(api, pipe_id)
+    if not ours:
+        report(f"would: attach {FILTER_ID} and {ACTION_ID} to the Pipe's models once Open WebUI lists them")
+        return 0
+    count = 0
+    for model_id, name in ours.items():
+        planned = attach_plan(api, model_id, name)
+        for line in planned[2] if planned else ():
+            report("would: " + line)
+            count += 1
+    return count
+
+
+def _models_line(listed: list[str], state: Mapping[str, Any] | None) -> str:
+    """The models Open WebUI lists, and, when owc has not had the Gateway's hello, that the Gateway's own models
+    are not among them yet (the Pipe lists only its base entry until then)."""
+    shown = ", ".join(listed) if listed else "none listed yet (see the Pipe valves and Open WebUI log)"
+    if state is not None and state.get("connected"):
+        return f"models: {shown}"
+    return (
+        f"models: {shown}; owc is not connected to the Gateway yet, so the Gateway's models are not listed: they"
+        " follow once it connects (run this install again then to attach the Filter and the Action to them)"
+    )
