@@ -103,8 +103,23 @@ def chats_of(runs: Iterable[tuple[str, RunFigure]]) -> tuple[ChatFigure, ...]:
 # ---------------------------------------------------------------------------------------------- human lines
 
 
+def _one_line(text: object) -> str:
+    """A text from elsewhere (the Gateway's boot id and version, a close reason) kept on its line."""
+    return str(text).replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
+
+
 def lines(snap: Snapshot) -> list[str]:
-    """What ``owc status`` prints: one line per figure, the runs and errors indented under their heading."""
+    """What ``owc status`` prints: one line per figure, the runs and errors indented under their heading. Texts
+    from elsewhere keep to their line (a line feed in one is shown as ``\\n``)."""
+    snap = attrs.evolve(
+        snap,
+        gateway=_one_line(snap.gateway),
+        why=_one_line(snap.why) if snap.why is not None else None,
+        server_version=_one_line(snap.server_version) if snap.server_version is not None else None,
+        boot_id=_one_line(snap.boot_id) if snap.boot_id is not None else None,
+        pairing_line=_one_line(snap.pairing_line),
+        errors=tuple(_one_line(line) for line in snap.errors),
+    )
     out = [f"owc {snap.owc_version} pid {snap.pid} worker {snap.worker}"]
     if snap.connected:
         out.append(
