@@ -32,7 +32,7 @@ from __future__ import annotations
 import string
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 
@@ -333,8 +333,16 @@ def manifold_entries(
     why: str | None = None,
     old_ids: bool = False,
     presets: Mapping[str, str] | None = None,
+    agents: Sequence[GatewayAgent] = (),
+    agent_whitelist: str | Iterable[str] | None = None,
+    agent_models: Mapping[str, Sequence[GatewayModel]] | None = None,
 ) -> list[dict[str, str]]:
     """The Pipe's ``pipes()`` list: ``[{"id": <sub id>, "name": <display name>}, ...]``.
+
+    Issue 31: after the Default entry, one entry per other agent of the Gateway (``agents``, ``agents.list``'s
+    roster, ``agent_entries``: sub id = the agent id, so its model id is ``openclaw.<agent>``), then the Gateway
+    models of the Default entry's agent, then those of each listed agent ``agent_models`` holds models for (the
+    ``AGENT_MODELS`` valve): ``<agent>~<key>``, named with the agent's name.
 
     First the Default entry, ``{"id": agent_id, "name": "OpenClaw"}``: the agent's own model, and the model id
     ``openclaw.<agent id>`` chats of earlier releases already use. Then one entry per model ``select_models``
@@ -354,14 +362,118 @@ def manifold_entries(
     keeps owc's entry id), and the four presets (``presets``, from ``preset_models``) come last, named as old
     ones. A raw key is listed only while the Gateway lists it, as the old Pipe did."""
     suffix = "" if reached else (f" ({why})" if why else NOT_REACHED_SUFFIX)
+    listed = agent_entries(agents, agent_id, whitelist=agent_whitelist, old_ids=old_ids)
     if old_ids:
-        return _old_entries(agent_id, models, whitelist=whitelist, cap=cap, suffix=suffix, presets=presets)
+        entries = _old_entries(agent_id, models, whitelist=whitelist, cap=cap, suffix=suffix, presets=presets)
+        return entries[:1] + [_suffixed(e, suffix) for e in listed] + entries[1:]
     entries = [{"id": agent_id, "name": DEFAULT_NAME + suffix}]
     if SEPARATOR in agent_id:
         return entries
+    entries += [_suffixed(e, suffix) for e in listed]
     for model in select_models(models, whitelist=whitelist, cap=cap):
         entries.append({"id": entry_id(agent_id, model.key), "name": entry_name(model) + suffix})
+    by_id = {a.id: a for a in agents if _is_agent(a)}
+    for entry in listed:
+        agent = by_id[entry["id"]]
+        for model in select_models(list((agent_models or {}).get(agent.id, ())), whitelist=whitelist, cap=cap):
+            name = f"{model.name} ({model.provider}) · {agent.label}{ENTRY_SUFFIX}"
+            name += UNAVAILABLE_SUFFIX if model.available is False else ""
+            entries.append({"id": entry_id(agent.id, model.key), "name": name + suffix})
     return entries
+
+
+class GatewayAgent(Protocol):
+    """An agent of the Gateway's roster as this module reads it (``owc.protocol.agents.GatewayAgent``; this module
+    imports nothing of owc's, so it names only the fields it uses)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def emoji(self) -> str | None: ...
+    @property
+    def avatar_url(self) -> str | None: ...
+    @property
+    def label(self) -> str: ...
+
+
+_AGENT_FIRST = frozenset(string.ascii_lowercase + string.digits)
+_AGENT_REST = _AGENT_FIRST | {"_", "-"}
+
+
+def is_agent_id(value: Any) -> bool:
+    """``value`` is a valid OpenClaw agent id, ``[a-z0-9][a-z0-9_-]{0,63}`` (``normalizeAgentId``; the same test
+    as ``owc.protocol.agents.is_agent_id``, without its regular expression: this module imports no more)."""
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= 64
+        and value[0] in _AGENT_FIRST
+        and all(ch in _AGENT_REST for ch in value[1:])
+    )
+
+
+def _is_agent(agent: Any) -> bool:
+    return is_agent_id(getattr(agent, "id", None)) and isinstance(getattr(agent, "label", None), str)
+
+
+def _suffixed(entry: dict[str, str], suffix: str) -> dict[str, str]:
+    return {"id": entry["id"], "name": entry["name"] + suffix}
+
+
+# ---------------------------------------------------------------------------------------------- agents (issue 31)
+
+
+def agent_name(agent: GatewayAgent) -> str:
+    """An agent's entry name: ``<emoji> <name> · OpenClaw`` (``🍵 Matcha · OpenClaw``), its id when the Gateway
+    names it not. Ends with ``OpenClaw`` like every entry owc lists, so ``lasting_name`` reads it."""
+    head = f"{agent.emoji} {agent.label}" if agent.emoji else agent.label
+    return head + ENTRY_SUFFIX
+
+
+def select_agents(
+    agents: Sequence[GatewayAgent], own: str, *, whitelist: str | Iterable[str] | None
+) -> list[GatewayAgent]:
+    """The agents listed as their own models, in the Gateway's order: every agent but ``own`` (the Default entry's,
+    the ``AGENT_ID`` valve's: it is the "OpenClaw" entry), and with a whitelist (``AGENT_WHITELIST``, comma-separated)
+    only those an item names: its id or its name, case-insensitively. An agent id that is not a valid OpenClaw id
+    (never from ``read_agents``) is left out: its entry could not be read back."""
+    items = parse_whitelist(whitelist)
+    out: list[GatewayAgent] = []
+    for agent in agents:
+        if not _is_agent(agent) or agent.id == own:
+            continue
+        if items and not ({agent.id.casefold(), (agent.name or "").casefold()} & set(items)):
+            continue
+        if agent not in out:
+            out.append(agent)
+    return out
+
+
+def agent_entries(
+    agents: Sequence[GatewayAgent], own: str, *, whitelist: str | Iterable[str] | None, old_ids: bool = False
+) -> list[dict[str, str]]:
+    """One ``pipes()`` entry per agent ``select_agents`` keeps: ``{"id": <agent id>, "name": agent_name(...)}``.
+    Under the old Function id (``old_ids``) an agent whose id is one of the old Pipe's words (``default`` and the
+    presets) is not listed: there ``resolve`` reads the word, which its old chats carry."""
+    taken = {OLD_DEFAULT_ENTRY} | {p.name for p in PRESETS} if old_ids else set()
+    return [
+        {"id": a.id, "name": agent_name(a)}
+        for a in select_agents(agents, own, whitelist=whitelist)
+        if a.id not in taken
+    ]
+
+
+def agent_model_meta(agent: GatewayAgent) -> dict[str, Any]:
+    """What a model row for an agent's entry (``openclaw.<agent>``) should hold in its ``meta`` for Open WebUI 0.12.4
+    to show the agent's avatar: ``profile_image_url`` (served by ``/api/v1/models/model/profile/image``: a raster
+    ``data:image/...`` inline, an ``http(s)`` URL by redirect when ``ENABLE_PROFILE_IMAGE_URL_FORWARDING``) and a
+    description naming the agent. A ``pipes()`` entry carries only ``id`` and ``name`` (``get_function_models``), so
+    the avatar needs the row; for the installer (``owc owui install``)."""
+    meta: dict[str, Any] = {"description": f"The OpenClaw agent {agent.label} ({agent.id})"}
+    if agent.avatar_url:
+        meta["profile_image_url"] = agent.avatar_url
+    return meta
 
 
 def _old_entries(
@@ -586,6 +698,28 @@ def resolve(
 def resolve_with_valves(model_id: Any, agent_id: str, valves: Any) -> Resolved:
     """``resolve`` with the Pipe's Valves: ``DEFAULT_MODEL`` and the four preset valves."""
     return resolve(model_id, agent_id, default_model=default_model_of(valves), presets=preset_models(valves))
+
+
+def resolve_agent(
+    model_id: Any,
+    agent_id: str,
+    known: Iterable[str],
+    *,
+    default_model: str = "",
+    presets: Mapping[str, str] | None = None,
+) -> Resolved:
+    """``resolve``, with the Gateway's other agents as models of their own (issue 31): where ``resolve`` reads
+    another agent's entry (row 7), and that agent is one of ``known`` (the agents owc lists), the entry means that
+    agent: ``<agent>`` its own default model (``model: None``) [agent], ``<agent>~<escaped key>`` that key on that
+    agent [agent model]. An agent owc does not list (gone from the Gateway, whitelisted out, a sub id that is no agent
+    id) reads as before: the session's model kept, the ``AGENT_ID`` agent's session. Never raises."""
+    got = resolve(model_id, agent_id, default_model=default_model, presets=presets)
+    if got.reading != "another agent" or got.agent not in set(known) or not is_agent_id(got.agent):
+        return got
+    agent, key = model_for_entry(entry_of_model_id(model_id if isinstance(model_id, str) else ""))
+    if agent != got.agent:
+        return got
+    return Resolved(agent, key, reading="agent model" if key else "agent")
 
 
 def default_model_options(models: Any, saved: Any = "") -> list[dict[str, str]]:

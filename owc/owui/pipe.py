@@ -28,8 +28,10 @@ from owc.owui import attachments, background, models
 from owc.owui.emitter import OwuiEmitter
 from owc.owui.process import DEFAULT_AGENT_ID, SettingsError, ensure_started, settings_from
 from owc.owui.trio_host import HostError
+from owc.protocol.agents import AgentRoster, read_agents
 from owc.render.diff import diff
 from owc.render.status import Ended, Queued, StatusLines
+from owc.rules import agents as agent_rule
 from owc.runs.inline import UserTurnError
 from owc.runtime import KEEP_MODEL
 
@@ -54,13 +56,63 @@ def unusable_settings(error: SettingsError) -> str:
 TEMPORARY_CHAT = "OpenClaw answers in saved chats only (this one is temporary)."
 
 
+def _valve_text(valves: Any, name: str) -> str:
+    """A text valve as written ('' when the Valves do not have it: an older Function file)."""
+    value = getattr(valves, name, "")
+    return value if isinstance(value, str) else ""
+
+
+def gateway_agents(runtime: Any) -> AgentRoster:
+    """The Gateway's agents as this process last listed them (``agents.list``, refreshed with the models)."""
+    roster = getattr(runtime, "gateway_agents", None)
+    return roster if isinstance(roster, AgentRoster) else AgentRoster()
+
+
+def _agent_models(runtime: Any) -> dict[str, list[models.GatewayModel]]:
+    """The Gateway models of the agents the ``AGENT_MODELS`` valve names, as last listed (``models.list {agentId}``)."""
+    held = getattr(runtime, "gateway_agent_models", None)
+    return held if isinstance(held, dict) else {}
+
+
+async def _list_agents(host: Any, runtime: Any) -> AgentRoster:
+    """``agents.list`` now, kept on the runtime; the last roster when the Gateway does not answer it (an older
+    Gateway without the method, a lost connection): agents stay listed, as models do."""
+    try:
+        payload = await host.run_in_trio(partial(runtime.client.request, "agents.list", {}))
+    except Exception as exc:
+        log.warning("owui.agents_unavailable error=%s", type(exc).__name__)
+        return gateway_agents(runtime)
+    roster = read_agents(payload)
+    # The runtime holds what the Gateway last listed (its models too): kept with them, no timer refreshes it.
+    runtime.gateway_agents = roster
+    return roster
+
+
+async def _list_agent_models(host: Any, runtime: Any, agent_ids: list[str]) -> dict[str, list[models.GatewayModel]]:
+    """``models.list {agentId}`` for each agent whose models are listed too (``AGENT_MODELS``); an agent the Gateway
+    does not answer for keeps its last list."""
+    held = dict(_agent_models(runtime))
+    for agent_id in agent_ids:
+        try:
+            payload = await host.run_in_trio(partial(runtime.client.request, "models.list", {"agentId": agent_id}))
+        except Exception as exc:
+            log.warning("owui.agent_models_unavailable agent=%s error=%s", agent_id, type(exc).__name__)
+            continue
+        held[agent_id] = models.read_models(payload)
+    runtime.gateway_agent_models = held
+    return held
+
+
 async def pipes(valves: Any) -> list[dict[str, str]]:
-    """The Pipe's models: the agent's own ("OpenClaw", ``openclaw.<agent id>``) first, then the Gateway's
-    (``models.list``, whitelist and cap from the Valves). Without an answer from the Gateway (owc not running,
-    not connected, a refusal) the last list it gave is shown, marked as such; never an exception."""
+    """The Pipe's models: the agent's own ("OpenClaw", ``openclaw.<agent id>``) first, then each other agent of
+    the Gateway (``agents.list``, the ``AGENT_WHITELIST`` valve: ``openclaw.<agent>``, named as the Gateway names it),
+    then the Gateway's models (``models.list``, whitelist and cap from the Valves; for the agents the ``AGENT_MODELS``
+    valve names, theirs too). Without an answer from the Gateway (owc not running, not connected, a refusal) the
+    last list it gave is shown, marked as such; never an exception."""
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
     whitelist = str(getattr(valves, "MODEL_WHITELIST", "") or "")
     cap = getattr(valves, "MAX_MODELS", 30)
+    agent_whitelist = _valve_text(valves, "AGENT_WHITELIST")
     # Installed under the old Pipe's Function id, the list is the old chats' model ids (issue 28).
     listing = partial(
         models.manifold_entries,
@@ -69,6 +121,7 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
         cap=cap,
         old_ids=models.serves_old_ids(valves),
         presets=models.preset_models(valves),
+        agent_whitelist=agent_whitelist,
     )
     from owc.owui.process import current_runtime
 
@@ -92,9 +145,19 @@ async def pipes(valves: Any) -> list[dict[str, str]]:
         else:
             log.warning("owui.models_unavailable error=%s", exc)
         why = refusal.short if refusal is not None else None
-        return listing(runtime.gateway_models, reached=False, why=why)
+        return listing(
+            runtime.gateway_models,
+            reached=False,
+            why=why,
+            agents=gateway_agents(runtime).agents,
+            agent_models=_agent_models(runtime),
+        )
     runtime.gateway_models = models.read_models(payload)
-    return listing(runtime.gateway_models, reached=True)
+    roster = await _list_agents(host, runtime)
+    listed = {a.id for a in models.select_agents(roster.agents, agent, whitelist=agent_whitelist)}
+    wanted = [a for a in models.parse_whitelist(_valve_text(valves, "AGENT_MODELS")) if a in listed]
+    by_agent = await _list_agent_models(host, runtime, wanted) if wanted else {}
+    return listing(runtime.gateway_models, reached=True, agents=roster.agents, agent_models=by_agent)
 
 
 async def _start(valves: Any, app: Any) -> SettingsError | None:
@@ -208,6 +271,16 @@ class Turn:
     #: The thinking level asked for this turn (``reasoning_effort``: owc's Filter, or Advanced Params' "Reasoning
     #: Effort"), as written; None: the session's default. Checked and clamped by ``Runtime.user_turn``.
     thinking: str | None = None
+    #: The request's Open WebUI model id (``openclaw.matcha``), and how owc's model ids read with this Pipe's valves
+    #: (``models.resolve_agent`` with ``agent_id``, ``DEFAULT_MODEL`` and the presets bound; the Gateway's agents are
+    #: given at the turn): which agent the turn goes to is decided in ``user_turn`` (issue 31).
+    model_id: str = ""
+    resolver: Any = None
+    #: The Function ids whose model ids are owc's (``openclaw``, the old Pipe's ``openclaw_gateway``, the one these
+    #: valves were loaded under): only replies on these tell a chat's agent (``owc.rules.agents.chat_agent``).
+    function_ids: frozenset[str] = frozenset()
+    #: The ``AGENT_WHITELIST`` valve: the agents listed as models, so the ones a turn may go to.
+    agent_whitelist: str = ""
 
     def in_chat_of(self, owner_key: str) -> Turn:
         """The same turn on the chat's own session key (its owner's: ``Runtime.chat_session_key``)."""
@@ -247,6 +320,17 @@ def _turn_from(
         user=dict(user),
         agent_id=agent,
         thinking=thinking_of(body),
+        model_id=str(body.get("model") or ""),
+        resolver=partial(
+            models.resolve_agent,
+            agent_id=agent,
+            default_model=models.default_model_of(valves),
+            presets=models.preset_models(valves),
+        ),
+        function_ids=frozenset(
+            {PIPE_ID, models.OLD_FUNCTION_ID} | {models.function_id_of_module(type(valves).__module__)} - {None}
+        ),
+        agent_whitelist=_valve_text(valves, "AGENT_WHITELIST"),
     )
 
 
@@ -300,6 +384,60 @@ async def _attachments(turn: Turn) -> tuple[list[dict[str, Any]], list[str]]:
     except Exception:
         log.exception("owui.attachments_failed chat=%s", turn.chat_id)
         return [], ["The attached files could not be read, so only the text was sent."]
+
+
+async def _on_agent(host: Any, runtime: Any, turn: Turn) -> tuple[Turn, str | None]:
+    """The turn on the agent it goes to, and the status line to show (or None).
+
+    The picked entry is read with the Gateway's agents (``models.resolve_agent``): ``openclaw.<agent>`` and
+    ``openclaw.<agent>~<key>`` of an agent owc lists go to that agent. An entry of an agent this process has not seen
+    listed (another worker served the picker, or the agent is new) gets one ``agents.list`` first. Then the chat's own
+    agent, from its first reply on owc's models (``owc.rules.agents``), wins over a switched picker: the message goes
+    there, its session's model untouched, and the person is told. A turn ``_turn_from`` made without a resolver
+    (tests, an older caller) is left as it is."""
+    if turn.resolver is None:
+        return turn, None
+    roster = gateway_agents(runtime)
+
+    def known(roster: AgentRoster) -> set[str]:
+        listed = models.select_agents(roster.agents, turn.agent_id, whitelist=turn.agent_whitelist)
+        return {a.id for a in listed}
+
+    picked = turn.resolver(turn.model_id, known=known(roster))
+    if picked.reading == "another agent" and picked.agent not in roster.ids:
+        roster = await _list_agents(host, runtime)
+        picked = turn.resolver(turn.model_id, known=known(roster))
+    listed = known(roster)
+
+    def read(model_id: str) -> str | None:
+        function_id, dot, _ = model_id.partition(".")
+        if not dot or function_id not in turn.function_ids:
+            return None
+        got = turn.resolver(model_id, known=listed)
+        return None if got.keep else got.agent
+
+    try:
+        chat = await host.run_in_trio(partial(runtime.keeper.store.read_chat, turn.chat_id))
+    except Exception as exc:  # unread, the picked agent is the best guess (as for a new chat)
+        log.warning("owui.chat_agent_unread chat=%s error=%s", turn.chat_id, type(exc).__name__)
+        chat = None
+    history = chat.get("history") if isinstance(chat, Mapping) else None
+    messages = history.get("messages") if isinstance(history, Mapping) else None
+    kept = agent_rule.chat_agent(messages, read, skip=turn.message_id)
+    # The names the picker shows: the Default entry's agent is "OpenClaw" there.
+    names = {a.id: a.label for a in roster.agents} | {turn.agent_id: models.DEFAULT_NAME}
+    # An entry of an agent owc does not list reads as before issue 31: the Default entry's agent, its model kept.
+    choice = agent_rule.choose(turn.agent_id if picked.keep else picked.agent, kept, names)
+    model = KEEP_MODEL if (picked.keep or choice.keep_model) else picked.model
+    if choice.agent != turn.agent_id or picked.reading in ("agent", "agent model") or choice.note:
+        log.info(
+            "owui.turn_agent chat=%s picked=%s agent=%s reading=%s",
+            turn.chat_id,
+            picked.agent,
+            choice.agent,
+            picked.reading,
+        )
+    return attrs.evolve(turn, agent_id=choice.agent, model=model), choice.note
 
 
 def stopped_line(host: Any) -> str:
@@ -357,6 +495,10 @@ async def user_turn(turn: Turn, event_emitter: Any = None) -> AsyncIterator[dict
                 log.exception("owui.status_failed chat=%s", turn.chat_id)
 
     try:
+        # Which agent (issue 31): the picked entry's, unless the chat already has another (its first reply's).
+        turn, note = await _on_agent(host, runtime, turn)
+        if note is not None:
+            await say([{"description": note, "done": True}])
         # A chat another user shared with the sender is the owner's session (``Runtime.chat_session_key``).
         turn = turn.in_chat_of(
             await host.run_in_trio(partial(runtime.chat_session_key, turn.agent_id, turn.chat_id, turn.user_id))

@@ -20,6 +20,7 @@ from owc.protocol import ProtocolError, Request, decode_frame
 from owc.rules.thinking import normalize as normalize_level
 from owc.sim import model as m
 from owc.sim import questions as qs
+from owc.sim.agents import Agents
 from owc.sim.delivery import ADMIN, QUESTIONS, READ, WRITE, Fanout, SimConn
 from owc.sim.media import ArtifactNotFound, MediaStore
 from owc.sim.questions import QuestionError, Questions
@@ -40,6 +41,7 @@ METHOD_SCOPES = {
     "chat.abort": WRITE,
     "wake": WRITE,
     "models.list": READ,
+    "agents.list": READ,  # measured: read alone answers it (docs/measured/agents-2026.9.6.md)
     "artifacts.download": READ,  # ``method-scopes-C7g7eSZh.mjs:1033-1048`` (measured: read alone suffices)
     "sessions.patch": WRITE,  # or admin, by its params: ``required_scope``
     # ``operator.questions`` or ``operator.admin`` (``Rpc.answer``; docs/measured/ask-user-2026.9.6.md section 4).
@@ -372,6 +374,9 @@ class Rpc:
         #: The attachments each ``chat.send`` carried, by run id (the fake model answers regardless; tests read
         #: what reached the Gateway here).
         self.attachments: dict[str, list[Any]] = {}
+        #: The Gateway's configured agents (``agents.list``); one ``main`` unless a test configures more
+        #: (``sim.rpc.agents.configured = list(TWO_AGENTS)``).
+        self.agents = Agents()
         self._handlers: dict[str, Handler] = {
             "sessions.subscribe": self._sessions_subscribe,
             "sessions.list": self._sessions_list,
@@ -384,6 +389,7 @@ class Rpc:
             "chat.abort": self._chat_abort,
             "wake": self._wake,
             "models.list": self._models_list,
+            "agents.list": lambda conn, params: self.agents.agents_list(conn, params),
             "sessions.patch": self._sessions_patch,
             "question.list": self._question_list,
             "question.get": self._question_get,
