@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -213,3 +214,143 @@ async def test_an_unusable_device_folder_inside_open_webui_is_one_log_line_an_at
             f"gateway.device_unusable url={sim.url}: device identity {folder}/device.json: Not a directory (fix the"
             " folder's permissions or choose another)"
         )
+
+
+def _tables(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return sorted(row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    finally:
+        conn.close()
+
+
+WHERE = "point the URL at the database Open WebUI uses (its DATABASE_URL, or DATA_DIR/webui.db)"
+
+
+async def test_owc_run_refuses_a_database_that_is_not_open_webuis(tmp_path: Path) -> None:
+    """Before: ``owc run --db`` took any SQLite URL: a typo made a new empty database (owc ran, wrote nothing Open
+    WebUI would ever read), another application's database got ``chat`` tables added, a foreign ``chat`` table gave
+    tracebacks while owc kept running, ``sqlite://`` and ``sqlite:///:memory:`` a TypeError traceback. Now each is
+    one line and exit 3, before connecting, and the file is left as it was (or not made)."""
+    token = _token_file(tmp_path)
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.commit()
+    conn.close()
+    foreign = tmp_path / "foreign.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE chat (id TEXT PRIMARY KEY, body TEXT)")
+    conn.execute("CREATE TABLE chat_message (id TEXT PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")  # a SQLite database with no tables
+    typo = tmp_path / "webiu.db"
+    memory = (
+        "an in-memory SQLite database cannot be shared with Open WebUI (each connection would get its own, and"
+        " nothing outlives owc): give the file Open WebUI uses, sqlite:////path/to/webui.db"
+    )
+    cases = {
+        f"sqlite:///{typo}": (
+            f"database sqlite:///{typo}: no such file {typo}: point --db at the database Open WebUI uses (its"
+            " DATA_DIR/webui.db), or pass --create-db to make a new one"
+        ),
+        f"sqlite:///{other}": (
+            f"database sqlite:///{other}: no Open WebUI chat tables (it holds users): not Open WebUI's database;"
+            f" {WHERE}"
+        ),
+        f"sqlite:///{foreign}": (
+            f"database sqlite:///{foreign}: the table chat lacks the columns archived, chat, created_at,"
+            " current_message_id, folder_id and 11 more: not Open WebUI 0.12's schema (another application's table,"
+            " or an older Open WebUI: upgrade it and let it migrate first)"
+        ),
+        f"sqlite:///{empty}": (
+            f"database sqlite:///{empty}: an empty database, not Open WebUI's: {WHERE}, or pass --create-db to make"
+            " Open WebUI's chat tables in it"
+        ),
+        "sqlite://": f"database sqlite://: {memory}",
+        "sqlite:///:memory:": f"database sqlite:///:memory:: {memory}",
+    }
+    results: dict[str, tuple[int, str, str]] = {}
+    gateway = ["--gateway", "ws://127.0.0.1:9/", "--token-file", str(token), "--no-device"]
+
+    async def one(db: str, *extra: str) -> None:
+        results[db + "".join(extra)] = await _owc("run", *gateway, "--db", db, *extra, cwd=tmp_path)
+
+    async with trio.open_nursery() as nursery:
+        for db in cases:
+            nursery.start_soon(one, db)
+        # --create-db makes tables only in a new file or an empty database: never beside another application's.
+        nursery.start_soon(one, f"sqlite:///{other}", "--create-db")
+        nursery.start_soon(one, f"sqlite:///{foreign}", "--create-db")
+    for db, line in cases.items():
+        code, out, err = results[db]
+        assert (code, _one_clear_line(err)) == (EXIT_CONFIG, f"owc: {line}"), (db, out, err)
+    for db in (f"sqlite:///{other}", f"sqlite:///{foreign}"):
+        code, _, err = results[db + "--create-db"]
+        assert (code, _one_clear_line(err)) == (EXIT_CONFIG, f"owc: {cases[db]}")
+    assert not typo.exists()
+    assert _tables(other) == ["users"] and _tables(foreign) == ["chat", "chat_message"] and _tables(empty) == []
+
+
+async def test_owc_run_create_db_makes_the_tables_in_a_new_file_and_takes_open_webuis(tmp_path: Path) -> None:
+    """``--create-db`` (documented in ``owc run --help``) makes Open WebUI's chat tables in a file that does not
+    exist yet; without it, a database that has them (as Open WebUI's migrations or ``create_tables`` made them) is
+    taken as before."""
+    token = _token_file(tmp_path)
+    new = tmp_path / "new.db"
+    existing = _webui_db(tmp_path / "webui.db")
+    async with open_simulator(token=TOKEN) as sim:
+        for db, extra in ((f"sqlite:///{new}", ["--create-db"]), (existing, [])):
+            args = ["run", "--gateway", sim.url, "--token-file", str(token), "--no-device", "--db", db, *extra]
+            process = await _started(args, tmp_path, "owc running")
+            process.send_signal(signal.SIGINT)
+            code, err = await _ended(process)
+            assert code == EXIT_OK and "Traceback" not in err, err
+    assert _tables(new) == ["chat", "chat_message"]
+
+
+def test_a_postgresql_url_without_psycopg_names_the_extra(monkeypatch) -> None:
+    """Before: ``database postgresql://***@h/w: No module named 'psycopg'``, with no word of how to get it."""
+    from owc.cli import CliError
+    from owc.cli.inputs import check_database
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # ``import psycopg`` raises ImportError
+    with pytest.raises(CliError) as refused:
+        check_database("postgresql://owc:pw@127.0.0.1:1/webui")
+    assert (refused.value.code, refused.value.message) == (
+        EXIT_CONFIG,
+        "database postgresql://***@127.0.0.1:1/webui: the PostgreSQL driver psycopg is not installed:"
+        " pip install 'owc[postgres]' (in owc's virtual environment)",
+    )
+
+
+@pytest.mark.postgres
+def test_an_empty_postgresql_database_is_refused_unless_create_db(postgres_url: str) -> None:
+    """The same rule on PostgreSQL: an empty database is not Open WebUI's (``--create-db`` makes the tables)."""
+    import uuid
+
+    import psycopg
+
+    from owc.cli import CliError
+    from owc.cli.inputs import check_database
+    from owc.gateway.url import redact_url
+
+    name = f"owc_edges_{uuid.uuid4().hex[:8]}"
+    admin = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = postgres_url.rsplit("/", 1)[0] + f"/{name}"
+    try:
+        with pytest.raises(CliError) as refused:
+            check_database(url)
+        assert (refused.value.code, refused.value.message) == (
+            EXIT_CONFIG,
+            f"database {redact_url(url)}: an empty database, not Open WebUI's: {WHERE}, or pass --create-db to make"
+            " Open WebUI's chat tables in it",
+        )
+        check_database(url, create=True)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')

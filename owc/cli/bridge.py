@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,7 +69,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gateway_arguments(run)
-    run.add_argument("--db", required=True, help="Open WebUI's database URL")
+    run.add_argument(
+        "--db",
+        required=True,
+        help="Open WebUI's database: sqlite:////path/to/webui.db (Open WebUI's DATA_DIR/webui.db) or"
+        " postgresql://... (its DATABASE_URL); one without Open WebUI's chat tables is refused",
+    )
+    run.add_argument(
+        "--create-db",
+        action="store_true",
+        help="make Open WebUI's chat tables in a new SQLite file or an empty database (owc without Open WebUI:"
+        " tests, a demo); never in a database that holds other tables",
+    )
     run.add_argument("--instance", default=None, help="a name for this deploy (client.instanceId)")
     run.add_argument(
         "--no-usage-line",
@@ -202,7 +214,7 @@ async def run_bridge(args: argparse.Namespace) -> int:
 
     url, shown = _gateway_url(args)
     token, source = _gateway_token(args)
-    await trio.to_thread.run_sync(check_database, args.db)
+    await trio.to_thread.run_sync(partial(check_database, args.db, create=args.create_db))
     config = RuntimeConfig(
         url=url,
         token=token,
@@ -211,7 +223,10 @@ async def run_bridge(args: argparse.Namespace) -> int:
     )
     await check_device_folder(config.gateway)
     with LateSignals() as late, trio.open_signal_receiver(*STOP_SIGNALS) as signals, database_errors(args.db):
-        async with open_store(args.db, create=True) as store, open_runtime(config, store, _LogEmitter()) as runtime:
+        async with (
+            open_store(args.db, create=args.create_db) as store,
+            open_runtime(config, store, _LogEmitter()) as runtime,
+        ):
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
             async for signum in signals:
                 late.stopping = True

@@ -3,6 +3,7 @@ scenario file, a database URL, a Gateway URL. A value owc cannot use is a ``CliE
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,27 +33,67 @@ def read_scenario(path: Path) -> str:
         raise CliError(EXIT_USAGE, f"{path}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
-def check_database(url: str) -> None:
-    """Connect to the database once before anything else starts: a URL owc cannot use (unsupported, malformed,
-    unreachable, a file that cannot be opened) is a configuration error, reported in one line (redacted: a
-    database URL may hold a password). Tables are left to ``open_store``: two processes starting at once may
-    race to create them, which is no configuration error."""
-    from sqlalchemy import text
+def check_database(url: str, *, create: bool = False) -> None:
+    """Connect to the database once before anything else starts, and look at its tables: a URL owc cannot use
+    (unsupported, malformed, in memory, unreachable, a file that cannot be opened, a driver not installed) or a
+    database that is not Open WebUI's (``owc.store.schema.schema_problem``) is a configuration error, in one line
+    (redacted: a database URL may hold a password). A SQLite file that does not exist is refused without being
+    made, unless ``create``: a typo must not become a new, empty database. With ``create`` the tables are left to
+    ``open_store``: two processes starting at once may race to create them, which is no configuration error."""
+    from sqlalchemy import inspect, text
     from sqlalchemy.exc import SQLAlchemyError
 
-    from owc.store import make_engine
+    from owc.store import REQUIRED_COLUMNS, make_engine, schema_problem
+    from owc.store.engine import sqlite_path
 
     try:
+        path = sqlite_path(url)
+        if path is not None and not create and not os.path.lexists(path):
+            raise CliError(
+                EXIT_CONFIG,
+                f"{_shown(url)}: no such file {path}: point --db at the database Open WebUI uses (its"
+                " DATA_DIR/webui.db), or pass --create-db to make a new one",
+            )
         engine = make_engine(url)
-    except (ValueError, SQLAlchemyError, ImportError) as exc:
+    except ImportError as exc:
+        raise _driver_missing(url, exc) from None
+    except (ValueError, SQLAlchemyError) as exc:
         raise database_error(url, exc) from None
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
+            found = inspect(conn)
+            tables = {
+                name: frozenset(c["name"] for c in found.get_columns(name)) if name in REQUIRED_COLUMNS else frozenset()
+                for name in found.get_table_names()
+            }
+    except ImportError as exc:
+        raise _driver_missing(url, exc) from None
     except SQLAlchemyError as exc:
         raise database_error(url, exc) from None
     finally:
         engine.dispose()
+    problem = schema_problem(tables, create=create)
+    if problem is not None:
+        raise CliError(EXIT_CONFIG, f"{_shown(url)}: {problem}")
+
+
+def _shown(url: str) -> str:
+    from owc.gateway.url import redact_url
+
+    return f"database {redact_url(url)}"
+
+
+def _driver_missing(url: str, exc: ImportError) -> CliError:
+    """A PostgreSQL URL without psycopg installed: the extra that brings it."""
+    name = getattr(exc, "name", None) or str(exc)
+    if "psycopg" in name:
+        return CliError(
+            EXIT_CONFIG,
+            f"{_shown(url)}: the PostgreSQL driver psycopg is not installed: pip install 'owc[postgres]'"
+            " (in owc's virtual environment)",
+        )
+    return database_error(url, exc)
 
 
 @contextmanager
@@ -75,9 +116,7 @@ def database_errors(url: str) -> Iterator[None]:
 
 
 def database_error(url: str, exc: BaseException) -> CliError:
-    from owc.gateway.url import redact_url
-
-    return CliError(EXIT_CONFIG, f"database {redact_url(url)}: {first_line(getattr(exc, 'orig', None) or exc)}")
+    return CliError(EXIT_CONFIG, f"{_shown(url)}: {first_line(getattr(exc, 'orig', None) or exc)}")
 
 
 def parse_gateway(text: str, flag: str) -> tuple[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 import trio
@@ -136,7 +137,7 @@ async def run_demo(args: argparse.Namespace) -> int:
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     text = files("owc").joinpath("demo.jsonl").read_text()
-    await trio.to_thread.run_sync(check_database, f"sqlite:///{path}")
+    await trio.to_thread.run_sync(partial(check_database, f"sqlite:///{path}", create=True))
     print(f"owc demo: Gateway simulator on 127.0.0.1 -> owc -> {path} (Open WebUI's schema)")
     played = await play_scenario(text, f"sqlite:///{path}", progress=lambda line: print(f"  {line}", flush=True))
     _print_played(played, tabs=True)
@@ -156,7 +157,7 @@ async def run_scenario(args: argparse.Namespace) -> int:
     from owc.sim.scenario import ScenarioError
 
     text = read_scenario(args.file)
-    await trio.to_thread.run_sync(check_database, args.db)
+    await trio.to_thread.run_sync(partial(check_database, args.db, create=True))
     try:
         played = await play_scenario(
             text, args.db, progress=None if args.quiet else (lambda line: print(f"  {line}", flush=True))

@@ -1,7 +1,7 @@
 """The Open WebUI 0.12 chat store: its schema, its row lock, and owc's claim / handover / finalize writes."""
 
 from owc.store.engine import make_engine, normalize_url
-from owc.store.schema import chat, chat_message, metadata
+from owc.store.schema import REQUIRED_COLUMNS, chat, chat_message, metadata, schema_problem
 from owc.store.store import (
     Absent,
     Absorbed,
@@ -31,6 +31,7 @@ from owc.store.store import (
 )
 
 __all__ = [
+    "REQUIRED_COLUMNS",
     "Absent",
     "AbsorbResult",
     "Absorbed",
@@ -61,4 +62,5 @@ __all__ = [
     "metadata",
     "normalize_url",
     "open_store",
+    "schema_problem",
 ]

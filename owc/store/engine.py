@@ -64,10 +64,35 @@ def sqlite_file(engine: Engine) -> str | None:
     return url.database[len("file:") :] if url.database.startswith("file:") else None
 
 
+def is_sqlite_memory(url: str) -> bool:
+    """``sqlite://``, ``sqlite:///:memory:``, or a ``file:`` URI with ``mode=memory``: a database that lives in one
+    connection of one process, which Open WebUI can never read."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return database in ("", ":memory:") or parsed.query.get("mode") == "memory" or "mode=memory" in database
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a plain ``sqlite:///path`` URL names (None for a ``file:`` URI, an in-memory database, or another
+    backend): the file ``make_engine`` would create if it did not exist."""
+    parsed = make_url(normalize_url(url))
+    if parsed.get_backend_name() != "sqlite" or is_sqlite_memory(url):
+        return None
+    database = parsed.database or ""
+    return None if database.startswith("file:") else os.path.abspath(database)
+
+
 def make_engine(url: str, *, busy_timeout_ms: int = 5000, pool_size: int = 4) -> Engine:
     url = normalize_url(url)
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
+        if is_sqlite_memory(url):
+            raise ValueError(
+                "an in-memory SQLite database cannot be shared with Open WebUI (each connection would get its own,"
+                " and nothing outlives owc): give the file Open WebUI uses, sqlite:////path/to/webui.db"
+            )
         path = parsed.database
         if path and path != ":memory:" and not path.startswith("file:"):
             # The file is made here if it does not exist yet (the embedded default); every connection then

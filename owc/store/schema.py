@@ -83,3 +83,54 @@ chat_message = Table(
 
 def message_row_id(chat_id: str, message_id: str) -> str:
     return f"{chat_id}-{message_id}"
+
+
+#: The columns owc reads and writes, table by table: exactly those Open WebUI 0.12.4's migrations give ``chat`` and
+#: ``chat_message`` (a database that has them is Open WebUI's, or one owc made with ``create_tables``).
+REQUIRED_COLUMNS: dict[str, frozenset[str]] = {
+    table.name: frozenset(column.name for column in table.columns) for table in (chat, chat_message)
+}
+
+
+def schema_problem(tables: dict[str, frozenset[str]], *, create: bool) -> str | None:
+    """Why owc must not write into a database whose tables (name -> column names) are ``tables``; None when it may.
+
+    owc writes into the database Open WebUI uses, never one of its own: a typo in the URL, or another application's
+    database, must not quietly become a second, empty "Open WebUI" (or get ``chat`` tables added) while the real one
+    is never written. So an empty database is taken only when ``create`` (``owc run --create-db``, the scenario
+    player, the demo) asks for Open WebUI's tables to be made; a database with other tables and no ``chat`` is
+    never taken; a ``chat`` / ``chat_message`` without Open WebUI 0.12's columns (another application's, or an
+    older Open WebUI's) is never taken, whatever ``create`` says: creating would not add the columns."""
+    ours = {name: tables[name] for name in REQUIRED_COLUMNS if name in tables}
+    if not tables:
+        if create:
+            return None
+        return (
+            "an empty database, not Open WebUI's: point the URL at the database Open WebUI uses (its DATABASE_URL,"
+            " or DATA_DIR/webui.db), or pass --create-db to make Open WebUI's chat tables in it"
+        )
+    if not ours:
+        shown = _some(sorted(tables))
+        return (
+            f"no Open WebUI chat tables (it holds {shown}): not Open WebUI's database; point the URL at the"
+            " database Open WebUI uses (its DATABASE_URL, or DATA_DIR/webui.db)"
+        )
+    absent = [name for name in REQUIRED_COLUMNS if name not in ours]
+    if absent:
+        return (
+            f"no table {', '.join(absent)} beside {', '.join(ours)}: not Open WebUI 0.12's schema (an older"
+            " Open WebUI: upgrade it and let it migrate first; or another application's tables)"
+        )
+    for name, needed in REQUIRED_COLUMNS.items():
+        missing = sorted(needed - ours[name])
+        if missing:
+            return (
+                f"the table {name} lacks the columns {_some(missing)}: not Open WebUI 0.12's schema (another"
+                " application's table, or an older Open WebUI: upgrade it and let it migrate first)"
+            )
+    return None
+
+
+def _some(names: list[str]) -> str:
+    """Up to five names, and how many more: a line stays a line."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
