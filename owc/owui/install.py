@@ -23,6 +23,12 @@ What it does, each step reported (reference ``pipe-runtime-0.12.4.md`` section 1
    toggle and the button show from that list on). Gateway models listed later (another whitelist) get them from
    the next install, or from the admin.
 
+``apply`` (issue 31, configuration as code: ``owc owui install --config FILE`` or the environment form) does the
+same steps from an ``install_config.InstallSpec``, but compares first (``install_plan``): only what differs is
+written, one line per change, "nothing changed" when applied again, ``--dry-run`` the same lines as a plan. It
+waits for Open WebUI to answer (``wait_for_open_webui``) and, before listing the models, for owc's hello
+(``wait_for_hello``: until then the Pipe lists only its base entry). ``install`` stays for ``owc owui migrate``.
+
 Blocking HTTP (urllib, no new dependency): a command-line tool, run once, outside any event loop.
 
 **No redirect is followed** (issue 24): the sign-in carries the admin's password and every later call the admin's
@@ -48,6 +54,7 @@ from typing import Any
 import attrs
 
 from owc.owui import models
+from owc.owui.install_plan import Change, Found, Step, global_warning, plan_function
 from owc.owui.pipe import EVENT_ID, PIPE_ID
 from owc.owui.status_action import ACTION_ID
 from owc.owui.status_action import NAME as ACTION_NAME
@@ -436,8 +443,6 @@ def apply(
     says: each Function's code, name, valves and flags (``install_plan``), then owc's Filter and Action attached to
     each of the Pipe's models. One line per change; "nothing changed" when there was none. ``dry_run``: the same
     lines as a plan, nothing written. Returns the number of changes (made, or planned)."""
-    from owc.owui.install_plan import Found, Step, global_warning, plan_function
-
     prefix = "would: " if dry_run else ""
     count = 0
     for fspec in spec.functions:
@@ -452,7 +457,7 @@ def apply(
             report(warning)
         for change in plan_function(fspec, function_source(fspec.section.filename), found):
             if not dry_run:
-                _write(api, change, Step)
+                _write(api, change)
             for line in change.lines:
                 report(prefix + line)
             count += len(change.lines)
@@ -475,15 +480,16 @@ def apply(
     return count
 
 
-def _write(api: Api, change: Any, step: Any) -> None:
+def _write(api: Api, change: Change) -> None:
+    """One planned write, by the route Open WebUI 0.12.4 has for it (``routers/functions.py``)."""
     fid = change.function_id
-    if change.step is step.CREATE:
-        api.call("POST", "/api/v1/functions/create", dict(change.form))
-    elif change.step is step.UPDATE:
-        api.call("POST", f"/api/v1/functions/id/{fid}/update", dict(change.form))
-    elif change.step is step.VALVES:
-        api.call("POST", f"/api/v1/functions/id/{fid}/valves/update", dict(change.form))
-    elif change.step is step.TOGGLE_ACTIVE:
+    if change.step is Step.CREATE:
+        api.call("POST", "/api/v1/functions/create", dict(change.form or {}))
+    elif change.step is Step.UPDATE:
+        api.call("POST", f"/api/v1/functions/id/{fid}/update", dict(change.form or {}))
+    elif change.step is Step.VALVES:
+        api.call("POST", f"/api/v1/functions/id/{fid}/valves/update", dict(change.form or {}))
+    elif change.step is Step.TOGGLE_ACTIVE:
         api.call("POST", f"/api/v1/functions/id/{fid}/toggle")
     else:
         api.call("POST", f"/api/v1/functions/id/{fid}/toggle/global")
