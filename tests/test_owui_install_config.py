@@ -529,3 +529,25 @@ def test_the_valve_schema_read_from_the_source_is_the_functions_own() -> None:
             assert schema[name].kind == kind, name
     assert {n for n, v in cfg.section_valves(cfg.SECTIONS[0]).items() if v.secret} == {"GATEWAY_TOKEN"}
     assert pydantic is not None
+
+
+def test_the_command_line_form_keeps_its_lines_and_lists_the_models_after_the_hello(monkeypatch, capsys) -> None:
+    """``--url --admin-email``: ``install``'s steps and lines as before (the W tier pins them), the models listed
+    once owc is connected; ``--dry-run`` there is the plan."""
+    from owc.cli import EXIT_OK, main
+
+    fake = ConfigOpenWebUI()
+    monkeypatch.setenv("OWC_OWUI_ADMIN_PASSWORD", PASSWORD)
+    with _server(_bridge(fake)) as server:
+        argv = ["owui", "install", "--url", f"http://127.0.0.1:{server.server_address[1]}"]
+        argv += ["--admin-email", "admin@example.com", "--agent", "ops", "--connect-wait", "0"]
+        assert main([*argv, "--dry-run"]) == EXIT_OK
+        assert fake.functions == {}
+        assert main(argv) == EXIT_OK
+        assert main(argv) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "would: openclaw valve AGENT_ID set to 'ops'" in out
+    assert "created openclaw (OpenClaw)" in out and "activated openclaw_startup" in out
+    assert "updated openclaw (OpenClaw) in place; its valves are kept" in out
+    assert out.count("\nmodels: openclaw.main\n") == 2 and out.count("smoke check passed") == 2
+    assert fake.functions["openclaw"]["valves"] == {"AGENT_ID": "ops"}

@@ -167,7 +167,14 @@ def _run_owui_install(args: argparse.Namespace) -> int:
     then waiting for Open WebUI, signing in and applying it (owc/owui/install.py), ending with its smoke check
     (said, not an exit code: ``owc owui status`` judges)."""
     from owc.owui import install_config as cfg
-    from owc.owui.install import Api, InstallError, OpenWebUIUnreachable, apply, wait_for_open_webui
+    from owc.owui.install import (
+        Api,
+        InstallError,
+        OpenWebUIUnreachable,
+        apply,
+        install_and_check,
+        wait_for_open_webui,
+    )
 
     try:
         spec = _install_spec(args)
@@ -193,7 +200,12 @@ def _run_owui_install(args: argparse.Namespace) -> int:
     try:
         wait_for_open_webui(api, connection.wait_s)
         api.sign_in(connection.admin_email, connection.admin_password)
-        apply(api, spec, dry_run=args.dry_run)
+        if args.config is None and args.url is not None and not args.dry_run:
+            # The command-line form as it was (W tier: its second run says each Function "updated in place").
+            pipe = next(f for f in spec.functions if f.section.table == "pipe")
+            install_and_check(api, valves=pipe.valves, connect_wait_s=connection.connect_wait_s)
+        else:
+            apply(api, spec, dry_run=args.dry_run)
     except OpenWebUIUnreachable as exc:
         raise CliError(EXIT_UNREACHABLE, f"owui install: {exc}") from None
     except InstallError as exc:

@@ -480,6 +480,27 @@ def apply(
     return count
 
 
+def install_and_check(
+    api: Api,
+    *,
+    valves: Mapping[str, Any],
+    connect_wait_s: float,
+    report: Callable[[str], None] = print,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> bool:
+    """The command-line form (``--url --admin-email`` and the valve options): ``install``'s steps as they were
+    (each Function's code written again, its valves kept), but the models listed after owc's hello, as ``apply``
+    does. Returns the smoke check's verdict."""
+    put_functions(api, valves=valves, report=report)
+    state = wait_for_hello(api, wait_s=connect_wait_s, sleep=sleep, clock=clock)
+    lines: list[str] = []
+    listed = attach_all(api, report=lines.append)
+    for line in lines:
+        report(_models_line(listed, state) if line.startswith("models: ") else line)
+    return say_smoke(state, listed, report)
+
+
 def _write(api: Api, change: Change) -> None:
     """One planned write, by the route Open WebUI 0.12.4 has for it (``routers/functions.py``)."""
     fid = change.function_id
