@@ -354,3 +354,29 @@ def test_an_empty_postgresql_database_is_refused_unless_create_db(postgres_url: 
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+async def test_owc_demo_replaces_only_its_own_database(tmp_path: Path) -> None:
+    """Before: ``owc demo --db FILE`` deleted whatever was at FILE (a text file, another application's database)
+    and wrote the demo there. Now it replaces only a database an earlier ``owc demo`` made (marked by its
+    ``owc_demo`` table); any other file is one line, exit 3, and left as it was."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    other = tmp_path / "app.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    for path in (notes, other):
+        code, out, err = await _owc("demo", "--db", str(path), cwd=tmp_path)
+        assert (code, _one_clear_line(err)) == (
+            EXIT_CONFIG,
+            f"owc: owc demo --db {path}: the file exists and is not a database owc demo made (no owc_demo table):"
+            " owc demo replaces its file, so it leaves this one alone; pass another path, or remove the file",
+        ), out
+    assert notes.read_text() == "not a database\n" and _tables(other) == ["users"]
+    demo = tmp_path / "demo.db"
+    for _ in range(2):  # made, then replaced
+        code, out, err = await _owc("demo", "--db", str(demo), cwd=tmp_path)
+        assert code == EXIT_OK and "every ended run's message is finished" in out, err
+    assert _tables(demo) == ["chat", "chat_message", "owc_demo"]

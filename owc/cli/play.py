@@ -4,20 +4,24 @@ printed: each chat's message tree and what the tabs were told."""
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from functools import partial
 from pathlib import Path
 
 import trio
 
-from owc.cli.codes import EXIT_INVARIANTS, EXIT_OK, EXIT_USAGE, CliError, leaves
+from owc.cli.codes import EXIT_CONFIG, EXIT_INVARIANTS, EXIT_OK, EXIT_USAGE, CliError, leaves
 from owc.cli.inputs import check_database, read_scenario
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="play a built-in scenario through owc into an embedded SQLite database")
     demo.add_argument(
-        "--db", default="owc-demo.db", help="SQLite file to create (replaced if present; default owc-demo.db)"
+        "--db",
+        default="owc-demo.db",
+        help="SQLite file to create (default owc-demo.db); one an earlier owc demo made is replaced, any other file"
+        " is refused",
     )
 
     scenario = sub.add_parser("scenario", help="scenario files (docs/scenarios.md)")
@@ -128,16 +132,59 @@ def _print_played(played, *, tabs: bool) -> None:
             print(f"  - {line}")
 
 
+#: The table that marks a SQLite file as one ``owc demo`` made (and may replace): a file without it is not owc's.
+DEMO_MARKER = "owc_demo"
+
+
+def is_demo_database(path: Path) -> bool:
+    """Whether ``path`` is a SQLite database ``owc demo`` made (it holds the ``owc_demo`` table), read without
+    writing: anything else at that path (a text file, another application's database, a symbolic link) is not."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (DEMO_MARKER,))
+        return found.fetchone() is not None
+    except sqlite3.Error:  # not a database at all ("file is not a database")
+        return False
+    finally:
+        conn.close()
+
+
+def mark_demo_database(path: Path) -> None:
+    """The marker ``is_demo_database`` looks for, with a word for whoever opens the file."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {DEMO_MARKER} (note TEXT NOT NULL)")
+        conn.execute(
+            f"INSERT INTO {DEMO_MARKER} (note) VALUES (?)",
+            ("made by owc demo, which replaces this file each time it runs with the same --db",),
+        )
+        conn.commit()
+    finally:
+        conn.close()
+
+
 async def run_demo(args: argparse.Namespace) -> int:
     from importlib.resources import files
 
     from owc.sim.play import play_scenario
 
     path = Path(args.db)
+    if (path.exists() or path.is_symlink()) and not await trio.to_thread.run_sync(is_demo_database, path):
+        raise CliError(
+            EXIT_CONFIG,
+            f"owc demo --db {path}: the file exists and is not a database owc demo made (no {DEMO_MARKER} table):"
+            " owc demo replaces its file, so it leaves this one alone; pass another path, or remove the file",
+        )
     for suffix in ("", "-wal", "-shm"):
         Path(str(path) + suffix).unlink(missing_ok=True)
     text = files("owc").joinpath("demo.jsonl").read_text()
     await trio.to_thread.run_sync(partial(check_database, f"sqlite:///{path}", create=True))
+    await trio.to_thread.run_sync(mark_demo_database, path)
     print(f"owc demo: Gateway simulator on 127.0.0.1 -> owc -> {path} (Open WebUI's schema)")
     played = await play_scenario(text, f"sqlite:///{path}", progress=lambda line: print(f"  {line}", flush=True))
     _print_played(played, tabs=True)
