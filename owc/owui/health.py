@@ -10,6 +10,13 @@ Admin only (a session token whose user is an admin, checked as Open WebUI checks
 Gateway's address and the device id. It never holds a token or a key: ``{"running", "connected", "gateway"
 (redacted URL), "boot_id", "device_id", "paired", "pairing", "refusal", "pid"}``. Several workers each run their own
 owc; the answer is the one of the worker that took the request.
+
+The operator's view (issue 31) is served beside it, by the same route object (``owc.owui.page`` adds one route
+here): ``/api/owc/status`` (JSON, ``owc.render.operator.as_json``)
+and ``/api/owc/metrics`` (Prometheus text), both admin only: no session 401, a user who is not an admin 403. Besides a
+session token, the bearer may be an admin's API key (``sk-...``, checked by Open WebUI's own
+``get_current_user_by_api_key``: its "API keys enabled" setting and endpoint restrictions apply), so a scraper
+needs no session. Each answer is its worker's: it says the pid and the worker (``owc_info`` in the metrics).
 """
 
 from __future__ import annotations
@@ -26,8 +33,13 @@ from owc import device
 log = logging.getLogger("owc.owui")
 
 PATH = "/api/owc/health"
+STATUS_PATH = "/api/owc/status"
+METRICS_PATH = "/api/owc/metrics"
 SIGN_IN = "Sign in to Open WebUI as an admin to see owc's health."
 NOT_ADMIN = "owc's health is for Open WebUI's admins."
+OPERATOR_SIGN_IN = "Sign in to Open WebUI as an admin (or send an admin's API key) to see owc's status."
+OPERATOR_NOT_ADMIN = "owc's status is for Open WebUI's admins."
+NOT_RUNNING = "owc is not running in this worker."
 
 #: The request's headers -> True for an admin, False for another user, None without a valid session token.
 IsAdmin = Callable[[dict[bytes, bytes]], Awaitable[bool | None]]
@@ -88,8 +100,125 @@ def snapshot() -> dict[str, Any]:
     }
 
 
+async def _admin_of(request: Any, is_admin: IsAdmin) -> bool | None:
+    """True for an admin, False for another user, None for no valid credential: a session token as ``is_admin``
+    checks it, or an API key (``sk-...``) as Open WebUI's own API checks it."""
+    auth = request.headers.get("authorization", "")
+    key = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    if not key.startswith("sk-"):
+        return await is_admin(dict(request.headers.raw))
+    from open_webui.utils.auth import get_current_user_by_api_key
+    from starlette.exceptions import HTTPException
+
+    try:
+        user = await get_current_user_by_api_key(request, key)
+    except HTTPException as exc:
+        if exc.status_code == 403:
+            return False  # a key Open WebUI refuses here (keys disabled, the path not allowed): not a sign-in
+        return None
+    return getattr(user, "role", None) == "admin"
+
+
+async def operator_snapshot() -> Any:
+    """This worker's runtime's snapshot (``Runtime.snapshot``, on the Trio side), or None when owc is not running
+    here."""
+    from owc.owui import trio_host
+
+    host = trio_host.current_host()
+    runtime = getattr(host, "started_value", None)
+    if host is None or runtime is None or not hasattr(runtime, "snapshot"):
+        return None
+    try:
+        return await host.run_in_trio(runtime.snapshot)
+    except trio_host.HostError:
+        return None
+
+
+def _operator_endpoints(is_admin: IsAdmin) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+    from starlette.responses import Response
+
+    from owc.logs import worker_name
+    from owc.render import operator
+
+    async def answer(request: Any, render: Callable[[Any], Any]) -> Any:
+        admin = await _admin_of(request, is_admin)
+        if admin is None:
+            return _json({"detail": OPERATOR_SIGN_IN}, 401)
+        if not admin:
+            return _json({"detail": OPERATOR_NOT_ADMIN}, 403)
+        snap = await operator_snapshot()
+        if snap is None:
+            return _json({"detail": NOT_RUNNING, "running": False, "pid": os.getpid(), "worker": worker_name()}, 503)
+        return render(snap)
+
+    async def status(request: Any) -> Any:
+        return await answer(request, lambda snap: _json({"running": True, **operator.as_json(snap)}))
+
+    async def metrics(request: Any) -> Any:
+        return await answer(
+            request,
+            lambda snap: Response(
+                operator.prometheus(snap).encode(),
+                media_type=operator.PROMETHEUS_CONTENT_TYPE,
+                headers={"Cache-Control": "no-store"},
+            ),
+        )
+
+    return {STATUS_PATH: status, METRICS_PATH: metrics}
+
+
 def route(is_admin: IsAdmin) -> Any:
-    """The route, answered on Open WebUI's loop (reads of the runtime's fields and one small file)."""
+    """owc's admin routes as one route object (``owc.owui.page`` inserts what this returns): ``/api/owc/health``,
+    ``/api/owc/status`` and ``/api/owc/metrics``, each ``GET`` only. Answered on Open WebUI's loop."""
+    from starlette.routing import BaseRoute, Match, Route
+
+    class _Paths(BaseRoute):
+        """Several exact paths behind one route object: matches only them, so every other path goes on to the
+        routes after it."""
+
+        def __init__(self, routes: list[Route]) -> None:
+            self.routes = routes
+
+        def _find(self, scope: Any) -> tuple[Any, Any, Any]:
+            partial = None
+            for sub in self.routes:
+                match, child = sub.matches(scope)
+                if match is Match.FULL:
+                    return sub, match, child
+                if match is Match.PARTIAL and partial is None:
+                    partial = (sub, match, child)
+            return partial if partial is not None else (None, Match.NONE, {})
+
+        def matches(self, scope: Any) -> tuple[Any, Any]:
+            _, match, child = self._find(scope)
+            return match, child
+
+        def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+            from starlette.routing import NoMatchFound
+
+            for sub in self.routes:
+                try:
+                    return sub.url_path_for(name, **path_params)
+                except NoMatchFound:
+                    pass
+            raise NoMatchFound(name, path_params)
+
+        async def handle(self, scope: Any, receive: Any, send: Any) -> None:
+            sub, _, _ = self._find(scope)
+            assert sub is not None  # the router calls this only after a match
+            await sub.handle(scope, receive, send)
+
+    endpoints = _operator_endpoints(is_admin)
+    return _Paths(
+        [
+            _health_route(is_admin),
+            *(Route(path, endpoint, methods=["GET"]) for path, endpoint in endpoints.items()),
+        ]
+    )
+
+
+def _health_route(is_admin: IsAdmin) -> Any:
+    """``/api/owc/health``, answered on Open WebUI's loop (reads of the runtime's fields and one small file)."""
     from starlette.routing import Route
 
     async def health(request: Any) -> Any:
