@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -62,7 +63,7 @@ def _webui_db(path: Path) -> str:
 
 
 async def _started(args: list[str], cwd: Path, ready: str):
-    """``owc ARGS`` started, once its stdout has said ``ready``."""
+    """``owc ARGS`` started, once its stdout has said ``ready``; and what it said until then."""
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "owc", *args], cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -73,7 +74,7 @@ async def _started(args: list[str], cwd: Path, ready: str):
             chunk = await process.stdout.receive_some(65536)
             assert chunk, out
             out += chunk
-    return process
+    return process, out.decode()
 
 
 async def _ended(process) -> tuple[int, str]:
@@ -113,7 +114,7 @@ async def test_two_signals_close_together_exit_0_for_run_and_sim(tmp_path: Path,
         }
         for name, (args, ready) in commands.items():
             for gap in (0.0, 0.02):
-                process = await _started(args, tmp_path, ready)
+                process, _ = await _started(args, tmp_path, ready)
                 process.send_signal(first)
                 if gap:
                     await trio.sleep(gap)  # timer-ok: the spacing between the two signals is what is tested
@@ -304,7 +305,7 @@ async def test_owc_run_create_db_makes_the_tables_in_a_new_file_and_takes_open_w
     async with open_simulator(token=TOKEN) as sim:
         for db, extra in ((f"sqlite:///{new}", ["--create-db"]), (existing, [])):
             args = ["run", "--gateway", sim.url, "--token-file", str(token), "--no-device", "--db", db, *extra]
-            process = await _started(args, tmp_path, "owc running")
+            process, _ = await _started(args, tmp_path, "owc running")
             process.send_signal(signal.SIGINT)
             code, err = await _ended(process)
             assert code == EXIT_OK and "Traceback" not in err, err
@@ -380,3 +381,68 @@ async def test_owc_demo_replaces_only_its_own_database(tmp_path: Path) -> None:
         code, out, err = await _owc("demo", "--db", str(demo), cwd=tmp_path)
         assert code == EXIT_OK and "every ended run's message is finished" in out, err
     assert _tables(demo) == ["chat", "chat_message", "owc_demo"]
+
+
+async def test_ports_out_of_range_and_tls_flags_on_ws_are_refused(tmp_path: Path) -> None:
+    """Before: ``owc sim --port 70000`` listened on 4464 (70000 - 65536); ``--tls-pin`` and ``--ca-file`` with a
+    ws:// Gateway were silently ignored (nothing was checked). Now the port is a usage error at parse time (exit 2,
+    argparse's line), the TLS flags on ws:// a configuration error (exit 3)."""
+    from owc.cli import EXIT_USAGE
+
+    for port in ("70000", "-1", "http"):
+        code, out, err = await _owc("sim", "--port", port, "--token", "x" * 12, cwd=tmp_path)
+        assert code == EXIT_USAGE and "listening" not in out, err
+        assert err.splitlines()[-1] == (
+            f"owc sim: error: argument --port: {port!r} is not a port: a number from 0 to 65535 (0 picks a free one)"
+        )
+    token = _token_file(tmp_path)
+    pin = "ab" * 32
+    for command in ("doctor", "run"):
+        for flag, value in (("--tls-pin", pin), ("--ca-file", str(token))):
+            args = [command, "--gateway", "127.0.0.1:9", "--token-file", str(token), "--no-device", flag, value]
+            if command == "run":
+                args += ["--db", _webui_db(tmp_path / "webui.db")]
+            code, _, err = await _owc(*args, cwd=tmp_path)
+            assert (code, _one_clear_line(err)) == (
+                EXIT_CONFIG,
+                f"owc: {flag} applies to wss:// only, and --gateway ws://127.0.0.1:9/ is ws:// (no TLS, so nothing"
+                f" to check): use the Gateway's wss:// URL, or drop {flag}",
+            )
+
+
+async def test_owc_sim_reuses_an_existing_default_token_file(tmp_path: Path) -> None:
+    """Before: ``owc sim`` without ``--token-file`` wrote a new token over ``./owc-sim.token``, which an ``owc run``
+    started against the previous simulator was reading: that one was locked out. Now an existing file is reused
+    (read, never rewritten; its loose mode warned about) and the start line says so; a missing one is made 0600."""
+    path = tmp_path / "owc-sim.token"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    args = ("sim", "--port", "0", "--scenario", str(empty), "--exit-after-scenario")
+    code, out, err = await _owc(*args, cwd=tmp_path)
+    assert code == EXIT_OK and f"token from {path} (new)" in out, err
+    made = path.read_text()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and made.strip() and made.strip() not in out + err
+    code, out, err = await _owc(*args, cwd=tmp_path)
+    assert code == EXIT_OK, err
+    assert f"token from {path} (reused: it was there already; remove it for a new token)" in out
+    assert path.read_text() == made
+    # The simulator really takes the reused token: owc doctor signs in with that very file.
+    path.chmod(0o644)
+    async with trio.open_nursery() as nursery:
+        sim = await nursery.start(_serve_sim, tmp_path)
+        code, out, err = await _owc("doctor", "--gateway", sim, "--token-file", str(path), "--no-device", cwd=tmp_path)
+        nursery.cancel_scope.cancel()
+    assert code == EXIT_OK and "authenticated: yes" in out, (out, err)
+    assert path.read_text() == made
+
+
+async def _serve_sim(cwd: Path, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    """``owc sim --port 0`` with its default token file, until cancelled; started: its URL."""
+    process, out = await _started(["sim", "--port", "0"], cwd, " (boot ")
+    try:
+        task_status.started(out.split("owc sim listening on ", 1)[1].split(" ", 1)[0])
+        await trio.sleep_forever()  # timer-ok: serves until the test cancels it
+    finally:
+        process.kill()
+        with trio.CancelScope(shield=True):
+            await process.wait()

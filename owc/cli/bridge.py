@@ -144,11 +144,21 @@ def _gateway_config(
     if args.ca_file is not None and not args.ca_file.is_file():
         raise CliError(EXIT_CONFIG, f"--ca-file {args.ca_file}: no such file")
     try:
-        return GatewayConfig(
+        config = GatewayConfig(
             instance_id=instance_id, device_dir=folder, ca_file=args.ca_file, pin_sha256=args.tls_pin, names=names
         )
     except ValueError as exc:
         raise CliError(EXIT_CONFIG, f"--tls-pin: {exc}") from None
+    url, shown = _gateway_url(args)
+    if not url.startswith("wss://"):  # a TLS setting on a connection without TLS would be silently ignored
+        for flag, value in (("--tls-pin", args.tls_pin), ("--ca-file", args.ca_file)):
+            if value is not None:
+                raise CliError(
+                    EXIT_CONFIG,
+                    f"{flag} applies to wss:// only, and --gateway {shown} is ws:// (no TLS, so nothing"
+                    f" to check): use the Gateway's wss:// URL, or drop {flag}",
+                )
+    return config
 
 
 def stopping_line(signal_name: str, ended: int) -> str:

@@ -3,6 +3,7 @@ scenario file, a database URL, a Gateway URL. A value owc cannot use is a ``CliE
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,18 @@ def read_token(path: Path) -> str:
     for warning in token.warnings:
         print(f"owc: warning: {warning}", file=sys.stderr, flush=True)
     return token.value
+
+
+def port_number(text: str) -> int:
+    """``--port``'s type: a TCP port, 0 to 65535 (0: the system picks a free one). Checked while parsing: a port
+    out of range was taken modulo 65536 by the system (70000 listened on 4464)."""
+    try:
+        port = int(text, 10)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: a number from 0 to 65535 (0 picks a free one)")
+    return port
 
 
 def read_scenario(path: Path) -> str:

@@ -10,15 +10,23 @@ from pathlib import Path
 import trio
 
 from owc.cli.codes import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, CliError, leaves
-from owc.cli.inputs import read_scenario, read_token
+from owc.cli.inputs import port_number, read_scenario, read_token
+
+#: ``owc sim``'s token file when neither ``--token`` nor ``--token-file`` is given (in the current folder).
+DEFAULT_TOKEN_FILE = "owc-sim.token"
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     sim = sub.add_parser("sim", help="run the OpenClaw Gateway simulator on loopback")
     sim.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    sim.add_argument("--port", type=int, default=18789, help="port (0 picks a free one; default 18789)")
+    sim.add_argument("--port", type=port_number, default=18789, help="port (0 picks a free one; default 18789)")
     token = sim.add_mutually_exclusive_group()
-    token.add_argument("--token-file", type=Path, help="file holding the shared token clients must send")
+    token.add_argument(
+        "--token-file",
+        type=Path,
+        help=f"file holding the shared token clients must send; default: ./{DEFAULT_TOKEN_FILE}, reused when it is"
+        " there, else made with a new token (mode 0600)",
+    )
     token.add_argument(
         "--token", help="the shared token (prefer --token-file: command lines are visible to other users)"
     )
@@ -32,21 +40,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def _sim_token(args: argparse.Namespace) -> tuple[str, str]:
-    """The token and where it came from. A generated token is written to a new 0600 file (``owc.tokenfile``:
-    exclusive, never through a symbolic link), never printed."""
+    """The token and where it came from. Without ``--token`` / ``--token-file``: ``./owc-sim.token``, reused when it
+    is there (an ``owc run`` started against an earlier simulator may be reading it: replacing it would lock that
+    one out), else a generated token written to a new 0600 file (``owc.tokenfile``: exclusive, never through a
+    symbolic link), never printed. A symbolic link there is refused, neither followed nor replaced."""
     from owc.tokenfile import TokenFileError, write_new_token_file
 
     if args.token is not None:
         return args.token, "--token"
     if args.token_file is not None:
         return read_token(args.token_file), str(args.token_file)
-    path = Path("owc-sim.token").absolute()  # not resolve(): that would follow a planted symbolic link
+    path = Path(DEFAULT_TOKEN_FILE).absolute()  # not resolve(): that would follow a planted symbolic link
+    if path.is_symlink():
+        raise CliError(
+            EXIT_CONFIG,
+            f"token file {path} is a symbolic link: owc sim neither follows nor replaces it; remove it, or pass"
+            " --token-file FILE",
+        )
+    if path.exists():
+        return read_token(path), f"{path} (reused: it was there already; remove it for a new token)"
     token = secrets.token_urlsafe(24)
     try:
         write_new_token_file(path, token)
     except TokenFileError as exc:
         raise CliError(EXIT_CONFIG, str(exc)) from None
-    return token, str(path)
+    return token, f"{path} (new)"
 
 
 async def run_sim(args: argparse.Namespace) -> int:
