@@ -446,3 +446,30 @@ async def _serve_sim(cwd: Path, *, task_status=trio.TASK_STATUS_IGNORED) -> None
         process.kill()
         with trio.CancelScope(shield=True):
             await process.wait()
+
+
+async def test_a_web_page_at_the_gateway_url_is_documented_exit_4_for_doctor(tmp_path: Path) -> None:
+    """Issue 24 made the page one line (``test_cli``: 404, and ``owc run``'s one line an attempt); issue 31 asked
+    for its exit code to be documented: ``owc doctor`` exits 4 for every problem its status line names, a web
+    page at the URL (here 200 OK, a dashboard) among them, and ``owc --help`` says so."""
+    from http_page import answer, http_page_server
+
+    from owc.cli import EXIT_REFUSED
+    from owc.cli.codes import EPILOG
+
+    token = _token_file(tmp_path)
+    async with http_page_server(answer(200, b"OK")) as (port, _):
+        gw = f"ws://127.0.0.1:{port}/"
+        code, out, err = await _owc("doctor", "--gateway", gw, "--token-file", str(token), "--no-device", cwd=tmp_path)
+    assert code == EXIT_REFUSED, (out, err)
+    assert out.splitlines()[-1] == (
+        "status:        PROBLEM: the Gateway URL answered HTTP 200 OK (not a WebSocket endpoint): check --gateway"
+        " / OWC_GATEWAY_URL"
+    )
+    assert "SECRET-LOOKING" not in out + err and "Traceback" not in err
+    assert (
+        f"  {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol"
+        " mismatch;\n"
+        "         owc doctor: any problem its status line names (unreachable, an HTTP server that is not\n"
+        "         the Gateway's WebSocket, a device waiting for approval)\n"
+    ) in EPILOG

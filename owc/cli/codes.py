@@ -8,9 +8,11 @@ EXIT_OK = 0
 EXIT_INVARIANTS = 1
 #: Bad arguments, a scenario file that cannot be read or parsed, a scenario error found while playing.
 EXIT_USAGE = 2
-#: The token file, the database URL, the Gateway URL, an address to listen on.
+#: The token file, the database URL (or a database that is not Open WebUI's), the Gateway URL, TLS flags on ws://,
+#: an unusable device folder, an address to listen on, a file ``owc demo`` will not replace.
 EXIT_CONFIG = 3
-#: The Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch.
+#: The Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch; ``owc doctor``: any
+#: problem it reports (unreachable, not a WebSocket, waiting for approval).
 EXIT_REFUSED = 4
 #: ``owc owui repair-variants``: the database stayed locked past the busy wait (another writer held it).
 EXIT_BUSY = 5
@@ -26,14 +28,19 @@ OWUI_PASSWORD_ENV = "OWC_OWUI_ADMIN_PASSWORD"
 
 EPILOG = f"""\
 exit codes:
-  {EXIT_OK}      done (owc run and owc sim: stopped by Ctrl-C or SIGTERM)
+  {EXIT_OK}      done (owc run and owc sim: stopped by Ctrl-C or SIGTERM, however many arrive)
   {EXIT_INVARIANTS}      invariants violated: the scenario or demo left an ended run's message unfinished, or
          a run that showed something has no message
   {EXIT_USAGE}      usage or scenario error: bad arguments, a scenario file that cannot be read or parsed, a
          scenario error found while playing
-  {EXIT_CONFIG}      configuration error: the token file (missing, unreadable, empty), the database URL, the
-         Gateway URL (not ws:// or wss://, or holding a credential), an address to listen on
-  {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch
+  {EXIT_CONFIG}      configuration error: the token file (missing, unreadable, empty), the database URL or
+         a database that is not Open WebUI's (owc run: --create-db makes one), the Gateway URL (not
+         ws:// or wss://, or holding a credential), --tls-pin / --ca-file with ws://, a device folder
+         owc cannot write (--device-dir / --no-device), an address to listen on, a file owc demo
+         will not replace
+  {EXIT_REFUSED}      the Gateway refused the connection: a wrong token, missing scopes, a protocol mismatch;
+         owc doctor: any problem its status line names (unreachable, an HTTP server that is not
+         the Gateway's WebSocket, a device waiting for approval)
   {EXIT_BUSY}      owc owui repair-variants: the database stayed locked past the busy wait; nothing more was
          written (run the same command again)
   {EXIT_UNHEALTHY}      owc owui status: a check does not hold (its NO line says which)
