@@ -383,7 +383,8 @@ def smoke(
     connected (the Gateway's ``hello`` boot id), and Open WebUI lists owc's models. It waits up to ``wait_s`` for the
     connection (owc starts as the Functions are enabled), but not for a person: a device waiting for approval on
     the Gateway host is said at once. One line per fact; True when all hold."""
-    return say_smoke(wait_for_hello(api, wait_s=wait_s, sleep=sleep, clock=clock), models, report)
+    state = wait_for_hello(api, wait_s=wait_s, sleep=sleep, clock=clock)  # timer-ok: CLI wait
+    return say_smoke(state, models, report)
 
 
 # ------------------------------------------------------------------------------------- configuration as code
@@ -466,7 +467,8 @@ def apply(
         count += _plan_attach(api, pipe_id, report)
         report(f"dry run: {count} change(s) planned, nothing written" if count else "dry run: nothing would change")
         return count
-    state = wait_for_hello(api, wait_s=spec.connection.connect_wait_s, sleep=sleep, clock=clock)
+    wait_s = spec.connection.connect_wait_s
+    state = wait_for_hello(api, wait_s=wait_s, sleep=sleep, clock=clock)  # timer-ok: CLI wait
     lines: list[str] = []
     listed = attach_all(api, report=lines.append, pipe_id=pipe_id)
     for line in lines:
@@ -493,7 +495,7 @@ def install_and_check(
     (each Function's code written again, its valves kept), but the models listed after owc's hello, as ``apply``
     does. Returns the smoke check's verdict."""
     put_functions(api, valves=valves, report=report)
-    state = wait_for_hello(api, wait_s=connect_wait_s, sleep=sleep, clock=clock)
+    state = wait_for_hello(api, wait_s=connect_wait_s, sleep=sleep, clock=clock)  # timer-ok: CLI wait
     lines: list[str] = []
     listed = attach_all(api, report=lines.append)
     for line in lines:
