@@ -473,3 +473,69 @@ async def test_a_web_page_at_the_gateway_url_is_documented_exit_4_for_doctor(tmp
         "         owc doctor: any problem its status line names (unreachable, an HTTP server that is not\n"
         "         the Gateway's WebSocket, a device waiting for approval)\n"
     ) in EPILOG
+
+
+async def test_owc_sim_scenario_with_db_gives_owc_run_its_chats(tmp_path: Path) -> None:
+    """Before: ``owc sim --scenario FILE`` plus ``owc run``: the bare simulator made no chats, so every run of a
+    shipped scenario only logged ``runs.claim_failed``. Now ``owc sim --scenario FILE --db URL`` makes the chats in
+    Open WebUI's database as Open WebUI does, and the ``owc run`` on that database writes every message: here
+    scenarios/agent-turns.jsonl's four (its heartbeat and the sub-agent's own session have none, by design)."""
+    db = f"sqlite:///{tmp_path / 'webui.db'}"
+    scenario = str(ROOT / "scenarios" / "agent-turns.jsonl")
+    sim, out = await _started(
+        ["sim", "--port", "0", "--scenario", scenario, "--db", db, "--create-db"], tmp_path, " (boot "
+    )
+    url = out.split("owc sim listening on ", 1)[1].split(" ", 1)[0]
+    args = ["run", "--gateway", url, "--token-file", str(tmp_path / "owc-sim.token"), "--no-device", "--db", db]
+    run = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "owc", *args], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    err = b""
+    try:
+        with trio.fail_after(60):
+            assert run.stderr is not None
+            while err.count(b"runs.finalized") < 4:  # owc's own line for each message it finished
+                chunk = await run.stderr.receive_some(65536)
+                assert chunk, err.decode()
+                err += chunk
+    finally:
+        run.send_signal(signal.SIGINT)
+        sim.send_signal(signal.SIGINT)
+    code, rest = await _ended(run)
+    assert code == EXIT_OK, rest
+    code, sim_err = await _ended(sim)
+    assert code == EXIT_OK, sim_err
+    log = err.decode() + rest
+    assert "runs.claim_failed" not in log and "Traceback" not in log, log
+    conn = sqlite3.connect(tmp_path / "webui.db")
+    try:
+        rows = conn.execute("SELECT content, done FROM chat_message WHERE role = 'assistant'").fetchall()
+    finally:
+        conn.close()
+    assert sorted(rows) == sorted(
+        [
+            ('"Checking the disks.\\nAll disks are fine."', 1),
+            ('"The sub-agent found 42."', 1),
+            ('"First of two."', 1),
+            ('"Second of two."', 1),
+        ]
+    )
+
+
+async def test_owc_sim_db_refuses_ops_that_need_owc_in_its_process(tmp_path: Path) -> None:
+    """A scenario that starts owc's own deploys (``connect``) cannot play beside a separate ``owc run``: one line
+    naming the line and the command that plays it, exit 2; ``--db`` without ``--scenario`` is a usage error."""
+    from owc.cli import EXIT_USAGE
+
+    db = f"sqlite:///{tmp_path / 'webui.db'}"
+    scenario = ROOT / "scenarios" / "joined-mid-run.jsonl"
+    args = ("sim", "--port", "0", "--token", "x" * 12, "--db", db, "--create-db", "--exit-after-scenario")
+    code, _, err = await _owc(*args, "--scenario", str(scenario), cwd=tmp_path)
+    line = _one_clear_line(err)
+    assert code == EXIT_USAGE and line.startswith(f"owc: {scenario}: scenario failed: line "), err
+    assert line.endswith(": connect: needs owc in the same process: play this file with `owc scenario run`"), line
+    code, _, err = await _owc(*args, cwd=tmp_path)
+    assert (code, _one_clear_line(err)) == (
+        EXIT_USAGE,
+        "owc: --db goes with --scenario: the scenario's chats are what is made there",
+    )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import secrets
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import trio
 
 from owc.cli.codes import EXIT_CONFIG, EXIT_OK, EXIT_USAGE, CliError, leaves
-from owc.cli.inputs import port_number, read_scenario, read_token
+from owc.cli.inputs import check_database, database_errors, port_number, read_scenario, read_token
 
 #: ``owc sim``'s token file when neither ``--token`` nor ``--token-file`` is given (in the current folder).
 DEFAULT_TOKEN_FILE = "owc-sim.token"
@@ -32,6 +33,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     sim.add_argument(
         "--scenario", type=Path, help="a scenario file (JSON lines, docs/scenarios.md) to play once started"
+    )
+    sim.add_argument(
+        "--db",
+        default=None,
+        help="with --scenario: Open WebUI's database the scenario's chats are made in (as Open WebUI makes them),"
+        " so that an `owc run --db` on the same database claims the runs and writes their messages",
+    )
+    sim.add_argument(
+        "--create-db", action="store_true", help="with --db: make Open WebUI's chat tables in a new or empty database"
     )
     sim.add_argument("--exit-after-scenario", action="store_true", help="stop once the scenario has played")
     sim.add_argument(
@@ -79,7 +89,21 @@ async def run_sim(args: argparse.Namespace) -> int:
             parse_scenario(scenario)  # fail before listening
         except ScenarioError as exc:
             raise CliError(EXIT_USAGE, f"{args.scenario}: {exc}") from None
+    if args.db is None and args.create_db:
+        raise CliError(EXIT_USAGE, "--create-db goes with --db (the database the scenario's chats are made in)")
+    if args.db is not None:
+        if scenario is None:
+            raise CliError(EXIT_USAGE, "--db goes with --scenario: the scenario's chats are what is made there")
+        await trio.to_thread.run_sync(partial(check_database, args.db, create=args.create_db))
     async with AsyncExitStack() as stack:
+        host = None
+        if args.db is not None:
+            from owc.sim.chats import DatabaseChats
+            from owc.store import open_store
+
+            stack.enter_context(database_errors(args.db))  # creating the tables: the database's configuration
+            store = await stack.enter_async_context(open_store(args.db, create=args.create_db))
+            host = DatabaseChats(store)
         try:
             sim = await stack.enter_async_context(
                 open_simulator(token=token, host=args.host, port=args.port, cli_runtime=args.cli_runtime)
@@ -92,7 +116,7 @@ async def run_sim(args: argparse.Namespace) -> int:
         print(f"owc sim listening on {sim.url} (boot {sim.boot_id}); token from {source}", flush=True)
         if scenario is not None:
             try:
-                await play_file(sim, scenario)
+                await play_file(sim, scenario, host)
             except* ScenarioError as group:
                 raise CliError(EXIT_USAGE, f"{args.scenario}: scenario failed: {leaves(group)[0]}") from None
             print("scenario played", flush=True)

@@ -28,6 +28,7 @@ from owc.registry import WriterRegistry
 from owc.render import shows_in_transcript
 from owc.runs import RunKeeper
 from owc.runtime import Runtime, RuntimeConfig, open_runtime
+from owc.sim.chats import DatabaseChats
 from owc.sim.scenario import ChatSpec, ScenarioPlayer, parse_scenario
 from owc.sim.server import Simulator, open_simulator
 from owc.store import TrioChatStore, open_store
@@ -37,8 +38,11 @@ log = logging.getLogger("owc.sim.play")
 DEFAULT_DEPLOY = "owc"
 
 
-class Deployments:
-    """owc's side of a scenario (the scenario ``Host``): its deploys by name, the store, the tabs."""
+class Deployments(DatabaseChats):
+    """owc's side of a scenario (the scenario ``Host``): its deploys by name, the store (Open WebUI's side:
+    ``DatabaseChats``), the tabs."""
+
+    writes_messages = True
 
     def __init__(
         self, sim: Simulator, store: TrioChatStore, emitter: RecordingEmitter, nursery: trio.Nursery, token: str
@@ -54,35 +58,6 @@ class Deployments:
         self._scopes: dict[str, trio.CancelScope] = {}
         self._process_of: dict[str, str] = {}  # deploy -> its process name
         self._registries: dict[str, WriterRegistry] = {}  # live process name -> its writer registry
-
-    async def create_chat(self, chat: ChatSpec) -> None:
-        await self.store.create_chat(
-            chat.chat_id,
-            chat.user_id,
-            title=chat.title,
-            chat={
-                "id": chat.chat_id,
-                "title": chat.title,
-                "models": ["openclaw"],
-                "history": {"messages": {}, "currentId": None},
-                "messages": [],
-            },
-        )
-
-    async def create_stub(self, chat: ChatSpec, message_id: str, text: str) -> None:
-        """A user turn and Open WebUI's placeholder for its reply, as ``insert_chat_turn`` writes them, and no
-        owc writer: a request that died left it."""
-        user_id = f"{message_id}-user"
-        await self.store.add_turn(chat.chat_id, user_id, message_id, text=text)
-
-    async def add_message(self, chat: ChatSpec, message: dict[str, Any], *, current: bool) -> None:
-        await self.store.add_message(chat.chat_id, message, current=current)
-
-    async def set_current(self, chat: ChatSpec, message_id: str) -> None:
-        await self.store.set_current(chat.chat_id, message_id)
-
-    async def read_chat(self, chat: ChatSpec) -> dict[str, Any] | None:
-        return await self.store.read_chat(chat.chat_id)
 
     async def connect(self, deploy: str, process: str | None = None) -> None:
         self._process_of[deploy] = process or deploy
