@@ -507,6 +507,7 @@ async def test_owc_sim_scenario_with_db_gives_owc_run_its_chats(tmp_path: Path) 
     assert code == EXIT_OK, sim_err
     log = err.decode() + rest
     assert "runs.claim_failed" not in log and "Traceback" not in log, log
+    assert " emit chat=" not in log  # what the tabs would be told is DEBUG: one INFO line a run step, not a tab event
     conn = sqlite3.connect(tmp_path / "webui.db")
     try:
         rows = conn.execute("SELECT content, done FROM chat_message WHERE role = 'assistant'").fetchall()
@@ -539,3 +540,16 @@ async def test_owc_sim_db_refuses_ops_that_need_owc_in_its_process(tmp_path: Pat
         EXIT_USAGE,
         "owc: --db goes with --scenario: the scenario's chats are what is made there",
     )
+
+
+async def test_diagnose_reports_an_unusable_device_folder_without_connecting(tmp_path: Path) -> None:
+    """``diagnose`` (owc doctor's report, also used outside the CLI) raised the device folder's error as a
+    traceback; now it is the report's problem, and nothing is connected."""
+    from owc.gateway import GatewayConfig
+    from owc.gateway.doctor import diagnose
+
+    folder = _token_file(tmp_path) / "dev"
+    report = await diagnose("ws://127.0.0.1:9/", TOKEN, GatewayConfig(device_dir=folder))
+    assert (report.reachable, report.authenticated, report.ok) == (False, False, False)
+    assert report.problem == f"device identity {folder}/device.json: Not a directory"
+    assert report.lines()[-1] == f"status:        PROBLEM: device identity {folder}/device.json: Not a directory"
