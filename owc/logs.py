@@ -108,20 +108,36 @@ def level_of(text: str) -> int:
 
 
 def configure(
-    level: int, fmt: str = "text", *, worker: str = "main", owc_level: int | None = None, stream: IO[str] | None = None
-) -> logging.Handler:
-    """The ``owc`` command's logging: one handler on the root logger (replacing any), writing to ``stream``
-    (stderr). ``level``: the root's (other libraries' lines); ``owc_level``: the ``owc`` loggers' own, when it
-    differs (``owc run`` logs its steps at INFO while libraries stay at WARNING). Returns the handler."""
+    level: int,
+    fmt: str = "text",
+    *,
+    worker: str = "main",
+    owc_level: int | None = None,
+    stream: IO[str] | None = None,
+    force: bool = False,
+) -> logging.Handler | None:
+    """The ``owc`` command's logging: one handler on the root logger writing to ``stream`` (stderr). ``level``: the
+    root's (other libraries' lines); ``owc_level``: the ``owc`` loggers' own when it differs (``owc run`` logs its
+    steps at INFO while libraries stay at WARNING; None: the root's). Returns the handler.
+
+    Like ``logging.basicConfig``, it leaves a host's logging alone: when the root logger already has handlers that
+    are not owc's (``main`` called inside a test runner that captures logs), only ``owc_level`` is applied and None
+    is returned; ``force`` installs owc's handler anyway (a handler owc installed before is replaced either way)."""
+    root = logging.getLogger()
+    foreign = [handler for handler in root.handlers if not getattr(handler, "owc_handler", False)]
+    if owc_level is not None:
+        logging.getLogger("owc").setLevel(owc_level)
+    if foreign and not force:
+        return None
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.owc_handler = True  # type: ignore[attr-defined]
     handler.addFilter(ProcessFields(worker))
     handler.setFormatter(JsonLines() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
-    root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        if getattr(old, "owc_handler", False):
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    logging.getLogger("owc").setLevel(owc_level if owc_level is not None else logging.NOTSET)
     return handler
 
 

@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import sys
+from typing import Any
 
 import attrs
 import pytest
@@ -218,20 +219,24 @@ def test_the_renderers_are_pure() -> None:
 # ---------------------------------------------------------------------------------------------- owc/logs.py
 
 
-def _record(message: str, *args: object, level: int = logging.INFO, name: str = "owc.runs") -> logging.LogRecord:
-    return logging.LogRecord(name, level, __file__, 1, message, args, None)
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Any:
+    """Each test leaves the logging tree as it found it (pytest's capture handlers, the levels)."""
+    root, owc = logging.getLogger(), logging.getLogger("owc")
+    handlers, level, owc_level, owc_handlers = list(root.handlers), root.level, owc.level, list(owc.handlers)
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    owc.setLevel(owc_level)
+    owc.handlers[:] = owc_handlers
 
 
 def test_a_json_line_has_time_level_logger_message_pid_worker_and_the_fields() -> None:
     out = io.StringIO()
-    handler = logs.configure(logging.WARNING, "json", worker="w1", owc_level=logging.INFO, stream=out)
-    try:
-        logging.getLogger("owc.runs").info("runs.claimed run=%s chat=%s message=%s", "r1", "c1", "m1")
-        logging.getLogger("owc.runs").debug("runs.input run=r1")  # under owc's level: not written
-        logging.getLogger("trio").info("not owc's")  # other libraries stay at WARNING
-    finally:
-        logging.getLogger().removeHandler(handler)
-        logging.getLogger("owc").setLevel(logging.NOTSET)
+    logs.configure(logging.WARNING, "json", worker="w1", owc_level=logging.INFO, stream=out, force=True)
+    logging.getLogger("owc.runs").info("runs.claimed run=%s chat=%s message=%s", "r1", "c1", "m1")
+    logging.getLogger("owc.runs").debug("runs.input run=r1")  # under owc's level: not written
+    logging.getLogger("trio").info("not owc's")  # other libraries stay at WARNING
     written = out.getvalue().splitlines()
     assert len(written) == 1
     line = json.loads(written[0])
@@ -244,11 +249,8 @@ def test_a_json_line_has_time_level_logger_message_pid_worker_and_the_fields() -
 
 def test_a_text_line_says_the_pid_and_worker() -> None:
     out = io.StringIO()
-    handler = logs.configure(logging.INFO, "text", worker="run", stream=out)
-    try:
-        logging.getLogger("owc.gateway").warning("gateway.connect_failed url=%s", "ws://x/")
-    finally:
-        logging.getLogger().removeHandler(handler)
+    logs.configure(logging.INFO, "text", worker="run", stream=out, force=True)
+    logging.getLogger("owc.gateway").warning("gateway.connect_failed url=%s", "ws://x/")
     import os
 
     assert f" WARNING owc.gateway pid={os.getpid()} worker=run gateway.connect_failed url=ws://x/" in out.getvalue()
@@ -267,18 +269,11 @@ def test_inside_open_webui_every_owc_line_is_stamped_once_with_pid_and_worker() 
 
     root = Root()
     logging.getLogger().addHandler(root)
-    owc = logging.getLogger("owc")
-    before = list(owc.handlers)
-    try:
-        assert logs.stamp_open_webui("SpawnProcess-2") is True
-        assert logs.stamp_open_webui("SpawnProcess-2") is False  # once per process
-        logging.getLogger("owc.runs").warning("runs.x chat=%s", "c1")
-        logging.getLogger("other").warning("not owc's")
-    finally:
-        for handler in owc.handlers:
-            if handler not in before:
-                owc.removeHandler(handler)
-        logging.getLogger().removeHandler(root)
+    logging.getLogger("owc").setLevel(logging.INFO)
+    assert logs.stamp_open_webui("SpawnProcess-2") is True
+    assert logs.stamp_open_webui("SpawnProcess-2") is False  # once per process
+    logging.getLogger("owc.runs").warning("runs.x chat=%s", "c1")
+    logging.getLogger("other").warning("not owc's")
     assert seen == [f"runs.x chat=c1 pid={os.getpid()} worker=SpawnProcess-2", "not owc's"]
 
 

@@ -106,7 +106,7 @@ def _set_up_logging(args: argparse.Namespace) -> None:
     """The process's logging from the options (``owc.logs``): ``--log-level`` sets owc's loggers (other libraries
     stay at WARNING unless it is stricter); ``-v``: everything at DEBUG; ``-q``: errors only. Raises ``CliError``
     (``EXIT_USAGE``) for a level that is not one."""
-    owc_level: int = _COMMAND_LEVELS.get(args.command or "", logging.WARNING)
+    owc_level: int | None = _COMMAND_LEVELS.get(args.command or "")
     root = logging.WARNING
     if args.log_quiet:
         owc_level = root = logging.ERROR

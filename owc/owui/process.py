@@ -279,11 +279,12 @@ async def ensure_started(settings: HostSettings, surface: Surface | None = None,
     previous: HostSettings | None = None
     if _STARTED is None or host is None or host.ended:
         _STARTED = _Started(settings=settings, surface=surface or OpenWebUISurface(app))
-        install_shutdown_sink()
-        # Every owc line says its pid and worker: with several workers, which one served a request (issue 31).
-        from owc.logs import stamp_open_webui
+        if install_shutdown_sink():
+            # Inside Open WebUI (not a test's stand-in): every owc line says its pid and worker, so with several
+            # workers the operator can tell which one served a request (issue 31).
+            from owc.logs import stamp_open_webui
 
-        stamp_open_webui()
+            stamp_open_webui()
     elif _STARTED.settings != settings:
         previous, _STARTED.settings = _STARTED.settings, settings
     host = await trio_host.start(_main)
