@@ -135,11 +135,11 @@ async def test_owc_run_with_a_wrong_token_exits_4_and_warns_about_a_readable_tok
 
         async def by_file() -> None:
             from_file["r"] = await _owc(
-                "run", "--gateway", sim.url, "--token-file", str(token), "--db", db, cwd=tmp_path
+                "run", "--gateway", sim.url, "--token-file", str(token), "--db", db, "--create-db", cwd=tmp_path
             )
 
         async def by_env() -> None:
-            args = ("run", "--gateway", sim.url, "--db", f"sqlite:///{tmp_path / 'other.db'}")
+            args = ("run", "--gateway", sim.url, "--db", f"sqlite:///{tmp_path / 'other.db'}", "--create-db")
             from_env["r"] = await _owc(*args, cwd=tmp_path, env=_env(**{TOKEN_ENV: WRONG_TOKEN}))
 
         async with trio.open_nursery() as nursery:
@@ -181,16 +181,15 @@ async def test_owc_scenario_errors_exit_2(tmp_path: Path) -> None:
 
 
 async def test_owc_sim_writes_its_token_file_0600_and_never_through_a_link(tmp_path: Path) -> None:
-    """Before: an existing 0644 ``owc-sim.token`` stayed 0644, and a planted link was followed."""
+    """Before: a planted link was followed. A new token file is made 0600 (an existing one is reused as it is:
+    ``test_cli_edges.test_owc_sim_reuses_an_existing_default_token_file``)."""
     scenario = tmp_path / "empty.jsonl"
     scenario.write_text("")
     args = ("sim", "--port", "0", "--scenario", str(scenario), "--exit-after-scenario")
     path = tmp_path / "owc-sim.token"
-    path.write_text("old\n")
-    path.chmod(0o644)
     code, out, err = await _owc(*args, cwd=tmp_path)
     assert code == EXIT_OK, err
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip() not in ("", "old")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and path.read_text().strip()
     assert path.read_text().strip() not in out + err  # never printed
     path.unlink()
     target = tmp_path / "target"
@@ -270,6 +269,7 @@ async def test_a_web_page_at_the_gateway_url_is_one_line_for_doctor_and_run(tmp_
         assert "SECRET-LOOKING" not in out + err and "b'" not in out + err
 
         args = ["run", "--gateway", gw, "--token-file", str(token), "--no-device", "--db", f"sqlite:///{tmp_path}/w.db"]
+        args.append("--create-db")
         with trio.fail_after(60):
             process = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "owc", *args], cwd=tmp_path, env=_env(), stderr=subprocess.PIPE

@@ -17,6 +17,7 @@ import trio
 from owc.cli.codes import EPILOG, EXIT_CONFIG, EXIT_OK, EXIT_REFUSED, TOKEN_ENV, CliError
 from owc.cli.inputs import check_database, database_errors, parse_gateway, read_token
 from owc.cli.signals import STOP_SIGNALS, LateSignals
+from owc.cli.status import open_status_endpoint
 from owc.emit import NoTasks
 
 if TYPE_CHECKING:
@@ -236,6 +237,7 @@ async def run_bridge(args: argparse.Namespace) -> int:
         async with (
             open_store(args.db, create=args.create_db) as store,
             open_runtime(config, store, _LogEmitter()) as runtime,
+            open_status_endpoint(args, runtime),
         ):
             print(f"owc running against {shown}; Ctrl-C stops it", flush=True)
             async for signum in signals:

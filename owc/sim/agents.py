@@ -19,6 +19,7 @@ import copy
 from typing import Any
 
 from owc.sim.delivery import SimConn
+from owc.sim.refusals import InvalidParams
 
 #: A 1x1 PNG as a ``data:`` URL: an avatar that needs no network.
 TEA_PNG = (
@@ -95,8 +96,6 @@ class Agents:
 
     def agents_list(self, conn: SimConn, params: dict[str, Any]) -> dict[str, Any]:
         """``agents.list {}``; any param is refused as the real one refuses it."""
-        from owc.sim.rpc import InvalidParams
-
         if params:
             raise InvalidParams(f"at root: unexpected property '{sorted(params)[0]}'")
         return {

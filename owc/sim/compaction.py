@@ -39,7 +39,8 @@ from typing import Any
 
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, subscribers
-from owc.sim.rpc import InvalidParams, Refused, opt_int, require_str
+from owc.sim.refusals import InvalidParams, Refused
+from owc.sim.rpc import opt_int, require_str
 from owc.sim.runs import RunDriver
 
 COMPACT_FIELDS = frozenset({"key", "agentId", "maxLines"})

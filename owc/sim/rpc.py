@@ -24,6 +24,7 @@ from owc.sim.agents import Agents
 from owc.sim.delivery import ADMIN, QUESTIONS, READ, WRITE, Fanout, SimConn
 from owc.sim.media import ArtifactNotFound, MediaStore
 from owc.sim.questions import QuestionError, Questions
+from owc.sim.refusals import NO_DETAILS, InvalidParams, Refused
 from owc.sim.runs import RunDriver
 from owc.sim.script import End, Responder
 
@@ -167,22 +168,6 @@ _PLACEHOLDER_META_KEYS = ("toolOutput", "id", "seq", "idempotencyKey", "turnBoun
 Handler = Callable[[SimConn, dict[str, Any]], dict[str, Any]]
 T = TypeVar("T")
 D = TypeVar("D")
-
-
-class InvalidParams(Exception):
-    pass
-
-
-#: An error without ``details`` (``None`` would send ``"details": null``, which the question refusal does).
-NO_DETAILS: Any = object()
-
-
-class Refused(Exception):
-    """A request the handler refuses with its own error (no ``invalid <method> params:`` prefix)."""
-
-    def __init__(self, code: str, message: str, details: Any = NO_DETAILS) -> None:
-        super().__init__(message)
-        self.code, self.message, self.details = code, message, details
 
 
 def param(params: dict[str, Any], key: str, kind: type[T], default: D) -> T | D:

@@ -40,7 +40,8 @@ import trio
 
 from owc.sim import model as m
 from owc.sim.delivery import Fanout, everyone
-from owc.sim.rpc import HISTORY_MAX_BYTES, InvalidParams, Refused, history_page, opt_int, require_str
+from owc.sim.refusals import InvalidParams, Refused
+from owc.sim.rpc import HISTORY_MAX_BYTES, history_page, opt_int, require_str
 from owc.sim.runs import RunDriver, SimRun
 from owc.sim.script import Responder, Spawn
 
