@@ -237,3 +237,27 @@ async def test_a_run_streaming_when_the_token_valve_changes_is_carried_to_the_ne
         assert messages[message]["done"] is True
         assert messages[message]["content"] == "Before the valve changed, and after it."
         assert [m for m in messages.values() if m["role"] == "assistant"] == [messages[message]]
+
+
+async def test_wait_settled_returns_on_the_clients_own_change_never_on_an_unreachable_gateway(autojump_clock) -> None:
+    """Issue 31: ``owc owui install`` lists the models once owc has had its hello, through the health route's
+    ``?wait_s``, which waits on ``GatewayClient.wait_settled``. It returns when there is something to say
+    (connected, refused), at the moment the client changes; a Gateway nobody answers at never settles it."""
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        dead = f"ws://127.0.0.1:{sock.getsockname()[1]}/"
+    async with open_simulator(token=TOKEN) as sim, trio.open_nursery() as nursery:
+        client = GatewayClient(dead, TOKEN, RecordingHandler(), HELD)
+        nursery.start_soon(client.run)
+        with trio.move_on_after(600) as waited:  # ten minutes of backing off: nothing to say
+            await client.wait_settled()
+        assert waited.cancelled_caught and client.attempts > 3 and client.refusal is None
+        client.reconfigure(sim.url, NEW_TOKEN)  # a wrong token: refused, said at once
+        start = trio.current_time()
+        await client.wait_settled()
+        assert trio.current_time() == start and client.refusal is not None and client.refusal.kind is Kind.TOKEN
+        client.reconfigure(sim.url, TOKEN)
+        await client.wait_settled()  # settled by the hello of the new connection, not by the old refusal
+        assert client.refusal is None and client.connection is not None and not client.connection.closed
+        assert trio.current_time() == start
+        nursery.cancel_scope.cancel()

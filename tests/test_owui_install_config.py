@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from test_owui_install import _api, _error, _server
 from test_owui_migrate import HEALTH, OldOpenWebUI, _bridge
 
 from owc.owui import install_config as cfg
-from owc.owui.install import apply, function_source
+from owc.owui.install import HEALTH_WAIT_MAX_S, TIMEOUT_S, apply, function_source
 
 TOKEN = "gw-token-9c1f3e77aa"
 NEW_TOKEN = "gw-token-rotated-41d0"
@@ -435,7 +436,7 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
     real = fake._answer
 
     def answer(method: str, path: str, body: Any, auth: str | None) -> Any:
-        if path == "/api/owc/health":
+        if path.startswith("/api/owc/health"):
             answered.append(1)
             if len(answered) == 3:  # the hello arrives while the install waits
                 fake.health = dict(HEALTH)
@@ -445,6 +446,8 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
     lines: list[str] = []
     apply(_api(fake), spec, report=lines.append, sleep=lambda s: None, clock=lambda: 0.0)
     assert len(answered) == 3 and "models: openclaw.main" in lines
+    # Each request asks the route to hold its answer until owc's hello (the runtime's own event, not a poll).
+    assert fake.health_asked == ["wait_s=3.0"] * 3
     # Never connected within the wait: said, not left to guess.
     fake2 = ConfigOpenWebUI()
     fake2.health = {**HEALTH, "connected": False, "boot_id": None}
@@ -460,6 +463,9 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
         " follow once it connects (run this install again then to attach the Filter and the Action to them)"
     ) in lines2
     assert now[0] == 3.0
+    # This fake answers at once: asked again every ROUTE_RETRY_S for what is left of the wait, never in a tight loop.
+    # The last, at the deadline, asks for the answer as it is.
+    assert fake2.health_asked == [f"wait_s={3.0 - 0.5 * n:.1f}" for n in range(6)] + [""]
 
 
 # --- the rough edge: every flag a line of owc owui install names exists -------------------------------------------
@@ -554,3 +560,15 @@ def test_the_command_line_form_keeps_its_lines_and_lists_the_models_after_the_he
     assert "updated openclaw (OpenClaw) in place; its valves are kept" in out
     assert out.count("\nmodels: openclaw.main\n") == 2 and out.count("smoke check passed") == 2
     assert fake.functions["openclaw"]["valves"] == {"AGENT_ID": "ops"}
+
+
+async def test_the_health_routes_wait_is_a_bounded_number_and_nothing_to_wait_for_without_owc() -> None:
+    from owc.owui import health
+
+    assert health.wait_param(None) == 0.0 and health.wait_param("3.5") == 3.5
+    assert health.wait_param(f"{health.MAX_WAIT_S}") == health.MAX_WAIT_S
+    for bad in ("-1", "25.1", "x", "nan", "inf", ""):
+        assert health.wait_param(bad) is None, bad
+    assert HEALTH_WAIT_MAX_S <= health.MAX_WAIT_S < TIMEOUT_S  # a held answer comes before the install gives up
+    with trio.fail_after(1):  # timer-ok: owc not running in this process: the route answers at once
+        await health.settled_within(health.MAX_WAIT_S)

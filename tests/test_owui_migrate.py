@@ -69,6 +69,8 @@ class OldOpenWebUI(FakeOpenWebUI):
     def __init__(self, identity: dict[str, str], *, state_dir: str = "/nonexistent/openclaw-bridge") -> None:
         super().__init__()
         self.health: dict[str, Any] | None = dict(HEALTH)
+        #: Each health request's query (``wait_s=...`` when the caller asked the route to hold its answer).
+        self.health_asked: list[str] = []
         pipe_valves = {
             "GATEWAY_URL": "https://gw.example.net:18789/ws",
             "GATEWAY_TOKEN": TOKEN,
@@ -116,7 +118,8 @@ class OldOpenWebUI(FakeOpenWebUI):
 
     def _answer(self, method: str, path: str, body: Any, auth: str | None) -> Any:
         if auth == "Bearer jwt":
-            if path == "/api/owc/health":
+            if path.partition("?")[0] == "/api/owc/health":
+                self.health_asked.append(path.partition("?")[2])
                 return self.health if self.health is not None else _error(404, "Not Found")
             if path == "/api/models":
                 return {"data": [{"id": i, "name": i} for i in self._listed()]}

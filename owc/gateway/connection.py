@@ -399,6 +399,13 @@ class GatewayClient:
             await self._changed.wait()
         return self.backoff_until
 
+    async def wait_settled(self) -> None:
+        """Until the client has something to tell a person: connected (a hello-ok), its device waiting for the
+        Gateway's approval, or refused. Woken by the client's own changes (an event, not a clock); an unreachable
+        Gateway never settles it, so a caller bounds the wait (``owc owui install``'s, through the health route)."""
+        while (self.connection is None or self.connection.closed) and self.pairing is None and self.refusal is None:
+            await self._changed.wait()
+
     async def wait_held(self) -> None:
         """Until the client is held on a refusal (an event, not a clock)."""
         while not self.held:

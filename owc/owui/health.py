@@ -9,7 +9,9 @@ is Open WebUI's page, which the CLI reads as "owc not running here").
 Admin only (a session token whose user is an admin, checked as Open WebUI checks its own API): the answer names the
 Gateway's address and the device id. It never holds a token or a key: ``{"running", "connected", "gateway"
 (redacted URL), "boot_id", "device_id", "paired", "pairing", "refusal", "pid"}``. Several workers each run their own
-owc; the answer is the one of the worker that took the request.
+owc; the answer is the one of the worker that took the request. ``?wait_s=N`` (at most ``MAX_WAIT_S``) holds the
+answer until that owc is connected, waiting for its device's approval or refused, or N seconds passed: the
+runtime's own event, so ``owc owui install`` needs no poll for the hello.
 
 The operator's view (issue 31) is served beside it, by the same route object (``owc.owui.page`` adds one route
 here): ``/api/owc/status`` (JSON, ``owc.render.operator.as_json``)
@@ -40,6 +42,10 @@ NOT_ADMIN = "owc's health is for Open WebUI's admins."
 OPERATOR_SIGN_IN = "Sign in to Open WebUI as an admin (or send an admin's API key) to see owc's status."
 OPERATOR_NOT_ADMIN = "owc's status is for Open WebUI's admins."
 NOT_RUNNING = "owc is not running in this worker."
+#: The longest ``?wait_s=`` one health request is held (below ``owc owui install``'s 30 s per request, and a
+#: proxy's usual 60 s idle timeout): a caller that waits longer asks again.
+MAX_WAIT_S = 25.0
+BAD_WAIT = f"wait_s: a number of seconds from 0 to {MAX_WAIT_S:g}."
 
 #: The request's headers -> True for an admin, False for another user, None without a valid session token.
 IsAdmin = Callable[[dict[bytes, bytes]], Awaitable[bool | None]]
@@ -217,6 +223,41 @@ def route(is_admin: IsAdmin) -> Any:
     )
 
 
+def wait_param(given: str | None) -> float | None:
+    """``?wait_s=`` as seconds (0 when absent), or None when it is not a number from 0 to ``MAX_WAIT_S``."""
+    if given is None:
+        return 0.0
+    try:
+        wait_s = float(given)
+    except ValueError:
+        return None
+    return wait_s if 0 <= wait_s <= MAX_WAIT_S else None
+
+
+async def settled_within(wait_s: float) -> None:
+    """Hold a health request (``?wait_s=``) until this worker's owc has something to say (``GatewayClient.
+    wait_settled``: connected, its device waiting for approval, or refused), at most ``wait_s``. The wait is the
+    runtime's own event on the Trio side, so ``owc owui install`` lists the Gateway's models the moment the hello
+    arrives instead of polling for it. Returns at once when owc is not running in this worker."""
+    import trio
+
+    from owc.owui import trio_host
+
+    host = trio_host.current_host()
+    client = getattr(getattr(host, "started_value", None), "client", None)
+    if host is None or client is None:
+        return
+
+    async def settle() -> None:
+        with trio.move_on_after(wait_s):  # timer-ok: the caller's bound on its own wait (install --connect-wait)
+            await client.wait_settled()
+
+    try:
+        await host.run_in_trio(settle)
+    except trio_host.HostError:
+        return  # owc closing in this worker: the snapshot that follows says so
+
+
 def _health_route(is_admin: IsAdmin) -> Any:
     """``/api/owc/health``, answered on Open WebUI's loop (reads of the runtime's fields and one small file)."""
     from starlette.routing import Route
@@ -227,6 +268,11 @@ def _health_route(is_admin: IsAdmin) -> Any:
             return _json({"detail": SIGN_IN}, 401)
         if not admin:
             return _json({"detail": NOT_ADMIN}, 403)
+        wait_s = wait_param(request.query_params.get("wait_s"))
+        if wait_s is None:
+            return _json({"detail": BAD_WAIT}, 400)
+        if wait_s > 0:
+            await settled_within(wait_s)
         import anyio.to_thread
 
         return _json(await anyio.to_thread.run_sync(snapshot))

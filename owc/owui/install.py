@@ -313,13 +313,21 @@ def attach_plan(api: Api, model_id: str, name: str) -> tuple[str, dict[str, Any]
 HEALTH_PATH = "/api/owc/health"
 #: How long the smoke check waits for owc to connect after an install (it started a moment ago).
 SMOKE_WAIT_S = 20.0
+#: The longest wait one health request asks for (``owc.owui.health.MAX_WAIT_S``; below ``TIMEOUT_S``).
+HEALTH_WAIT_MAX_S = 25.0
+#: How often the smoke check asks again while owc's health route is not there yet (owc not started in the worker
+#: that answered: Open WebUI starts it when the Function is enabled; no event reaches a command line over HTTP).
+ROUTE_RETRY_S = 0.5
 
 
-def health(api: Api) -> Mapping[str, Any] | None:
+def health(api: Api, wait_s: float = 0.0) -> Mapping[str, Any] | None:
     """What owc running inside Open WebUI says of itself (``HEALTH_PATH``), or None when it does not answer there:
-    owc not started in that process (the route is added when it starts), or an Open WebUI without owc."""
+    owc not started in that process (the route is added when it starts), or an Open WebUI without owc. ``wait_s``
+    (at most ``HEALTH_WAIT_MAX_S``): the route holds its answer until owc has something to say (``owc.owui.health.
+    settled_within``)."""
+    path = HEALTH_PATH if wait_s <= 0 else f"{HEALTH_PATH}?wait_s={min(wait_s, HEALTH_WAIT_MAX_S):.1f}"
     try:
-        answer = api.call("GET", HEALTH_PATH, missing_ok=True)
+        answer = api.call("GET", path, missing_ok=True)
     except InstallError:
         return None
     return answer if isinstance(answer, Mapping) and "connected" in answer else None
@@ -335,19 +343,28 @@ def wait_for_hello(
     """What owc inside Open WebUI says of itself once it has had the Gateway's ``hello`` (``connected``), or is
     stopped at a person's step (a device to approve, a refusal), or ``wait_s`` passed: the last answer of
     ``HEALTH_PATH`` (None: owc does not answer there). A command line's bounded wait for another process: it
-    decides only what is said and whether the Gateway's models can be listed yet."""
+    decides only what is said and whether the Gateway's models can be listed yet.
+
+    The hello is waited for by the runtime itself (the route's ``?wait_s``, an event on its Trio side): the answer
+    comes the moment owc connects. Only while the route is not there yet (owc still starting in that worker) is it
+    asked again every ``ROUTE_RETRY_S``."""
     import time
 
     sleep = sleep or time.sleep  # timer-ok: CLI wait
     clock = clock or time.monotonic  # timer-ok: CLI wait
     deadline = clock() + wait_s  # timer-ok: CLI wait
     while True:
-        state = health(api)
+        asked = min(max(0.0, deadline - clock()), HEALTH_WAIT_MAX_S)  # timer-ok: CLI wait
+        began = clock()  # timer-ok: CLI wait
+        state = health(api, wait_s=asked)
         if state is not None and (state.get("connected") or state.get("pairing") or state.get("refusal")):
             return state
         if clock() >= deadline:  # timer-ok: CLI wait
             return state
-        sleep(0.5)  # timer-ok: CLI wait
+        if state is None or clock() - began < asked:  # timer-ok: CLI wait
+            # The route is not there yet, or answered before the wait it was asked for (an owc that does not
+            # hold it): asked again soon, never in a tight loop.
+            sleep(ROUTE_RETRY_S)  # timer-ok: CLI wait
 
 
 def say_smoke(state: Mapping[str, Any] | None, models: list[str], report: Callable[[str], None] = print) -> bool:
