@@ -540,3 +540,26 @@ async def test_a_turn_goes_to_the_picked_agent_and_a_chat_keeps_its_agent(tmp_pa
             _Host(), runtime, await _turn_on(store, "openclaw.matcha", str(uuid.uuid4()), r2, whitelist="saffron")
         )
         assert (turn.agent_id, turn.model, note) == ("main", KEEP_MODEL, None)
+
+
+def test_every_valve_the_pipe_reads_is_one_an_admin_can_set() -> None:
+    """The agents' valves were read by ``owc.owui.pipe`` but missing from the Function's ``Valves``: Open WebUI
+    keeps only the fields its class has, so no admin could set them. Every valve name owc's Open WebUI side reads
+    from the valves object must be a field of the installed Function's Valves."""
+    import importlib.util
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "owc" / "owui"
+    spec = importlib.util.spec_from_file_location("openclaw_pipe_fn", root / "functions" / "openclaw_pipe.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fields = set(module.Pipe.Valves.model_fields)
+    read = set()
+    for path in root.glob("*.py"):
+        read |= set(re.findall(r'(?:_valve_text\(valves, |getattr\(valves, )"([A-Z_]+)"', path.read_text()))
+    assert {"AGENT_WHITELIST", "AGENT_MODELS", "AGENT_ID"} <= read
+    assert read <= fields, read - fields
+    valves = module.Pipe.Valves(AGENT_WHITELIST="matcha, Saffron", AGENT_MODELS="matcha")
+    assert (valves.AGENT_WHITELIST, valves.AGENT_MODELS) == ("matcha, Saffron", "matcha")
+    assert module.Pipe.Valves().AGENT_WHITELIST == "" and module.Pipe.Valves().AGENT_MODELS == ""

@@ -55,6 +55,16 @@ class Pipe:
         MAX_MODELS: int = Field(
             default=30, description="At most this many Gateway models, without a whitelist (1-100). Default: 30"
         )
+        AGENT_WHITELIST: str = Field(
+            default="",
+            description="The Gateway's other agents to list, each as its own model, comma-separated (ids or names)."
+            " Default: empty (every agent the Gateway has)",
+        )
+        AGENT_MODELS: str = Field(
+            default="",
+            description="Listed agents whose Gateway models are listed too (comma-separated agent ids), where the"
+            " Gateway lets a turn pick its model. Default: empty (only AGENT_ID's)",
+        )
         DEFAULT_MODEL: str = Field(
             default="",
             description='The Gateway model (provider/model) the "OpenClaw" entry uses, chosen from the models owc'
