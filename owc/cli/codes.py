@@ -43,7 +43,8 @@ exit codes:
          the Gateway's WebSocket, a device waiting for approval)
   {EXIT_BUSY}      owc owui repair-variants: the database stayed locked past the busy wait; nothing more was
          written (run the same command again)
-  {EXIT_UNHEALTHY}      owc owui status: a check does not hold (its NO line says which)
+  {EXIT_UNHEALTHY}      owc owui status: a check does not hold (its NO line says which); owc status: owc is not
+         connected to its Gateway (the gateway line says why)
   {EXIT_UNREACHABLE}      owc owui install: Open WebUI did not answer within --wait; nothing was written (retry)
   128+N  owc demo / owc scenario run stopped by signal N before the end (130: Ctrl-C)
 
