@@ -436,7 +436,7 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
     real = fake._answer
 
     def answer(method: str, path: str, body: Any, auth: str | None) -> Any:
-        if path.startswith("/api/owc/health"):
+        if path.startswith("/api/owc/health?wait_s="):
             answered.append(1)
             if len(answered) == 3:  # the hello arrives while the install waits
                 fake.health = dict(HEALTH)
@@ -447,7 +447,8 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
     apply(_api(fake), spec, report=lines.append, sleep=lambda s: None, clock=lambda: 0.0)
     assert len(answered) == 3 and "models: openclaw.main" in lines
     # Each request asks the route to hold its answer until owc's hello (the runtime's own event, not a poll).
-    assert fake.health_asked == ["wait_s=3.0"] * 3
+    # Then once more, as it is: the agents owc listed, for their model rows' avatars.
+    assert fake.health_asked == ["wait_s=3.0"] * 3 + [""]
     # Never connected within the wait: said, not left to guess.
     fake2 = ConfigOpenWebUI()
     fake2.health = {**HEALTH, "connected": False, "boot_id": None}
@@ -465,7 +466,7 @@ def test_the_models_are_listed_after_owcs_hello_or_the_line_says_they_follow(tmp
     assert now[0] == 3.0
     # This fake answers at once: asked again every ROUTE_RETRY_S for what is left of the wait, never in a tight loop.
     # The last, at the deadline, asks for the answer as it is.
-    assert fake2.health_asked == [f"wait_s={3.0 - 0.5 * n:.1f}" for n in range(6)] + [""]
+    assert fake2.health_asked == [f"wait_s={3.0 - 0.5 * n:.1f}" for n in range(6)] + ["", ""]
 
 
 # --- the rough edge: every flag a line of owc owui install names exists -------------------------------------------
@@ -572,3 +573,48 @@ async def test_the_health_routes_wait_is_a_bounded_number_and_nothing_to_wait_fo
     assert HEALTH_WAIT_MAX_S <= health.MAX_WAIT_S < TIMEOUT_S  # a held answer comes before the install gives up
     with trio.fail_after(1):  # timer-ok: owc not running in this process: the route answers at once
         await health.settled_within(health.MAX_WAIT_S)
+
+
+def test_an_agents_model_row_gets_its_avatar_and_an_admins_image_is_kept(tmp_path) -> None:
+    """Issue 31: each agent is its own model "with its own name and avatar". A ``pipes()`` entry carries only an id
+    and a name, so the avatar goes on the model row the install makes for the Filter and the Action, from the agents
+    owc last listed (the health route's ``agents``). An image an admin set on that row is kept; a second apply
+    changes nothing."""
+    from owc.sim.agents import TEA_PNG
+
+    class WithAgents(ConfigOpenWebUI):
+        def _listed(self) -> list[str]:
+            listed = super()._listed()
+            return [*listed, "openclaw.matcha", "openclaw.saffron"] if listed else listed
+
+    fake = WithAgents()
+    fake.health = {
+        **HEALTH,
+        "agents": [
+            {"id": "main", "name": None, "emoji": None, "avatar_url": None},
+            {"id": "matcha", "name": "Matcha", "emoji": "\U0001f375", "avatar_url": TEA_PNG},
+            {"id": "saffron", "name": "Saffron", "emoji": None, "avatar_url": None},
+        ],
+    }
+    spec = cfg.load_toml(_toml(tmp_path, FULL))
+    lines = _apply(fake, spec)
+    matcha = fake.models["openclaw.matcha"]["meta"]
+    assert matcha["profile_image_url"] == TEA_PNG and matcha["description"] == "The OpenClaw agent Matcha (matcha)"
+    assert "gave openclaw.matcha its agent's avatar" in lines
+    saffron = fake.models["openclaw.saffron"]["meta"]
+    assert "profile_image_url" not in saffron and "gave openclaw.saffron its agent's avatar" not in lines
+    assert "profile_image_url" not in fake.models["openclaw.main"]["meta"]
+    before = len(fake.writes())
+    assert "nothing changed" in _apply(fake, spec)
+    assert fake.writes()[before:] == [("POST", "/api/v1/auths/signin")]  # signed in, nothing written
+    # An admin's own image on the row stays; Open WebUI's default image is not an admin's choice.
+    fake.models["openclaw.matcha"]["meta"]["profile_image_url"] = "https://example.com/mine.png"
+    fake.models["openclaw.saffron"]["meta"]["description"] = "my own words"
+    fake.health["agents"][2]["avatar_url"] = "https://example.com/saffron.png"
+    fake.models["openclaw.saffron"]["meta"]["profile_image_url"] = "/static/favicon.png"
+    lines = _apply(fake, spec)
+    assert fake.models["openclaw.matcha"]["meta"]["profile_image_url"] == "https://example.com/mine.png"
+    assert fake.models["openclaw.saffron"]["meta"]["profile_image_url"] == "https://example.com/saffron.png"
+    assert fake.models["openclaw.saffron"]["meta"]["description"] == "my own words"
+    assert "gave openclaw.saffron its agent's avatar" in lines
+    assert not [line for line in lines if "openclaw.matcha" in line and not line.startswith(("models:", "smoke:"))]

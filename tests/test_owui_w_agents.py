@@ -10,6 +10,8 @@ tmp dir).
 
 from __future__ import annotations
 
+import base64
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 from test_owui_w import WAIT_S, one_server, open_page, simulated_gateway, wait_until
 
 from owc import ids
-from owc.sim.agents import TWO_AGENTS
+from owc.sim.agents import TEA_PNG, TWO_AGENTS
 from owc.sim.script import End, Text
 
 from owui.simthread import call
@@ -59,6 +61,16 @@ def test_the_second_agent_is_a_model_of_its_own_and_a_chat_on_it_gets_its_reply(
     ids_listed = [model_id for model_id, _ in listed]
     assert ("openclaw.matcha", NAME) in listed, listed
     assert ids_listed.index("openclaw.main") < ids_listed.index("openclaw.matcha")  # after "OpenClaw"
+    # Its avatar: the install put the Gateway's avatar on the model's row; Open WebUI serves it as the model's image
+    # (the picker's and the reply's icon), byte for byte.
+    assert "gave openclaw.matcha its agent's avatar" in deployment["installed"], deployment["installed"]
+    request = urllib.request.Request(
+        deployment["server"].base_url + "/api/v1/models/model/profile/image?id=openclaw.matcha",
+        headers={"Authorization": f"Bearer {admin.token}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.headers["Content-Type"] == "image/png"
+        assert answer.read() == base64.b64decode(TEA_PNG.split(",", 1)[1])
     page = open_page(browser, deployment)
     chat_id = page.new_chat_with("openclaw.matcha", "hello matcha", timeout_ms=MS)
     page.wait_for_assistant_text(REPLY, timeout_ms=MS)

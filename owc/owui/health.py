@@ -8,7 +8,8 @@ is Open WebUI's page, which the CLI reads as "owc not running here").
 
 Admin only (a session token whose user is an admin, checked as Open WebUI checks its own API): the answer names the
 Gateway's address and the device id. It never holds a token or a key: ``{"running", "connected", "gateway"
-(redacted URL), "boot_id", "device_id", "paired", "pairing", "refusal", "pid"}``. Several workers each run their own
+(redacted URL), "boot_id", "device_id", "paired", "pairing", "refusal", "pid", "agents"}`` (the Gateway's agents as
+last listed, with their avatar URLs, for the install to put on their model rows). Several workers each run their own
 owc; the answer is the one of the worker that took the request. ``?wait_s=N`` (at most ``MAX_WAIT_S``) holds the
 answer until that owc is connected, waiting for its device's approval or refused, or N seconds passed: the
 runtime's own event, so ``owc owui install`` needs no poll for the hello.
@@ -103,7 +104,17 @@ def snapshot() -> dict[str, Any]:
         "pairing": client.pairing,
         "refusal": refusal.line if refusal is not None else None,
         "pid": os.getpid(),
+        "agents": _agents(runtime),
     }
+
+
+def _agents(runtime: Any) -> list[dict[str, str | None]]:
+    """The Gateway's agents as this worker last listed them (``agents.list``, kept by ``owc.owui.pipe``): id, name,
+    emoji and avatar URL, for ``owc owui install`` to give each agent's model row its avatar (a ``pipes()`` entry
+    carries only an id and a name)."""
+    roster = getattr(runtime, "gateway_agents", None)
+    agents = getattr(roster, "agents", ())
+    return [{"id": a.id, "name": a.name, "emoji": a.emoji, "avatar_url": a.avatar_url} for a in agents]
 
 
 async def _admin_of(request: Any, is_admin: IsAdmin) -> bool | None:

@@ -59,6 +59,7 @@ from owc.owui.pipe import EVENT_ID, PIPE_ID
 from owc.owui.status_action import ACTION_ID
 from owc.owui.status_action import NAME as ACTION_NAME
 from owc.owui.thinking_filter import FILTER_ID
+from owc.protocol.agents import GatewayAgent
 
 #: (id, name, file in ``owc/owui/functions``, description).
 FUNCTIONS = (
@@ -246,8 +247,9 @@ def attach_all(
     ours = our_models(api, pipe_id)
     if before is not None and ours:
         before(ours)
+    metas = agent_metas(api, pipe_id) if ours else {}
     for model_id, name in ours.items():
-        attach(api, model_id, name, report)
+        attach(api, model_id, name, report, extra_meta=metas.get(model_id))
     if ours:
         ours = our_models(api, pipe_id)  # listed again: Open WebUI builds each model's Filters (its toggle) then
     report(f"models: {', '.join(ours) if ours else 'none listed yet (see the Pipe valves and Open WebUI log)'}")
@@ -265,11 +267,36 @@ def our_models(api: Api, pipe_id: str = PIPE_ID) -> dict[str, str]:
     }
 
 
-def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) -> None:
+def agent_metas(api: Api, pipe_id: str = PIPE_ID) -> dict[str, dict[str, Any]]:
+    """Model id (``<pipe>.<agent>``) -> what its row's ``meta`` should hold for the agent (``models.agent_model_meta``:
+    its avatar as the model's image, a description), from the agents owc last listed (the health route's
+    ``agents``: a ``pipes()`` entry carries only an id and a name, so only a row can show the avatar). Empty when owc
+    does not answer or lists no other agent."""
+    state = health(api)
+    listed = state.get("agents") if state is not None else None
+    out: dict[str, dict[str, Any]] = {}
+    for item in listed if isinstance(listed, list) else ():
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            continue
+        text = {k: item.get(k) if isinstance(item.get(k), str) else None for k in ("name", "emoji", "avatar_url")}
+        agent = GatewayAgent(id=item["id"], **text)
+        out[f"{pipe_id}.{agent.id}"] = models.agent_model_meta(agent)
+    return out
+
+
+def attach(
+    api: Api,
+    model_id: str,
+    name: str,
+    report: Callable[[str], None],
+    *,
+    extra_meta: Mapping[str, Any] | None = None,
+) -> None:
     """owc's Filter in ``meta.filterIds`` and its Action in ``meta.actionIds`` of the model's row (made if there is
     none, as Admin > Models makes it when the admin ticks them there), in one write; the row's other settings and
-    the ids an admin added are kept, and an id already there is not added again."""
-    planned = attach_plan(api, model_id, name)
+    the ids an admin added are kept, and an id already there is not added again. ``extra_meta`` (an agent's avatar
+    and description, ``agent_metas``): set where the row has no such key yet (an admin's image is kept)."""
+    planned = attach_plan(api, model_id, name, extra_meta=extra_meta)
     if planned is None:
         return
     route, form, lines = planned
@@ -278,16 +305,22 @@ def attach(api: Api, model_id: str, name: str, report: Callable[[str], None]) ->
         report(line)
 
 
-def attach_plan(api: Api, model_id: str, name: str) -> tuple[str, dict[str, Any], list[str]] | None:
+def attach_plan(
+    api: Api, model_id: str, name: str, *, extra_meta: Mapping[str, Any] | None = None
+) -> tuple[str, dict[str, Any], list[str]] | None:
     """The one write ``attach`` makes for ``model_id`` (the route, its form, the lines it says), or None when the
-    model's row lists owc's Filter and Action already. Reads only."""
+    model's row lists owc's Filter and Action already (and holds every key of ``extra_meta``). Reads only."""
     query = urllib.parse.urlencode({"id": model_id})
     row = api.call("GET", f"/api/v1/models/model?{query}", missing_ok=True)
+    extra = dict(extra_meta or {})
     if not isinstance(row, Mapping):
-        meta = {key: [function_id] for key, function_id in ATTACHED}
+        meta = {**extra, **{key: [function_id] for key, function_id in ATTACHED}}
         # The name as it lasts: a row's name shows over the Pipe's live one (a "Gateway not reached" would stay).
         form = {"id": model_id, "base_model_id": None, "name": models.lasting_name(name), "meta": meta, "params": {}}
-        return "/api/v1/models/create", form, [f"attached {fid} to {model_id}" for _, fid in ATTACHED]
+        lines = [f"attached {fid} to {model_id}" for _, fid in ATTACHED]
+        if "profile_image_url" in extra:
+            lines.append(f"gave {model_id} its agent's avatar")
+        return "/api/v1/models/create", form, lines
     meta = dict(row.get("meta") or {})
     added = []
     for key, function_id in ATTACHED:
@@ -295,7 +328,12 @@ def attach_plan(api: Api, model_id: str, name: str) -> tuple[str, dict[str, Any]
         if function_id not in listed:
             meta[key] = [*listed, function_id]
             added.append(function_id)
-    if not added:
+    # An agent's avatar and description where the row has none (an admin's own image or text is theirs: kept).
+    # Open WebUI's own default image (its favicon) counts as none.
+    gained = [k for k, v in extra.items() if not meta.get(k) or meta.get(k) == DEFAULT_PROFILE_IMAGE]
+    for key in gained:
+        meta[key] = extra[key]
+    if not added and not gained:
         return None
     form = {
         "id": model_id,
@@ -306,9 +344,13 @@ def attach_plan(api: Api, model_id: str, name: str) -> tuple[str, dict[str, Any]
         "is_active": row.get("is_active", True),
     }
     lines = [f"attached {fid} to {model_id} (its other settings kept)" for fid in added]
+    if "profile_image_url" in gained:
+        lines.append(f"gave {model_id} its agent's avatar")
     return "/api/v1/models/model/update", form, lines
 
 
+#: The image Open WebUI 0.12.4 gives a model row made without one (``/static/favicon.png``): not an admin's choice.
+DEFAULT_PROFILE_IMAGE = "/static/favicon.png"
 #: owc's health route inside Open WebUI (``owc/owui/health.py``), admin only.
 HEALTH_PATH = "/api/owc/health"
 #: How long the smoke check waits for owc to connect after an install (it started a moment ago).
@@ -542,8 +584,9 @@ def _plan_attach(api: Api, pipe_id: str, report: Callable[[str], None]) -> int:
         report(f"would: attach {FILTER_ID} and {ACTION_ID} to the Pipe's models once Open WebUI lists them")
         return 0
     count = 0
+    metas = agent_metas(api, pipe_id)
     for model_id, name in ours.items():
-        planned = attach_plan(api, model_id, name)
+        planned = attach_plan(api, model_id, name, extra_meta=metas.get(model_id))
         for line in planned[2] if planned else ():
             report("would: " + line)
             count += 1
