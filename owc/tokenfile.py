@@ -33,16 +33,17 @@ class Token:
     warnings: tuple[str, ...] = ()
 
 
-def read_token_file(path: Path) -> Token:
+def read_token_file(path: Path, setting: str = "--token-file") -> Token:
     """The stripped first-and-only content of ``path``. Raises ``TokenFileError`` when it is missing,
     unreadable, not a regular file, too large or empty; warns (in ``Token.warnings``) when the group or others
-    may access it, or when it is a symbolic link."""
+    may access it, or when it is a symbolic link. ``setting``: where the path was given, as the warning names it
+    (the command line's flag, or the Pipe's valve or variable inside Open WebUI)."""
     warnings: list[str] = []
     try:
         if path.is_symlink():
             warnings.append(
                 f"token file {path} is a symbolic link (to {os.readlink(path)}): whoever controls its target "
-                "controls owc's token; point --token-file at a regular file"
+                f"controls owc's token; point {setting} at a regular file"
             )
         # O_NONBLOCK: a FIFO planted as the token file must not hang owc (no effect on a regular file).
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))

@@ -10,6 +10,7 @@ socket and task registry. Nothing waits on a clock: the test waits on events the
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ class WatchedOpenWebUI(FakeOpenWebUI):
         return emit
 
 
-def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_token(tmp_path: Path) -> None:
+def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_token(tmp_path: Path, caplog) -> None:
     env = {"OWC_GATEWAY_URL": "ws://env:1", "OWC_GATEWAY_TOKEN": "env-token", "DATA_DIR": str(tmp_path / "data")}
     from_env = settings_from({}, env, database_url="sqlite:///x.db")
     assert (from_env.gateway_url, from_env.token, from_env.agent_id) == ("ws://env:1/", "env-token", "main")
@@ -77,6 +78,17 @@ def test_settings_come_from_the_valves_then_the_environment_and_never_show_the_t
         {"GATEWAY_TOKEN_FILE": str(token_file)}, {}, database_url="sqlite:///x.db", data_dir=tmp_path
     )
     assert from_file.token == "file-token"
+    # A token file that is a link (a Kubernetes secret volume's files are): the warning names the setting an
+    # Open WebUI admin has, never owc run's --token-file.
+    link = tmp_path / "token-link"
+    link.symlink_to(token_file)
+    with caplog.at_level(logging.WARNING, logger="owc"):
+        settings_from({"GATEWAY_TOKEN_FILE": str(link)}, {}, database_url="x", data_dir=tmp_path)
+        settings_from({}, {"OWC_GATEWAY_TOKEN_FILE": str(link)}, database_url="x", data_dir=tmp_path)
+    said = [r.getMessage() for r in caplog.records if "symbolic link" in r.getMessage()]
+    assert len(said) == 2 and not any("--token-file" in line for line in said), said
+    assert "point the GATEWAY_TOKEN_FILE valve at a regular file" in said[0]
+    assert "point OWC_GATEWAY_TOKEN_FILE at a regular file" in said[1]
     with pytest.raises(SettingsError, match="no Gateway token"):
         settings_from({}, {}, database_url="sqlite:///x.db")
     with pytest.raises(SettingsError, match="holds a credential") as refused:

@@ -191,7 +191,8 @@ def settings_from(
             from owc.tokenfile import TokenFileError, read_token_file
 
             try:
-                read = read_token_file(Path(path))
+                named = "the GATEWAY_TOKEN_FILE valve" if token_source == "GATEWAY_TOKEN_FILE" else token_source
+                read = read_token_file(Path(path), setting=named)
             except TokenFileError as exc:
                 raise SettingsError(f"the Gateway token file cannot be used: {exc}") from None
             for warning in read.warnings:
