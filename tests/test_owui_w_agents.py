@@ -43,7 +43,8 @@ def gateway() -> Iterator[tuple[Any, Any]]:
 
 @pytest.fixture(scope="module")
 def deployment(gateway, server_venv, browser_install, tmp_path_factory) -> Iterator[dict[str, Any]]:
-    with one_server(gateway, tmp_path_factory.mktemp("owui-w-agents")) as deployed:
+    # Installed again once owc is connected (its device approved), as the README says: the agents are listed then.
+    with one_server(gateway, tmp_path_factory.mktemp("owui-w-agents"), install_twice=True) as deployed:
         yield deployed
 
 

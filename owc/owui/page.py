@@ -418,6 +418,8 @@ def _health_route(page: _Page) -> Callable[[], None]:
             if exc.status_code in (401, 403):
                 return None
             raise
+        if user is None:  # Open WebUI's answer for a token it does not accept: no sign-in (401), not a user (403)
+            return None
         return getattr(user, "role", None) == "admin"
 
     return _routes(page, [health.route(is_admin)])
