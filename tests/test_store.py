@@ -679,7 +679,28 @@ def test_sqlite_engine_uses_open_webui_pragmas(tmp_path: Path) -> None:
     with engine.connect() as conn:
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+        # Issue 32: Open WebUI's page cache, temp store, memory map and journal limit too (its defaults).
+        assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -65536
+        assert conn.exec_driver_sql("PRAGMA temp_store").scalar() == 2  # MEMORY
+        assert conn.exec_driver_sql("PRAGMA mmap_size").scalar() == 268435456
+        assert conn.exec_driver_sql("PRAGMA journal_size_limit").scalar() == 67108864
     engine.dispose()
+
+
+def test_the_sqlite_pragmas_follow_open_webuis_variables() -> None:
+    from owc.store.engine import open_webui_sqlite_pragmas
+
+    assert open_webui_sqlite_pragmas({}) == [
+        "PRAGMA cache_size=-65536",
+        "PRAGMA temp_store=MEMORY",
+        "PRAGMA mmap_size=268435456",
+        "PRAGMA journal_size_limit=67108864",
+    ]
+    env = {"DATABASE_SQLITE_PRAGMA_MMAP_SIZE": "", "DATABASE_SQLITE_PRAGMA_CACHE_SIZE": "-2000"}
+    assert open_webui_sqlite_pragmas(env)[:2] == ["PRAGMA cache_size=-2000", "PRAGMA temp_store=MEMORY"]
+    assert not [p for p in open_webui_sqlite_pragmas(env) if "mmap" in p]  # empty: skipped, as Open WebUI does
+    hostile = {"DATABASE_SQLITE_PRAGMA_TEMP_STORE": "MEMORY; DROP TABLE chat"}
+    assert not [p for p in open_webui_sqlite_pragmas(hostile) if "temp_store" in p]
 
 
 def test_a_write_touches_updated_at(store: ChatStore, sqlite_url: str) -> None:
