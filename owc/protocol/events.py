@@ -16,7 +16,7 @@ import attrs
 
 from owc.protocol import fields as f
 from owc.protocol.errors import ProtocolError
-from owc.protocol.frames import EventFrame
+from owc.protocol.frames import Deferred, EventFrame, materialized
 from owc.protocol.handshake import ConnectChallenge, parse_challenge
 from owc.protocol.questions import QuestionRequested, QuestionResolved, parse_requested, parse_resolved
 
@@ -116,7 +116,12 @@ def message_text(message: Mapping[str, Any] | None) -> str:
 @attrs.frozen
 class ChatEvent:
     """``chat``: ``message`` is the cumulative assistant snapshot, ``delta_text`` the increment.
-    ``run_seq`` is ``payload.seq``, the agent run's own sequence, not the envelope's."""
+    ``run_seq`` is ``payload.seq``, the agent run's own sequence, not the envelope's.
+
+    The snapshot may arrive unread (``Deferred``, ``decode_frame``'s fast path for deltas): ``message`` reads it on
+    first use and keeps what it read; ``has_message`` says whether there is one without reading it. ``epoch`` is
+    the connection's stretch without a seq gap this event arrived in (``EventDecoder.epoch``): two events of one
+    run in the same epoch have nothing of that run between them that owc did not see."""
 
     run_id: str
     session_key: str
@@ -124,7 +129,7 @@ class ChatEvent:
     run_seq: int | None = None
     delta_text: str | None = None
     replace: bool = False
-    message: Mapping[str, Any] | None = None
+    _message: Mapping[str, Any] | Deferred | None = attrs.field(default=None, alias="message")
     yielded: bool = False
     stop_reason: str | None = None
     error_message: str | None = None
@@ -132,7 +137,23 @@ class ChatEvent:
     phase: str | None = None
     agent_id: str | None = None
     spawned_by: str | None = None
+    epoch: object | None = attrs.field(default=None, eq=False, repr=False)
     raw: Mapping[str, Any] = RAW
+
+    @property
+    def message(self) -> Mapping[str, Any] | None:
+        value = self._message
+        if type(value) is Deferred:
+            loaded = value.load()
+            # Read once: a cache of an immutable frame's own value, so the event stays what it was.
+            value = loaded if isinstance(loaded, Mapping) else None
+            object.__setattr__(self, "_message", value)
+        return value
+
+    @property
+    def has_message(self) -> bool:
+        """Whether the event carries a snapshot, without reading it."""
+        return self._message is not None
 
     @property
     def is_terminal(self) -> bool:
@@ -288,9 +309,10 @@ def parse_sessions_changed(p: f.JSONObject) -> SessionsChanged:
     )
 
 
-def parse_chat(p: f.JSONObject) -> ChatEvent:
+def parse_chat(p: f.JSONObject, epoch: object | None = None) -> ChatEvent:
     w = "chat"
     state = f.req_str(p, "state", w)
+    message = p.get("message")
     return ChatEvent(
         run_id=f.req_id(p, "runId", w),
         session_key=f.req_id(p, "sessionKey", w),
@@ -298,7 +320,7 @@ def parse_chat(p: f.JSONObject) -> ChatEvent:
         run_seq=f.opt_int(p, "seq", w),
         delta_text=f.opt_str(p, "deltaText", w),
         replace=bool(f.opt_bool(p, "replace", w)),
-        message=f.opt_obj(p, "message", w),
+        message=message if type(message) is Deferred else f.opt_obj(p, "message", w),
         yielded=bool(f.opt_bool(p, "yielded", w)),
         stop_reason=f.opt_str(p, "stopReason", w),
         error_message=f.opt_str(p, "errorMessage", w),
@@ -306,6 +328,7 @@ def parse_chat(p: f.JSONObject) -> ChatEvent:
         phase=f.opt_str(p, "phase", w),
         agent_id=f.opt_str(p, "agentId", w),
         spawned_by=f.opt_str(p, "spawnedBy", w),
+        epoch=epoch,
         raw=p,
     )
 
@@ -393,14 +416,20 @@ _PARSERS = {
 CONSUMED_EVENTS = frozenset(_PARSERS)
 
 
-def parse_event(frame: EventFrame) -> Event:
-    """The typed payload of an event frame; ``OtherEvent`` for kinds owc does not consume.
+def parse_event(frame: EventFrame, epoch: object | None = None) -> Event:
+    """The typed payload of an event frame; ``OtherEvent`` for kinds owc does not consume. ``epoch``: stamped on
+    a ``chat`` event (``ChatEvent.epoch``).
 
     Raises ``ProtocolError`` when a consumed kind lacks a field owc needs (a ``chat`` without ``runId``).
     """
+    if frame.event == "chat":
+        try:
+            return parse_chat(frame.payload, epoch)
+        except ProtocolError as exc:
+            raise ProtocolError(f"chat event: {exc}") from None
     parser = _PARSERS.get(frame.event)
     if parser is None:
-        return OtherEvent(kind=frame.event, raw=frame.payload)
+        return OtherEvent(kind=frame.event, raw=materialized(frame.payload))
     try:
         return parser(frame.payload)
     except ProtocolError as exc:
@@ -416,9 +445,16 @@ class EventDecoder:
     """
 
     seen_other: set[str] = attrs.field(factory=set)
+    #: The current stretch of this connection without a seq gap (``ChatEvent.epoch``): a new object at each gap
+    #: (``new_epoch``), and a new decoder, so a new epoch, for each connection. Compared by identity only.
+    epoch: object = attrs.field(factory=object)
+
+    def new_epoch(self) -> object:
+        self.epoch = object()
+        return self.epoch
 
     def decode(self, frame: EventFrame) -> Event:
-        event = parse_event(frame)
+        event = parse_event(frame, self.epoch)
         if isinstance(event, OtherEvent) and event.kind not in self.seen_other:
             self.seen_other.add(event.kind)
             log.info("protocol.event_not_consumed kind=%s", event.kind[:80])

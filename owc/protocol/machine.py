@@ -29,7 +29,7 @@ import attrs
 
 from owc.protocol.active import ActiveRuns, Resync
 from owc.protocol.errors import FrameTooLarge, ProtocolError
-from owc.protocol.events import Event, EventDecoder, Shutdown, Tick
+from owc.protocol.events import ChatEvent, Event, EventDecoder, Shutdown, Tick
 from owc.protocol.frames import (
     EventFrame,
     Request,
@@ -154,6 +154,11 @@ class ConnectionMachine:
         if not result.is_gap:
             return self._deliverable(event, frame.event)
         self.gaps += 1
+        # What this run said before the gap and after it are no longer known to be adjacent: a new epoch, stamped
+        # on the event that showed the gap too (``ChatEvent.epoch``: its renderer then reads the snapshot).
+        epoch = self.decoder.new_epoch()
+        if type(event) is ChatEvent:
+            event = attrs.evolve(event, epoch=epoch)
         log.log(
             logging.ERROR if result.absurd else logging.WARNING,
             "gateway.seq_gap url=%s expected=%s received=%s missed=%s kind=%s",

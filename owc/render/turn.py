@@ -105,6 +105,9 @@ class TurnRenderer:
     _running: dict[str, str] = attrs.field(factory=dict)
     _segment_from: int | None = 0  # where the next text segment starts, once text grows past it
     _last_chat_seq: int = -1
+    #: The epoch of the last text-bearing chat event fed (``ChatEvent.epoch``): the next one in the same epoch
+    #: extends the text without its snapshot being read. Never compared by value: identity only.
+    _chat_epoch: object | None = attrs.field(default=None, eq=False, repr=False)
     _last_agent_seq: int = -1
     # The run's visible text, run-wide (what chat's cumulative message holds), kept as chunks (and where each
     # starts) so a delta costs O(len(delta)) however long the run is; ``text`` joins them on demand, a segment's
@@ -186,11 +189,19 @@ class TurnRenderer:
                 return  # a duplicate or an older delta
             self._last_chat_seq = event.run_seq
         if event.state in ("delta", "final", "aborted", "error"):
-            if event.message is not None:
+            # Adjacent: the previous chat event of this run came in the same gap-free stretch of the same
+            # connection (``ChatEvent.epoch``), so nothing of this run's text was missed between the two.
+            adjacent = event.epoch is not None and event.epoch is self._chat_epoch
+            self._chat_epoch = event.epoch
+            if event.has_message:
                 delta = event.delta_text
-                if delta and not event.replace and _text_length(event.message) == self._length + len(delta):
-                    # The common case, in O(len(delta)): the cumulative message is what we have plus this
-                    # delta (lengths agree and the seq is newer), so the run-long string is not compared.
+                if delta and not event.replace and not event.is_terminal and adjacent:
+                    # The common case, in O(len(delta)) and without reading the snapshot (issue 32: a delta's
+                    # cumulative message is not even parsed, ``decode_frame``): this delta extends what we have.
+                    self._append(delta)
+                elif delta and not event.replace and _text_length(event.message) == self._length + len(delta):
+                    # After a gap, at the start, at the end: the snapshot is read, and when it is what we have plus
+                    # this delta (lengths agree and the seq is newer) the run-long string is not compared.
                     self._append(delta)
                 else:
                     self._set_text(event.text, replace=event.replace)
