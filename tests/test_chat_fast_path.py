@@ -1,0 +1,257 @@
+"""Issue 32: a ``chat`` delta's cumulative ``message`` is not parsed on every frame (``decode_frame``'s fast path,
+``Deferred``), and the renderer reads it only at a gap, a replace, the first event of a run and the end.
+
+The oracle is the full parse: for every frame, real or generated (texts full of quotes, backslashes, braces and the
+very byte patterns the fast path looks for; keys in other orders, keys owc does not know, a key after ``message``),
+the fast path gives the same frame and the same typed event as ``orjson.loads`` of the whole frame, and takes the
+fast path exactly when the frame has the real shape (so these tests are not vacuous). And a renderer fed the fast
+path's events shows exactly what one fed fully parsed events shows, across gaps, replaces, duplicates, a run joined
+mid-way and its end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from owc.protocol.events import ChatEvent, EventDecoder, parse_event
+from owc.protocol.frames import Deferred, EventFrame, decode_frame, encode_frame, frame_from_json
+from owc.render.turn import TurnRenderer
+
+from conftest import FRAME_LOGS, load_log
+
+RUN = "e45a91a6-cb86-4bdd-8bba-fa84994aecbd"
+KEY = "agent:main:openwebui-u-c"
+
+# Text with what could fool a byte scan: quotes, backslashes, braces, the keys the fast path looks for, JSON itself.
+TRICKY = st.sampled_from(
+    [
+        '"',
+        "\\",
+        "{",
+        "}",
+        '},"seq":1}',
+        ',"message":{"role":"assistant",',
+        ',"timestamp":1}',
+        "\n",
+        "\u2028",
+        "é",
+        "🍵",
+        '{"a":[1,{"b":"}"}]}',
+    ]
+)
+#: A delta's payload keys the fast path takes (the real ones, and two the Gateway sends on some runs).
+KNOWN = {"runId", "sessionKey", "agentId", "seq", "state", "deltaText", "phase", "spawnedBy", "message"}
+ENVELOPE = st.just({"a": 1})
+TEXT = st.lists(st.one_of(st.text(max_size=8), TRICKY), max_size=6).map("".join)
+
+
+def _full(data: bytes) -> EventFrame:
+    """The oracle: the whole frame parsed, as before the fast path."""
+    frame = frame_from_json(orjson.loads(data))
+    assert isinstance(frame, EventFrame)
+    return frame
+
+
+def _event_fields(event: Any) -> dict[str, Any]:
+    """Every public field of a typed event, the snapshot read: what owc can see of it."""
+    out = {a.alias: getattr(event, a.alias) for a in attrs.fields(type(event)) if a.alias not in ("raw", "epoch")}
+    if isinstance(event, ChatEvent):
+        out["message"] = event.message
+    return out
+
+
+def _same(data: bytes) -> bool:
+    """Decodes ``data`` both ways and checks they agree; returns whether the fast path was taken."""
+    fast = decode_frame(data)
+    full = _full(data)
+    assert isinstance(fast, EventFrame)
+    assert fast.to_json() == full.to_json()
+    assert orjson.loads(encode_frame(fast)) == orjson.loads(data)
+    assert _event_fields(parse_event(fast)) == _event_fields(parse_event(full))
+    return type(fast.payload.get("message")) is Deferred
+
+
+def _delta(text: str, delta: str, *, seq: int = 7, envelope_seq: int = 3, **extra: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {"runId": RUN, "sessionKey": KEY, "agentId": "main", "seq": seq, "state": "delta"}
+    payload["deltaText"] = delta
+    payload.update(extra)
+    payload["message"] = {"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": 1795975364794}
+    return {"type": "event", "event": "chat", "payload": payload, "seq": envelope_seq}
+
+
+def test_every_real_chat_frame_decodes_as_the_full_parse_and_real_deltas_take_the_fast_path() -> None:
+    taken = chats = 0
+    for name in FRAME_LOGS:
+        for record in load_log(name):
+            frame = record.get("frame")
+            if not isinstance(frame, dict) or frame.get("type") != "event":
+                continue
+            data = orjson.dumps(frame)  # compact, in the frame's own key order: as the Gateway sends it
+            fast = _same(data)
+            if frame.get("event") == "chat":
+                chats += 1
+                payload = frame["payload"]
+                assert fast == (payload.get("state") == "delta" and bool(payload.get("deltaText"))), payload
+                taken += fast
+            else:
+                assert not fast
+    assert chats > 20 and taken > 10  # the real frames exercise both paths
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(text=TEXT, delta=TEXT, seq=st.integers(0, 2**40), envelope_seq=st.integers(0, 2**40))
+def test_a_delta_of_any_text_takes_the_fast_path_and_decodes_as_the_full_parse(
+    text: str, delta: str, seq: int, envelope_seq: int
+) -> None:
+    data = orjson.dumps(_delta(text, delta, seq=seq, envelope_seq=envelope_seq))
+    assert _same(data) == bool(delta)  # an empty deltaText is not a delta's increment: the full parse
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=TEXT,
+    delta=TEXT.filter(bool),
+    extra=st.dictionaries(
+        st.sampled_from(["replace", "yielded", "newField", "phase", "spawnedBy", "stopReason", "errorMessage"]),
+        st.one_of(st.booleans(), TEXT, st.integers(0, 9), st.none()),
+        max_size=3,
+    ),
+    after=st.dictionaries(st.sampled_from(["replace", "x", "usage"]), st.one_of(st.booleans(), TEXT), max_size=2),
+    state=st.sampled_from(["delta", "final", "aborted", "error", "status"]),
+    envelope_extra=st.dictionaries(
+        st.sampled_from(["stateVersion", "recipientProfileId"]), st.just({"a": 1}), max_size=1
+    ),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_any_other_shape_decodes_as_the_full_parse_and_takes_the_fast_path_only_when_it_is_the_real_one(
+    text: str,
+    delta: str,
+    extra: dict[str, Any],
+    after: dict[str, Any],
+    state: str,
+    envelope_extra: dict[str, Any],
+    shuffle: Any,
+) -> None:
+    frame = _delta(text, delta, **extra)
+    payload = frame["payload"]
+    payload["state"] = state
+    payload.update(after)  # keys after ``message``: the fast path must not cut the payload there
+    frame.update(envelope_extra)
+    if shuffle.random() < 0.3:  # another key order altogether
+        items = list(payload.items())
+        shuffle.shuffle(items)
+        frame["payload"] = dict(items)
+    data = orjson.dumps(frame)
+    keys = list(frame["payload"])
+    real_shape = (
+        state == "delta"
+        and keys[-1] == "message"
+        and set(keys)
+        <= {"runId", "sessionKey", "agentId", "seq", "state", "deltaText", "phase", "spawnedBy", "message"}
+        and not envelope_extra
+        and isinstance(frame["payload"].get("deltaText"), str)
+        and bool(frame["payload"]["deltaText"])
+        and list(frame["payload"]["message"]) == ["role", "content", "timestamp"]
+    )
+    try:
+        full = _full(data)
+        parse_event(full)
+    except Exception:
+        # The full parse refuses it (a wrong type, say): the fast path must refuse it as well, never deliver it.
+        fast_ok = True
+        try:
+            parse_event(decode_frame(data))
+            fast_ok = False
+        except Exception:
+            pass
+        assert fast_ok, data
+        return
+    assert _same(data) == real_shape, data
+
+
+def test_a_snapshot_that_is_not_json_leaves_the_delta_standing_and_is_said() -> None:
+    """The one difference from the full parse, on purpose: a delta whose snapshot is broken (never seen from a real
+    Gateway) is delivered with its increment; its snapshot reads as none, said in the log, when it is needed."""
+    data = orjson.dumps(_delta("abc", "c")).replace(b'"text":"abc"', b'"text":"ab\xffc"')
+    frame = decode_frame(data)
+    event = parse_event(frame)
+    assert isinstance(event, ChatEvent) and event.delta_text == "c" and event.has_message
+    assert event.message is not None  # repaired: a byte that is not UTF-8 is what ``repair_json`` mends
+    broken = orjson.dumps(_delta("abc", "c")).replace(b'"timestamp"', b'"timestamp" ', 1)
+    assert _same(broken) is False  # not the real shape: the full parse, as before
+
+
+# ---------------------------------------------------------------------------------------------- the renderer
+
+
+def _stream(words: list[str], *, replace_at: int | None, gap_at: int | None, dup_at: int | None) -> list[bytes]:
+    """A run's chat frames as the Gateway sends them: cumulative snapshots, one delta each, a final."""
+    frames, text = [], ""
+    for n, word in enumerate(words):
+        if replace_at == n:
+            text = word  # a replace: the text starts again
+            frame = _delta(text, word, seq=n + 1, envelope_seq=n + 1, replace=True)
+        else:
+            text += word
+            frame = _delta(text, word, seq=n + 1, envelope_seq=n + 1)
+        frames.append(orjson.dumps(frame))
+        if dup_at == n:
+            frames.append(orjson.dumps(frame))
+    final = _delta(text, "", seq=len(words) + 1, envelope_seq=len(words) + 1)
+    final["payload"]["state"] = "final"
+    del final["payload"]["deltaText"]
+    frames.append(orjson.dumps(final))
+    if gap_at is not None and 0 < gap_at < len(frames) - 1:
+        del frames[gap_at]  # lost on the wire: the envelope seq skips it
+    return frames
+
+
+def _render(frames: list[bytes], *, fast: bool, skip: int = 0) -> tuple[str, Any]:
+    """Feed ``frames`` (from ``skip``: a renderer that joins mid-run) through a decoder as a connection does:
+    a new epoch wherever the envelope seq skips. After every event the text shown is the Gateway's own snapshot
+    of that frame (read by the full parse, here, in the test): never less, never more, at every step."""
+    decoder, renderer, last = EventDecoder(), TurnRenderer(RUN, KEY), None
+    for data in frames[skip:]:
+        frame = decode_frame(data) if fast else _full(data)
+        if last is not None and frame.seq != last + 1:
+            decoder.new_epoch()
+        last = frame.seq
+        renderer.feed(decoder.decode(frame))
+        snapshot = _full(data).payload["message"]["content"][0]["text"]
+        assert renderer.text == snapshot, (frame.seq, renderer.text, snapshot)
+    return renderer.text, renderer.output()
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(TEXT.filter(bool), min_size=1, max_size=12),
+    replace_at=st.one_of(st.none(), st.integers(0, 11)),
+    gap_at=st.one_of(st.none(), st.integers(1, 12)),
+    dup_at=st.one_of(st.none(), st.integers(0, 11)),
+    skip=st.integers(0, 3),
+)
+def test_a_renderer_fed_the_fast_path_shows_what_the_full_parse_shows(
+    words: list[str], replace_at: int | None, gap_at: int | None, dup_at: int | None, skip: int
+) -> None:
+    frames = _stream(words, replace_at=replace_at, gap_at=gap_at, dup_at=dup_at)
+    skip = min(skip, len(frames) - 1)
+    assert _render(frames, fast=True, skip=skip) == _render(frames, fast=False, skip=skip)
+
+
+def test_a_long_run_never_reads_a_deltas_snapshot_between_its_first_event_and_its_end() -> None:
+    """The point of it: between the first delta (which reads the snapshot: the renderer may have joined mid-run)
+    and the final, no delta's snapshot is read while no gap intervenes; after a gap, the next one is."""
+    words = [f"w{n} " for n in range(50)]
+    frames = _stream(words, replace_at=None, gap_at=None, dup_at=None)
+    decoder, renderer = EventDecoder(), TurnRenderer(RUN, KEY)
+    events = [decoder.decode(decode_frame(data)) for data in frames[:-1]]
+    decoder.new_epoch()  # a gap before the last delta
+    events[-1] = attrs.evolve(events[-1], epoch=decoder.epoch)
+    for event in events:
+        renderer.feed(event)
+    read = [type(e._message) is not Deferred for e in events]
+    assert read[0] and not any(read[1:-1]) and read[-1]
+    assert renderer.text == "".join(words)
