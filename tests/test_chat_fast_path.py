@@ -11,13 +11,16 @@ mid-way and its end.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from owc.protocol import frames as frames_module
 from owc.protocol.events import ChatEvent, EventDecoder, parse_event
 from owc.protocol.frames import Deferred, EventFrame, decode_frame, encode_frame, frame_from_json
 from owc.render.turn import TurnRenderer
@@ -48,6 +51,15 @@ TRICKY = st.sampled_from(
 KNOWN = {"runId", "sessionKey", "agentId", "seq", "state", "deltaText", "phase", "spawnedBy", "message"}
 ENVELOPE = st.just({"a": 1})
 TEXT = st.lists(st.one_of(st.text(max_size=8), TRICKY), max_size=6).map("".join)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _every_size() -> Iterator[None]:
+    """The fast path for frames of any size here (it starts at ``FAST_PATH_FROM_BYTES`` in owc, where it pays):
+    the guards are what is tested, on short frames as on long ones."""
+    was, frames_module.FAST_PATH_FROM_BYTES = frames_module.FAST_PATH_FROM_BYTES, 0
+    yield
+    frames_module.FAST_PATH_FROM_BYTES = was
 
 
 def _full(data: bytes) -> EventFrame:
@@ -225,6 +237,8 @@ def _render(frames: list[bytes], *, fast: bool, skip: int = 0) -> tuple[str, Any
         snapshot = _full(data).payload["message"]["content"][0]["text"]
         assert renderer.text == snapshot, (frame.seq, renderer.text, snapshot)
     return renderer.text, renderer.output()
+
+
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     words=st.lists(TEXT.filter(bool), min_size=1, max_size=12),
@@ -255,3 +269,11 @@ def test_a_long_run_never_reads_a_deltas_snapshot_between_its_first_event_and_it
     read = [type(e._message) is not Deferred for e in events]
     assert read[0] and not any(read[1:-1]) and read[-1]
     assert renderer.text == "".join(words)
+
+
+def test_a_short_frame_is_parsed_whole_where_that_is_cheaper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frames_module, "FAST_PATH_FROM_BYTES", 6 * 1024)
+    short = orjson.dumps(_delta("a few words", " words"))
+    assert type(decode_frame(short).payload["message"]) is dict
+    long = orjson.dumps(_delta("word " * 2000, "word "))
+    assert type(decode_frame(long).payload["message"]) is Deferred and _same(long)

@@ -98,7 +98,7 @@ class Deferred:
     (``decode_frame``'s fast path). The Gateway sends the whole reply so far in every delta; the renderer needs it
     only at a gap, a replace or the end, so parsing it on every frame made a long reply quadratic."""
 
-    text: bytes = attrs.field(repr=lambda text: f"<{len(text)} bytes>")
+    text: bytes | memoryview = attrs.field(repr=lambda text: f"<{len(text)} bytes>", eq=False)
 
     def load(self) -> Any:
         """The value; None when the text is not JSON even after ``repair_json`` (said once in the log: the
@@ -193,7 +193,7 @@ def decode_frame(data: str | bytes, *, max_payload: int | None = DEFAULT_MAX_PAY
         size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
         if size > max_payload:
             raise FrameTooLarge(size, max_payload)
-    if type(data) is bytes and data.startswith(_CHAT_DELTA_HEAD):
+    if type(data) is bytes and len(data) >= FAST_PATH_FROM_BYTES and data.startswith(_CHAT_DELTA_HEAD):
         fast = _chat_delta(data)
         if fast is not None:
             return fast
@@ -204,15 +204,18 @@ def decode_frame(data: str | bytes, *, max_payload: int | None = DEFAULT_MAX_PAY
     return frame_from_json(value)
 
 
+#: Below this size a frame is parsed whole: its two small parses and the guards cost more than one parse of a
+#: short snapshot (measured: even at ~6 KB, 12.6 us either way; 12 us against 198 us at 500 KB).
+FAST_PATH_FROM_BYTES = 6 * 1024
 #: The start of every ``chat`` event the real Gateway 2026.9.6 sends (and the simulator), compact JSON.
 _CHAT_DELTA_HEAD = b'{"type":"event","event":"chat","payload":{'
 _MESSAGE_KEY = b',"message":{"role":"assistant",'
 #: A delta's payload keys before its ``message`` that the fast path knows (the real order: ``runId``,
 #: ``sessionKey``, ``agentId``, ``seq``, ``state``, ``deltaText``); any other key takes the full parse.
 _DELTA_KEYS = frozenset({"runId", "sessionKey", "agentId", "seq", "state", "deltaText", "phase", "spawnedBy"})
-#: How the real ``message`` object ends (``{"role":"assistant","content":[...],"timestamp":<ms>}``) and the
-#: payload closes right after it: the guard that ``message`` is the payload's last key.
-_MESSAGE_END = re.compile(rb',"timestamp":[0-9]{1,16}\}$')
+#: How the real ``message`` object ends (``{"role":"assistant","content":[...],"timestamp":<ms>}``), the payload
+#: closing right after it: the guard that ``message`` is the payload's last key (``_ends_as_a_message``).
+_TIMESTAMP = b',"timestamp":'
 
 
 def _chat_delta(data: bytes) -> EventFrame | None:
@@ -244,14 +247,23 @@ def _chat_delta(data: bytes) -> EventFrame | None:
         or not payload["deltaText"]
         or type(tail) is not dict
         or tail.keys() != {"seq"}
-        or _MESSAGE_END.search(data, cut, end) is None
+        or not _ends_as_a_message(data, cut, end)
     ):
         return None
     seq = tail["seq"]
     if type(seq) is not int or seq < 0:
         return None
-    payload["message"] = Deferred(data[cut + len(b',"message":') : end])
+    # A view, not a copy: the snapshot's bytes stay where the frame's are, read only if someone asks.
+    payload["message"] = Deferred(memoryview(data)[cut + len(b',"message":') : end])
     return EventFrame(event="chat", payload=payload, seq=seq)
+
+
+def _ends_as_a_message(data: bytes, cut: int, end: int) -> bool:
+    """``data[cut:end]`` ends with ``,"timestamp":<digits>}``: found from the end (``rfind``, a few bytes back),
+    so the guard costs the same for a short reply and a long one."""
+    at = data.rfind(_TIMESTAMP, cut, end)
+    digits = data[at + len(_TIMESTAMP) : end - 1]
+    return at > cut and 0 < len(digits) <= 16 and digits.isdigit() and data[end - 1] == 0x7D  # "}"
 
 
 def _loads_repaired(data: str | bytes, exc: orjson.JSONDecodeError) -> Any:
