@@ -92,13 +92,14 @@ class EventFrame:
 Frame = Request | Response | EventFrame
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Deferred:
     """A JSON value kept as its text until someone reads it: a ``chat`` delta's cumulative ``message``
     (``decode_frame``'s fast path). The Gateway sends the whole reply so far in every delta; the renderer needs it
     only at a gap, a replace or the end, so parsing it on every frame made a long reply quadratic."""
 
-    text: bytes | memoryview = attrs.field(repr=lambda text: f"<{len(text)} bytes>", eq=False)
+    #: Compared by identity (``eq=False`` on the class): equal text is not looked at to say two frames agree.
+    text: bytes | memoryview = attrs.field(repr=lambda text: f"<{len(text)} bytes>")
 
     def load(self) -> Any:
         """The value; None when the text is not JSON even after ``repair_json`` (said once in the log: the
