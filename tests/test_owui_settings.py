@@ -106,6 +106,13 @@ async def _until_subscribed(sim: Any, sim_token: Any, count: int) -> None:
     await asyncio.to_thread(trio.from_thread.run, bounded, trio_token=sim_token)
 
 
+async def _opened(client: Any, count: int) -> None:
+    """Until owc's client has completed ``count`` hellos: its own wake-ups (``wait_connection``), bounded."""
+    with trio.fail_after(60):  # a bound for a failing test, not a decision
+        while client.connections_opened < count:
+            await client.wait_connection(newer_than=client.connection)
+
+
 def test_a_saved_url_valve_moves_owc_to_the_other_gateway_without_a_restart(open_webui, caplog) -> None:
     caplog.set_level(logging.INFO)
     with simulator_thread(TOKEN) as (old, old_token), simulator_thread(OTHER_TOKEN) as (new, new_token):
@@ -132,6 +139,9 @@ def test_a_saved_url_valve_moves_owc_to_the_other_gateway_without_a_restart(open
                 await _until_subscribed(new, new_token, 0)
                 other = {"event": "function.valves_updated", "subject": {"type": "function", "id": "some_tool"}}
                 await owui_pipe.on_event(other, None)  # another Function's valves: nothing
+                # The simulator marks a connection subscribed before owc has the subscribe's answer (and counts the
+                # connection): wait on owc's side for its third hello, then check it made no fourth.
+                await trio_host.process_host().run_in_trio(_opened, client, 3)
                 assert client.connections_opened == 3
             finally:
                 await process.shutdown()
