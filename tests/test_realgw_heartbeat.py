@@ -48,6 +48,7 @@ from owc.sim import End, Text, fake_model_responder, open_simulator
 from owc.sim.script import Step
 from owc.store import open_store
 
+from bounds import Bound, bounded
 from rawclient import RawClient, raw_client
 from realgw.fake_model import ANSWER, HEARTBEAT_OK
 
@@ -104,7 +105,7 @@ async def _flow(url: str, token: str) -> dict[str, Any]:
     async def observe(observer: RawClient) -> None:
         observed.extend(await observer.events_until(lambda f: f.event == "sessions.changed" and _ends(f, b)))
 
-    with trio.fail_after(300):
+    with bounded(300, "the heartbeat flow on one chat's key"):
         async with raw_client(url, token, instance_id="HB") as client, raw_client(url, token, instance_id="HO") as obs:
             assert (await obs.request("sessions.subscribe", {})).ok
             async with trio.open_nursery() as nursery:
@@ -273,14 +274,23 @@ def _check_live(got: dict[str, Any], side: str) -> None:
 RETRY_REASONS = frozenset({"active-run", "requests-in-flight", "cron-in-progress", "preempted", "channel-not-ready"})
 
 
-async def _heartbeats_on(url: str, token: str, key: str, *, a: str, b: str, between: Any = None) -> dict[str, str]:
+async def _heartbeats_on(
+    url: str, token: str, key: str, *, a: str, b: str, between: Any = None, bound: Bound | None = None
+) -> dict[str, str]:
     """Turn A, heartbeats H1 (speaks), H2 (``HEARTBEAT_OK``), H3 (speaks), turn B on ``key``; ``between`` (an
     async callable) runs after A. The heartbeats' run ids come from their ``isHeartbeat`` agent events, which
-    only a ``sessions.messages.subscribe`` connection gets."""
+    only a ``sessions.messages.subscribe`` connection gets. ``bound``: told each step, for its failure."""
+
+    def step(what: str) -> None:
+        if bound is not None:
+            bound.waiting(what)
+
     async with raw_client(url, token, instance_id="HB") as client:
         assert (await client.request("sessions.subscribe", {})).ok
+        step("turn A's final")
         await _send(client, key, a, "Hello, a first turn.")
         if between is not None:
+            step("owc's first process to stop")
             await between()
         assert (await client.request("sessions.messages.subscribe", {"key": key})).ok
         runs = {"A": a}
@@ -289,9 +299,12 @@ async def _heartbeats_on(url: str, token: str, key: str, *, a: str, b: str, betw
             ("H2", "Event two: nothing new. SAY_HEARTBEAT_OK"),
             ("H3", "Event three: please look again."),
         ):
+            step(f"heartbeat {name}'s end")
             _, (run,) = await _wake(client, key, text)
             runs[name] = run
+        step("turn B's final")
         await _send(client, key, b, "A second turn.")
+        step("the raw client's close")
     runs["B"] = b
     return runs
 
@@ -330,12 +343,17 @@ async def test_owc_gives_each_speaking_heartbeat_one_message_on_the_real_gateway
 
     async with open_store(f"sqlite:///{tmp_path / 'webui.db'}", create=True) as store:
         await store.create_chat(chat_id, user)
-        with trio.fail_after(300):  # real seconds: a real external process
+        # Real seconds: a real external process. ``to_the_end``: the twelfth session's CI ended this block early
+        # with no error (an UnboundLocalError for ``runs`` after it); now that fails here, naming the step.
+        with bounded(300, f"the heartbeats with owc {'down' if away else 'live'}", to_the_end=True) as bound:
             if not away:
                 async with open_runtime(config("owc"), store, RecordingEmitter()) as runtime:
+                    bound.waiting("owc's connection")
                     await runtime.client.wait_connection()
-                    runs = await _heartbeats_on(real_gateway.url, real_gateway.token, key, a=a, b=b)
+                    runs = await _heartbeats_on(real_gateway.url, real_gateway.token, key, a=a, b=b, bound=bound)
+                    bound.waiting("owc to settle every run")
                     await runtime.settled()
+                    bound.end()
             else:
                 stop, closed = trio.Event(), trio.Event()
 
@@ -354,11 +372,16 @@ async def test_owc_gives_each_speaking_heartbeat_one_message_on_the_real_gateway
                         stop.set()
                         await closed.wait()
 
-                    runs = await _heartbeats_on(real_gateway.url, real_gateway.token, key, a=a, b=b, between=stop_first)
+                    runs = await _heartbeats_on(
+                        real_gateway.url, real_gateway.token, key, a=a, b=b, between=stop_first, bound=bound
+                    )
                 messages = (await store.read_chat(chat_id))["history"]["messages"]
                 assert list(messages) == [ids.message_id(key, a)]  # only A's, before the second process
                 async with open_runtime(config("owc-2"), store, RecordingEmitter()) as runtime:
+                    bound.waiting("the second owc's connection")
                     await runtime.client.wait_connection()
+                    bound.waiting("the second owc to settle every run")
                     await runtime.settled()
+                    bound.end()
         chat = await store.read_chat(chat_id)
     _check_owc_messages(chat["history"]["messages"], key, runs)
