@@ -174,9 +174,21 @@ class LifecycleData:
 
 @attrs.frozen
 class AssistantData:
-    text: str | None
+    """``stream:"assistant"``: ``text`` is the whole reply so far (read on first use: ``decode_frame``'s fast path
+    may leave it unread, a ``Deferred``, since owc takes the reply's text from ``chat``), ``delta`` the increment."""
+
+    _text: str | Deferred | None = attrs.field(alias="text")
     delta: str | None
     item_id: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        value = self._text
+        if type(value) is Deferred:
+            loaded = value.load()
+            value = loaded if type(loaded) is str else None
+            object.__setattr__(self, "_text", value)
+        return value
 
 
 @attrs.frozen
@@ -208,7 +220,9 @@ class ItemData:
 class AgentEvent:
     """``agent`` (and ``session.tool``, which carries the identical payload to subscribers that do not own
     the run: ``via`` says which arrived). ``data`` is typed per stream in ``lifecycle`` / ``assistant`` /
-    ``tool`` / ``item``; other streams (``run_status``, ``usage``, ``error`` ...) keep ``data`` only."""
+    ``tool`` / ``item``; other streams (``run_status``, ``usage``, ``error`` ...) keep ``data`` only. In an
+    ``assistant`` event ``data["text"]`` may be a ``Deferred`` (the whole reply so far, left unread by
+    ``decode_frame``'s fast path): read it as ``assistant.text``."""
 
     run_id: str
     stream: str
@@ -345,8 +359,11 @@ def _lifecycle(d: f.JSONObject) -> LifecycleData:
 
 def _assistant(d: f.JSONObject) -> AssistantData:
     w = "agent.data"
+    text = d.get("text")
     return AssistantData(
-        text=f.opt_str(d, "text", w), delta=f.opt_str(d, "delta", w), item_id=f.opt_str(d, "itemId", w)
+        text=text if type(text) is Deferred else f.opt_str(d, "text", w),
+        delta=f.opt_str(d, "delta", w),
+        item_id=f.opt_str(d, "itemId", w),
     )
 
 
