@@ -75,6 +75,10 @@ OPTIMISTIC_TRIES = 3
 #: it runs a PASSIVE checkpoint, outside any transaction. SQLite's automatic one (off on owc's connections, see
 #: ``engine.make_engine``) comes after 1,000 pages of 4 KiB: the same WAL size.
 CHECKPOINT_BYTES = 4 * 1024 * 1024
+#: At most this many writes (finalizes, handovers) of one chat waiting for the write lane are made in one
+#: transaction (``TrioChatStore.write``): each adds its message's ``chat_message`` upsert to that transaction's
+#: hold, while the chat itself is read, parsed, serialised and written once for all.
+WRITES_TOGETHER = 16
 
 
 class StoreError(Exception):
@@ -226,6 +230,14 @@ WriteResult = Written | NotWritten | AlreadyDone
 
 
 @attrs.frozen
+class WriteRequest:
+    """One ``ChatStore.write`` among several of one chat (``write_many``): M's id and ``write``'s keyword arguments."""
+
+    message_id: str
+    kwargs: Mapping[str, Any]
+
+
+@attrs.frozen
 class Absorbed:
     """``absorb_recovery`` made one reply of two: M holds the cut run's part, then the recovery's, and the recovery's
     own message is gone. ``changed``: the other messages whose links changed (the removed message's parent and
@@ -269,7 +281,8 @@ class _Plan(Generic[T]):
     nothing, and the answer needed no lock). Built outside the lock on the short-hold path."""
 
     result: T
-    chat: Serialized | None = None
+    #: The chat to write, as changed (serialised by ``ChatStore._transact``, still outside the lock).
+    chat: dict[str, Any] | None = None
     now: int = 0
     current_id: str | None = None
     #: Messages whose ``chat_message`` row is upserted whole; then messages whose row gets only the new parent.
@@ -438,19 +451,21 @@ class ChatStore:
                     return plan.result
                 if self.before_lock is not None:
                     self.before_lock(chat_id)
+                text = _serialized(plan.chat)
                 locked_at = self._lock(conn, chat_id, read)
                 if locked_at is not None:
-                    self._apply(conn, chat_id, read.row.user_id, plan)
-                    self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text))
+                    self._apply(conn, chat_id, read.row.user_id, plan, text)
+                    self._commit(conn, chat_id, locked_at, wrote=len(text.text))
                     return plan.result
                 conn.rollback()
             log.info("store.changed_under chat=%s attempt=%d/%d", chat_id, attempt, self.optimistic_tries)
         with self.engine.connect() as conn:
             row, locked_at = self._lock_and_read(conn, chat_id)
             plan = decide(row)
-            if plan.chat is not None:
-                self._apply(conn, chat_id, row.user_id, plan)
-            self._commit(conn, chat_id, locked_at, wrote=len(plan.chat.text) if plan.chat is not None else 0)
+            text = _serialized(plan.chat) if plan.chat is not None else None
+            if text is not None:
+                self._apply(conn, chat_id, row.user_id, plan, text)
+            self._commit(conn, chat_id, locked_at, wrote=len(text.text) if text is not None else 0)
             return plan.result
 
     def _read(self, conn: Connection, chat_id: str) -> _Read:
@@ -498,10 +513,10 @@ class ChatStore:
         locked_at = time.perf_counter()
         return locked_at if now is not None and now.version == read.version else None
 
-    def _apply(self, conn: Connection, chat_id: str, user_id: str | None, plan: _Plan[Any]) -> None:
-        """The writes of a plan, under the lock: the chat row, then its ``chat_message`` mirror."""
-        assert plan.chat is not None
-        self._save(conn, chat_id, plan.chat, plan.now, current_id=plan.current_id)
+    def _apply(self, conn: Connection, chat_id: str, user_id: str | None, plan: _Plan[Any], text: Serialized) -> None:
+        """The writes of a plan, under the lock: the chat row (``text``: the plan's chat, serialised), then its
+        ``chat_message`` mirror."""
+        self._save(conn, chat_id, text, plan.now, current_id=plan.current_id)
         for message in plan.mirror:
             self._mirror(conn, chat_id, user_id, message, plan.now)
         for other in plan.reparent:
@@ -661,13 +676,13 @@ class ChatStore:
                     OPEN_MARK: True,  # owed its finish until owc writes it finished
                 }
                 taken = TakenOver(message=existing, previous_writer=holder)
-                return _Plan(taken, _serialized(chat), now, mirror=(existing,))
+                return _Plan(taken, chat, now, mirror=(existing,))
             if not create:
                 return _Plan(Absent())
             inserted = tree.insert_assistant(
                 chat, message_id, run_id=run_id, writer=writer, user_id=row.user_id, task_id=task_id, now=now
             )
-            return _Plan(inserted, _serialized(chat), now, current_id=message_id, mirror=(inserted.message,))
+            return _Plan(inserted, chat, now, current_id=message_id, mirror=(inserted.message,))
 
         try:
             result = self._transact(chat_id, decide)
@@ -731,7 +746,7 @@ class ChatStore:
                     done=False,
                     meta={**fields, "openclaw_chain": list(chain)},
                 )
-            return _Plan((n, True), _serialized(chat), int(time.time()), mirror=(message,))
+            return _Plan((n, True), chat, int(time.time()), mirror=(message,))
 
         return self._transact(chat_id, decide)
 
@@ -772,101 +787,193 @@ class ChatStore:
         ``meta.openclaw_own_at``) stays in front, with the seam (``owc.render.seam.joined``), never the run's part
         twice nor a second seam."""
 
-        def decide(row: Any) -> _Plan[WriteResult]:
-            # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is refused.
-            chat = self._load(chat_id, row, user_id)
-            if message_id not in chat["history"]["messages"]:
-                raise MessageMissing(chat_id, message_id)
-            existing = chat["history"]["messages"][message_id]
-            if not isinstance(existing, dict):
-                raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
-            if existing.get("role", "assistant") != "assistant":
-                raise NotAnAssistantMessage(chat_id, message_id, existing.get("role"))
-            if unless_done and message_finished(existing):
-                return _Plan(AlreadyDone(message=existing))
-            if unless_continued is not None and tree.continued_past(existing, unless_continued):
-                return _Plan(AlreadyDone(message=existing))
-            if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
-                return _Plan(AlreadyDone(message=existing))
-            new_content, new_output, new_meta = content, output, meta
-            if own_part is not None:
-                front = _earlier_part(existing, own_part)
-                if front is not None:
-                    new_output, own_at = joined(front, own_part, output)
-                    new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": own_at}
-            gained = _gained_since_claim(existing, output, meta) if done and continues else None
-            if gained is not None:
-                new_output = gained[0]
-                new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": gained[1]}
-                log.info("store.kept_gained chat=%s message=%s (M gained since the claim)", chat_id, message_id)
-            now = int(time.time())
-            finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
-            had = len(existing.get("statusHistory") or []) if isinstance(existing.get("statusHistory"), list) else 0
-            message = tree.update_message(
-                chat,
-                message_id,
-                content=new_content,
-                output=new_output,
-                done=done,
-                error=error,
-                meta=new_meta,
-                continues=continues,
-                fills=fills,
-                status=status,
-            )
-            statuses = tuple(message.get("statusHistory") or [])[had:]
-            moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
-            current = chat["history"].get("currentId") if moved else None
-            parent = tree.messages_of(chat).get(message.get("parentId") or "")
-            written = Written(
-                message=message,
-                attempts=attempt,
-                moved=tuple(m for m in moved if m is not message),
-                parent=(
-                    {"id": parent["id"], "childrenIds": list(parent.get("childrenIds") or [])}
-                    if isinstance(parent, dict) and isinstance(parent.get("id"), str)
-                    else None
-                ),
-                current_id=chat["history"].get("currentId")
-                if isinstance(chat["history"].get("currentId"), str)
-                else None,
-                parent_run=_run_of(parent),
-                statuses=statuses,
-            )
-            if finished_before is not None and not moved and orjson.dumps(message) == orjson.dumps(finished_before):
-                # A finalize of a message already finished with exactly this (another process finished the same run
-                # from the same transcript): it costs a read and writes nothing (issue 24, item 13: with 8 processes
-                # on PostgreSQL, 235 of 500 runs were written twice).
-                return _Plan(written)
+        request = WriteRequest(
+            message_id,
+            {
+                "content": content, "output": output, "done": done, "error": error, "meta": meta,
+                "unless_done": unless_done, "unless_continued": unless_continued, "run_order": run_order,
+                "user_id": user_id, "continues": continues, "unless_holds": unless_holds, "fills": fills,
+                "status": status, "own_part": own_part,
+            },
+        )  # fmt: skip
+        (result,) = self.write_many(chat_id, [request])
+        if isinstance(result, StoreError):
+            raise result
+        return result
+
+    def write_many(self, chat_id: str, requests: Sequence[WriteRequest]) -> list[WriteResult | StoreError]:
+        """Several ``write`` calls of one chat in one transaction: each decided in turn, in the order given, on one
+        read and parse of the chat (each sees the ones before it, as it would one transaction later), then the chat
+        serialised and written once. The result of each, in order; a ``StoreError`` one of them raised is its result
+        (nothing of it written; the others are). A locked or refusing database gives every one the same
+        ``NotWritten``.
+
+        Why: every write reads, parses and serialises the whole chat (a 10,000-message chat is ~5 MB of JSON: ~25 ms
+        of parse on this project's 2-core machine, ~100 ms under load), so a burst of finalizes on one big chat
+        (many agents ending together) cost one whole-chat rewrite each; writes of the chat already waiting their
+        turn (``TrioChatStore.write``) now share one."""
+        attempt = 0
+
+        def decide(row: Any) -> _Plan[list[WriteResult | StoreError]]:
+            chat: dict[str, Any] | None = None
+            results: list[WriteResult | StoreError] = []
+            plans: list[_Plan[WriteResult]] = []
+            for index, request in enumerate(requests):
+                user_id = request.kwargs.get("user_id")
+                try:
+                    if chat is None:
+                        # ``user_id``: the user the run's session key names; a chat moved to another user mid-run is
+                        # refused.
+                        chat = self._load(chat_id, row, user_id)
+                    elif user_id is not None and row.user_id != user_id:
+                        raise ChatOwnerMismatch(chat_id, user_id, row.user_id)
+                    plan = self._decide_write(chat_id, chat, request.message_id, attempt, **request.kwargs)
+                except StoreError as exc:
+                    results.append(exc)
+                    continue
+                # A later write of the batch may change the dicts this result holds (the same message, a line put in
+                # order): its caller gets them as this write left them, as a transaction of its own would give them.
+                results.append(plan.result if index == len(requests) - 1 else copy.deepcopy(plan.result))
+                plans.append(plan)
+            writing = [plan for plan in plans if plan.chat is not None]
+            if chat is None or not writing:
+                return _Plan(results)
+            mirror: dict[int, dict[str, Any]] = {}
+            reparent: dict[int, dict[str, Any]] = {}
+            for plan in writing:  # each message once, as the last write left it (the dicts are the chat's own)
+                mirror.update((id(m), m) for m in plan.mirror)
+                reparent.update((id(m), m) for m in plan.reparent)
+            current = chat["history"].get("currentId")
+            moved_view = any(plan.current_id is not None for plan in writing)
             return _Plan(
-                written,
-                _serialized(chat),
-                now,
-                current_id=current if isinstance(current, str) else None,
-                mirror=(message,),
-                reparent=tuple(moved),
+                results,
+                chat,
+                max(plan.now for plan in writing),
+                current_id=current if moved_view and isinstance(current, str) else None,
+                mirror=tuple(mirror.values()),
+                reparent=tuple(reparent.values()),
             )
 
-        last, attempt = "", 0
+        last = ""
         for attempt in range(1, self.finalize_attempts + 1):
             try:
-                result = self._transact(chat_id, decide)
-                if isinstance(result, Written) and result.moved:
-                    log.info("store.reordered chat=%s message=%s moved=%d", chat_id, message_id, len(result.moved))
-                return result
+                results = self._transact(chat_id, decide)
+                for request, result in zip(requests, results):
+                    if isinstance(result, Written) and result.moved:
+                        log.info(
+                            "store.reordered chat=%s message=%s moved=%d",
+                            chat_id,
+                            request.message_id,
+                            len(result.moved),
+                        )
+                if len(requests) > 1:
+                    log.info("store.writes_together chat=%s writes=%d", chat_id, len(requests))
+                return results
             except REFUSALS as exc:
+                ids = ",".join(request.message_id for request in requests)
                 if not (isinstance(exc, OperationalError) and is_locked_error(exc)):
-                    log.error("store.write_refused chat=%s message=%s error=%s", chat_id, message_id, refusal_text(exc))
-                    return NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False)
+                    log.error("store.write_refused chat=%s message=%s error=%s", chat_id, ids, refusal_text(exc))
+                    return [NotWritten(detail=refusal_text(exc), attempts=attempt, locked=False) for _ in requests]
                 last = str(exc.orig)
                 log.warning(
-                    "store.write_locked chat=%s message=%s attempt=%d/%d",
-                    chat_id,
-                    message_id,
-                    attempt,
-                    self.finalize_attempts,
+                    "store.write_locked chat=%s message=%s attempt=%d/%d", chat_id, ids, attempt, self.finalize_attempts
                 )
-        return NotWritten(detail=last, attempts=attempt)
+        return [NotWritten(detail=last, attempts=attempt) for _ in requests]
+
+    def _decide_write(
+        self,
+        chat_id: str,
+        chat: dict[str, Any],
+        message_id: str,
+        attempt: int,
+        *,
+        content: str,
+        output: list[Any],
+        done: bool,
+        error: str | None = None,
+        meta: dict[str, Any] | None = None,
+        unless_done: bool = False,
+        unless_continued: str | None = None,
+        run_order: Sequence[str] = (),
+        user_id: str | None = None,
+        continues: bool = False,
+        unless_holds: str | None = None,
+        fills: bool = False,
+        status: Sequence[Mapping[str, Any]] = (),
+        own_part: str | None = None,
+    ) -> _Plan[WriteResult]:
+        """One ``write`` decided on ``chat`` (parsed, its owner checked; changed in place): what it returns and
+        writes. Every check that can refuse it (a ``StoreError``) comes before the first change to ``chat``, so a
+        refused write of a batch leaves the chat as the writes before it left it."""
+        if message_id not in chat["history"]["messages"]:
+            raise MessageMissing(chat_id, message_id)
+        existing = chat["history"]["messages"][message_id]
+        if not isinstance(existing, dict):
+            raise ChatCorrupt(chat_id, f"message {message_id} is not an object")
+        if existing.get("role", "assistant") != "assistant":
+            raise NotAnAssistantMessage(chat_id, message_id, existing.get("role"))
+        if unless_done and message_finished(existing):
+            return _Plan(AlreadyDone(message=existing))
+        if unless_continued is not None and tree.continued_past(existing, unless_continued):
+            return _Plan(AlreadyDone(message=existing))
+        if unless_holds is not None and message_finished(existing) and tree.holds_run(existing, unless_holds):
+            return _Plan(AlreadyDone(message=existing))
+        new_content, new_output, new_meta = content, output, meta
+        if own_part is not None:
+            front = _earlier_part(existing, own_part)
+            if front is not None:
+                new_output, own_at = joined(front, own_part, output)
+                new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": own_at}
+        gained = _gained_since_claim(existing, output, meta) if done and continues else None
+        if gained is not None:
+            new_output = gained[0]
+            new_content, new_meta = output_text(new_output), {**(meta or {}), "openclaw_own_at": gained[1]}
+            log.info("store.kept_gained chat=%s message=%s (M gained since the claim)", chat_id, message_id)
+        now = int(time.time())
+        finished_before = copy.deepcopy(existing) if done and message_finished(existing) else None
+        had = len(existing.get("statusHistory") or []) if isinstance(existing.get("statusHistory"), list) else 0
+        message = tree.update_message(
+            chat,
+            message_id,
+            content=new_content,
+            output=new_output,
+            done=done,
+            error=error,
+            meta=new_meta,
+            continues=continues,
+            fills=fills,
+            status=status,
+        )
+        statuses = tuple(message.get("statusHistory") or [])[had:]
+        moved = tree.reorder_run_line(chat, message_id, run_order) if run_order else []
+        current = chat["history"].get("currentId") if moved else None
+        parent = tree.messages_of(chat).get(message.get("parentId") or "")
+        written = Written(
+            message=message,
+            attempts=attempt,
+            moved=tuple(m for m in moved if m is not message),
+            parent=(
+                {"id": parent["id"], "childrenIds": list(parent.get("childrenIds") or [])}
+                if isinstance(parent, dict) and isinstance(parent.get("id"), str)
+                else None
+            ),
+            current_id=chat["history"].get("currentId") if isinstance(chat["history"].get("currentId"), str) else None,
+            parent_run=_run_of(parent),
+            statuses=statuses,
+        )
+        if finished_before is not None and not moved and orjson.dumps(message) == orjson.dumps(finished_before):
+            # A finalize of a message already finished with exactly this (another process finished the same run
+            # from the same transcript): it costs a read and writes nothing (issue 24, item 13: with 8 processes
+            # on PostgreSQL, 235 of 500 runs were written twice).
+            return _Plan(written)
+        return _Plan(
+            written,
+            chat,
+            now,
+            current_id=current if isinstance(current, str) else None,
+            mirror=(message,),
+            reparent=tuple(moved),
+        )
 
     def put_in_order(
         self, chat_id: str, message_id: str, *, run_order: Sequence[str], user_id: str | None = None
@@ -894,7 +1001,7 @@ class ChatStore:
             )
             return _Plan(
                 written,
-                _serialized(chat),
+                chat,
                 int(time.time()),
                 current_id=current if isinstance(current, str) else None,
                 reparent=tuple(moved),
@@ -962,7 +1069,7 @@ class ChatStore:
                 done=True,
                 meta={"openclaw_own_at": new_own_at} if "openclaw_own_at" in meta else None,
             )
-            return _Plan(Written(message=message), _serialized(chat), int(time.time()), mirror=(message,))
+            return _Plan(Written(message=message), chat, int(time.time()), mirror=(message,))
 
         last, attempt = "", 0
         for attempt in range(1, self.finalize_attempts + 1):
@@ -1173,7 +1280,7 @@ class ChatStore:
             )
             return _Plan(
                 result,
-                _serialized(chat),
+                chat,
                 int(time.time()),
                 current_id=result.current_id,
                 mirror=(message,),
@@ -1263,7 +1370,7 @@ class ChatStore:
             if message_finished(message):
                 return _Plan(None)
             added = tree.add_status(message, entries, finished=False)
-            return _Plan(added, _serialized(chat), int(time.time()), mirror=(message,))
+            return _Plan(added, chat, int(time.time()), mirror=(message,))
 
         return self._transact(chat_id, decide)
 
@@ -1296,7 +1403,7 @@ class ChatStore:
             if not fresh:
                 return _Plan(None)
             added = tree.add_status(message, fresh, finished=False)
-            return _Plan((str(tail), added), _serialized(chat), int(time.time()), mirror=(message,))
+            return _Plan((str(tail), added), chat, int(time.time()), mirror=(message,))
 
         return self._transact(chat_id, decide)
 
@@ -1331,7 +1438,7 @@ class ChatStore:
             result = FilesAdded(
                 files=tuple(merged), notes=tuple(added), content=content if isinstance(content, str) else ""
             )
-            return _Plan(result, _serialized(chat), int(time.time()), mirror=(message,))
+            return _Plan(result, chat, int(time.time()), mirror=(message,))
 
         return self._transact(chat_id, decide)
 
@@ -1400,6 +1507,18 @@ class ChatStore:
                     self._mirror(conn, chat_id, user_id, message, now)
 
 
+@attrs.define(eq=False)
+class _Waiting:
+    """A ``TrioChatStore.write`` call waiting for the lane, which another call of the same chat may make for it."""
+
+    request: WriteRequest
+    #: Cancelled once its write is made by another call: the caller stops waiting for the lane.
+    woken: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    done: trio.Event = attrs.field(factory=trio.Event)
+    taken: bool = False  # in a batch being made: its result will come
+    result: Any = None  # what ``ChatStore.write`` returned, or the exception it raised
+
+
 class TrioChatStore:
     """``ChatStore`` for Trio code: each call runs in a worker thread, at most ``capacity`` at once.
 
@@ -1412,10 +1531,13 @@ class TrioChatStore:
     outside the lock leave the lock free between owc's holds, for a waiting Open WebUI writer to take.
     Reads (``read_chat``, ``chat_facts``, ``chat_times``) take no lock and do not queue."""
 
-    def __init__(self, sync: ChatStore, capacity: int = 4) -> None:
+    def __init__(self, sync: ChatStore, capacity: int = 4, together: int = WRITES_TOGETHER) -> None:
         self.sync = sync
         self.limiter = trio.CapacityLimiter(capacity)
         self.lane = trio.Lock()
+        #: At most this many waiting writes of one chat are made in one transaction (``write``).
+        self.together = together
+        self._waiting: dict[str, list[_Waiting]] = {}  # chat id -> its ``write`` calls waiting, in order
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await trio.to_thread.run_sync(partial(fn, *args, **kwargs), limiter=self.limiter)
@@ -1437,7 +1559,73 @@ class TrioChatStore:
         return await self._write(self.sync.claim, chat_id, message_id, **kwargs)
 
     async def write(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult:
-        return await self._write(self.sync.write, chat_id, message_id, **kwargs)
+        """``ChatStore.write`` in the lane, made together with the writes of the same chat waiting their turn.
+
+        The write that gets the lane takes, in the order they came, every write of its chat still waiting (at most
+        ``together``), itself among them, and makes them in one transaction (``ChatStore.write_many``): one read,
+        parse, serialisation and commit of the chat for all, instead of one each. Each waiting caller is then woken
+        with its own result, without taking the lane again. A burst of finalizes on one big chat (many agents ending
+        together) therefore costs a few whole-chat rewrites, not one per run.
+
+        Cancelled while it waits, a write nobody took leaves having written nothing, as before; one another write
+        already took is being made (its transaction completes), so its caller waits for that result, as a caller
+        whose own thread runs does."""
+        mine = _Waiting(WriteRequest(message_id, kwargs))
+        self._waiting.setdefault(chat_id, []).append(mine)
+        try:
+            with mine.woken:
+                async with self.lane:
+                    await self._write_batch(chat_id, self._take(chat_id, mine))
+        except trio.Cancelled:
+            if not mine.taken:
+                raise
+            with trio.CancelScope(shield=True):  # taken: the transaction runs whatever happens here
+                await mine.done.wait()
+        finally:
+            if not mine.taken:  # cancelled (or failed) before any write took it: it leaves the queue
+                waiting = self._waiting[chat_id]
+                waiting.remove(mine)
+                if not waiting:
+                    del self._waiting[chat_id]
+        if isinstance(mine.result, BaseException):
+            raise mine.result
+        return mine.result
+
+    def _take(self, chat_id: str, mine: _Waiting) -> list[_Waiting]:
+        """The writes of ``chat_id`` made together with ``mine``: the first ``together`` waiting, and ``mine``."""
+        waiting = self._waiting.pop(chat_id)
+        at = waiting.index(mine)
+        batch, rest = waiting[: max(self.together, at + 1)], waiting[max(self.together, at + 1) :]
+        if rest:
+            self._waiting[chat_id] = rest
+        for entry in batch:
+            entry.taken = True
+        return batch
+
+    async def _write_batch(self, chat_id: str, batch: list[_Waiting]) -> None:
+        """Make ``batch``'s writes (in the lane) and give each its result. A batch whose transaction failed in a way
+        no single write explains (an error that is not a refusal of the database: a fault of owc's) is made again one
+        write at a time, so that only the write at fault fails."""
+        results: list[Any] = []
+        try:
+            try:
+                results = await self._run(self.sync.write_many, chat_id, [entry.request for entry in batch])
+            except Exception as exc:
+                if len(batch) == 1:
+                    results = [exc]
+                else:
+                    log.error("store.writes_apart chat=%s writes=%d error=%r", chat_id, len(batch), exc)
+                    results = []
+                    for entry in batch:
+                        try:
+                            results.extend(await self._run(self.sync.write_many, chat_id, [entry.request]))
+                        except Exception as alone:
+                            results.append(alone)
+        finally:
+            for index, entry in enumerate(batch):
+                entry.result = results[index] if index < len(results) else RuntimeError("the write was interrupted")
+                entry.done.set()
+                entry.woken.cancel()  # a caller waiting for the lane stops waiting: its write is made
 
     async def put_in_order(self, chat_id: str, message_id: str, **kwargs: Any) -> WriteResult | None:
         return await self._write(self.sync.put_in_order, chat_id, message_id, **kwargs)
