@@ -67,13 +67,51 @@ def _probe(path: str, chat_id: str, pause: float, stop: Any, out: Any) -> None:
     out.send(saves)
 
 
+def _probe_pg(url: str, chat_id: str, pause: float, stop: Any, out: Any) -> None:
+    """``_probe`` on PostgreSQL, as Open WebUI's ``_chat_transaction`` runs there: ``SELECT ... FOR UPDATE`` (the row
+    lock; its wait is the save's wait), read, change the title, write back, commit. A wait past ``BUSY_TIMEOUT_S``
+    (``lock_timeout``, the same bound) counts as a give-up, as on SQLite."""
+    import psycopg
+
+    db = psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"))
+    db.execute(f"SET lock_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+    db.commit()
+    saves: list[tuple[float, float, float, bool]] = []
+    out.send("ready")
+    n = 0
+    while not stop.is_set():
+        start = time.monotonic()
+        try:
+            row = db.execute("SELECT chat::text FROM chat WHERE id = %s FOR UPDATE", (chat_id,)).fetchone()
+        except psycopg.errors.LockNotAvailable:
+            db.rollback()
+            saves.append((start, time.monotonic() - start, 0.0, True))
+            time.sleep(pause)
+            continue
+        locked = time.monotonic()
+        chat = orjson.loads(row[0])  # type: ignore[index]
+        n += 1
+        chat["title"] = f"Renamed by the competing writer ({n})"
+        db.execute(
+            "UPDATE chat SET chat = %s::json, title = %s, updated_at = %s WHERE id = %s",
+            (orjson.dumps(chat).decode(), chat["title"], int(time.time()), chat_id),
+        )
+        db.commit()
+        saves.append((start, locked - start, time.monotonic() - locked, False))
+        time.sleep(pause)
+    db.close()
+    out.send(saves)
+
+
 @contextmanager
 def competing_writer(path: str, chat_id: str, *, pause: float) -> Iterator[list[Save]]:
-    """Run the probe in a spawned process for the block; the list it yields is filled with every save on exit."""
+    """Run the probe in a spawned process for the block; the list it yields is filled with every save on exit.
+    ``path``: a SQLite file, or a ``postgresql`` URL (``_probe_pg``)."""
     spawn = multiprocessing.get_context("spawn")
     receive, send = spawn.Pipe(duplex=False)
     stop = spawn.Event()
-    process = spawn.Process(target=_probe, args=(path, chat_id, pause, stop, send), daemon=True, name="bench-owui")
+    target = _probe_pg if path.startswith("postgresql") else _probe
+    process = spawn.Process(target=target, args=(path, chat_id, pause, stop, send), daemon=True, name="bench-owui")
     process.start()
     saves: list[Save] = []
     try:

@@ -2,11 +2,11 @@
 
 Why from the wire and not from owc's ``on_hold`` callback: that callback starts its timer after the locked read,
 and the issue's goal is the hold from ``BEGIN IMMEDIATE`` (SQLite: the database-wide write lock is taken there)
-or ``SELECT ... FOR UPDATE`` (PostgreSQL: the row lock) to the moment the lock is released (``Hold`` says exactly
-where each starts). SQLAlchemy's
-engine events see those statements on any engine in the process, whoever made it, and the commit / rollback is
-timed by wrapping the dialect's ``do_commit`` / ``do_rollback`` (the DBAPI call that releases the lock), so the
-figures hold whatever owc's store does inside its transactions.
+or ``SELECT ... FOR UPDATE`` / the ``UPDATE`` of the chat row (PostgreSQL: the row lock) to the moment the lock
+is released (``Hold`` says exactly where each starts). SQLAlchemy's engine events see those statements on any
+engine in the process, whoever made it, and the commit / rollback is timed by wrapping the dialect's ``do_commit``
+/ ``do_rollback`` (the DBAPI call that releases the lock), so the figures hold whatever owc's store does inside its
+transactions.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 @dataclass(frozen=True)
 class Hold:
     """One lock-taking transaction. SQLite: the lock is held from the moment ``BEGIN IMMEDIATE`` returns (before
-    that, the transaction waited for it: ``wait``). PostgreSQL: from the moment ``SELECT ... FOR UPDATE`` is sent
-    (the row lock is taken inside that statement, which also reads the row; under contention its wait is inside the
-    hold, which the PostgreSQL figures here never have: they are measured one transaction at a time)."""
+    that, the transaction waited for it: ``wait``). PostgreSQL: from the moment ``SELECT ... FOR UPDATE`` or the
+    ``UPDATE`` of the chat row is sent (the row lock is taken inside that statement; under contention its wait is
+    inside the hold: a figure taken beside another writer says so)."""
 
     start: float  # time.monotonic() when the lock was taken (comparable across processes on Linux)
     seconds: float  # from then to the end of the commit / rollback: the lock hold
@@ -36,9 +36,12 @@ class Hold:
 
 
 def _locks(backend: str, statement: str) -> bool:
+    """The statement that takes the lock: SQLite's ``BEGIN IMMEDIATE``; on PostgreSQL ``SELECT ... FOR UPDATE`` or
+    an ``UPDATE`` of the ``chat`` row (owc's short-hold write takes the row lock in its conditional ``UPDATE``)."""
     if backend == "sqlite":
         return statement.lstrip()[:15].upper() == "BEGIN IMMEDIATE"
-    return "FOR UPDATE" in statement.upper()
+    text = statement.upper()
+    return "FOR UPDATE" in text or text.lstrip().startswith("UPDATE CHAT SET")
 
 
 class LockProbe:

@@ -149,6 +149,56 @@ def test_a_finalize_keeps_a_save_made_between_its_read_and_its_lock(store: ChatS
     assert messages["u2"]["parentId"] == "m" and chat["history"]["currentId"] == "u2"
 
 
+@pytest.mark.postgres
+def test_a_postgres_finalize_that_waits_for_a_save_in_flight_keeps_it(postgres_url: str) -> None:
+    """PostgreSQL: owc's writing ``UPDATE`` takes the row lock and checks the row version in one statement. Here Open
+    WebUI's save holds the row (updated, not committed) when that ``UPDATE`` comes: it waits, the save commits, and
+    PostgreSQL evaluates the ``UPDATE``'s condition again on the saved version, which is a new one: owc writes nothing
+    that try, reads again, and the save is kept (the user's turn, the title) with owc's finalize on top."""
+    import psycopg
+
+    store = ChatStore(make_engine(postgres_url, busy_timeout_ms=5000))
+    store.create_tables()
+    try:
+        chat_id = new_chat(store, user_turn_chat)
+        store.claim(chat_id, "m", run_id="r", writer="w", alive=DEAD, user_id=USER)
+        dsn = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+        saving = psycopg.connect(dsn)
+        watcher_errors: list[BaseException] = []
+
+        def commit_once_owc_waits() -> None:
+            try:
+                with psycopg.connect(dsn, autocommit=True) as watch:
+                    # owc's UPDATE waiting for the save's transaction: a lock not granted (the state itself, polled)
+                    while not watch.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+                        threading.Event().wait(0.005)
+                saving.commit()
+            except BaseException as exc:  # reported by the test below
+                watcher_errors.append(exc)
+
+        def save_in_flight(_n: int) -> None:
+            (raw,) = saving.execute("SELECT chat::text FROM chat WHERE id = %s FOR UPDATE", (chat_id,)).fetchone()
+            chat = orjson.loads(raw)
+            add_user_turn("u2", "Renamed")(chat)
+            saving.execute(
+                "UPDATE chat SET chat = %s::json, title = %s WHERE id = %s",
+                (orjson.dumps(chat).decode(), chat["title"], chat_id),
+            )
+            threading.Thread(target=commit_once_owc_waits, daemon=True).start()
+
+        store.before_lock = between = Between(save_in_flight)
+        result = store.write(chat_id, "m", content="final", output=[], done=True)
+        saving.close()
+        assert not watcher_errors
+        assert isinstance(result, Written) and between.calls == 2
+        chat = store.read_chat(chat_id)
+        messages = chat["history"]["messages"]
+        assert chat["title"] == "Renamed" and set(messages) == {"u1", "m", "u2"}
+        assert messages["m"]["content"] == "final" and messages["u2"]["parentId"] == "m"
+    finally:
+        store.engine.dispose()
+
+
 def test_a_save_of_another_chat_between_costs_no_second_read(store: ChatStore, url: str, caplog) -> None:
     """A save of another chat changes SQLite's ``data_version`` but not this chat's text (nor, on PostgreSQL, this
     row's ``xmin``): owc writes on its first try."""

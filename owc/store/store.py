@@ -292,6 +292,11 @@ class _Plan(Generic[T]):
     remove: tuple[str, ...] = ()
 
 
+#: The ``chat_message`` columns a write of a message changes in an existing row (with ``status_history`` when the
+#: message has status lines): the others (its chat, role, parent, model, creation) are set when the row is made.
+_MIRRORED = ("content", "output", "done", "error", "meta", "updated_at")
+
+
 def _serialized(chat: dict[str, Any]) -> Serialized:
     return Serialized(orjson.dumps(chat).decode())
 
@@ -452,11 +457,19 @@ class ChatStore:
                 if self.before_lock is not None:
                     self.before_lock(chat_id)
                 text = _serialized(plan.chat)
-                locked_at = self._lock(conn, chat_id, read)
-                if locked_at is not None:
-                    self._apply(conn, chat_id, read.row.user_id, plan, text)
-                    self._commit(conn, chat_id, locked_at, wrote=len(text.text))
-                    return plan.result
+                if self.is_sqlite:
+                    locked_at = self._lock(conn, chat_id, read)
+                    if locked_at is not None:
+                        self._apply(conn, chat_id, read.row.user_id, plan, text)
+                        self._commit(conn, chat_id, locked_at, wrote=len(text.text))
+                        return plan.result
+                else:
+                    # PostgreSQL: the UPDATE that writes the row takes its lock and checks its version in one
+                    # statement (``_save``'s ``version``), so the hold is that statement, the mirror and the commit.
+                    locked_at = time.perf_counter()
+                    if self._apply(conn, chat_id, read.row.user_id, plan, text, version=read.version):
+                        self._commit(conn, chat_id, locked_at, wrote=len(text.text))
+                        return plan.result
                 conn.rollback()
             log.info("store.changed_under chat=%s attempt=%d/%d", chat_id, attempt, self.optimistic_tries)
         with self.engine.connect() as conn:
@@ -487,38 +500,38 @@ class ChatStore:
         return _Read(row, version)
 
     def _lock(self, conn: Connection, chat_id: str, read: _Read) -> float | None:
-        """Take the chat's lock on ``conn`` and tell whether the row is still the one ``read`` saw: the lock's time
-        (held: write, then commit) or None (changed: roll back and read again).
-
-        PostgreSQL: the row's ``xmin`` under ``FOR UPDATE`` (which returns the newest committed version): every
-        update makes a new row version whose ``xmin`` is its transaction's id, never the id of the transaction that
-        made the version read before. SQLite: ``PRAGMA data_version`` unchanged means no other connection
-        committed anything since the read; changed (a save of another chat, a checkpoint's WAL reset, owc's own
-        other connections), the stored text and owner are compared with what was read, whole: exact, and
-        cheaper than parsing (a ``memcmp``, ~3 ms for 5 MB)."""
-        if self.is_sqlite:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-            self._same_file(conn)
-            locked_at = time.perf_counter()
-            if conn.exec_driver_sql("PRAGMA data_version").scalar() == read.version:
-                return locked_at
-            now = conn.exec_driver_sql(
-                "SELECT user_id, chat IS ? FROM chat WHERE id = ?", (read.row.chat, chat_id)
-            ).first() if read.row is not None else None  # fmt: skip
-            same = now is not None and now[0] == read.row.user_id and bool(now[1])
-            return locked_at if same else None
-        now = conn.execute(
-            select(literal_column("xmin::text").label("version")).where(chat_t.c.id == chat_id).with_for_update()
-        ).first()
+        """SQLite: take the database's write lock on ``conn`` and tell whether the row is still the one ``read`` saw:
+        the lock's time (held: write, then commit) or None (changed: roll back and read again). ``PRAGMA
+        data_version`` unchanged means no other connection committed anything since the read; changed (a save of
+        another chat, a checkpoint's WAL reset, owc's own other connections), the stored text and owner are compared
+        with what was read, whole: exact, and cheaper than parsing (a ``memcmp``, ~3 ms for 5 MB). PostgreSQL takes
+        its row lock in the writing ``UPDATE`` itself (``_save``'s ``version``)."""
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        self._same_file(conn)
         locked_at = time.perf_counter()
-        return locked_at if now is not None and now.version == read.version else None
+        if conn.exec_driver_sql("PRAGMA data_version").scalar() == read.version:
+            return locked_at
+        now = conn.exec_driver_sql(
+            "SELECT user_id, chat IS ? FROM chat WHERE id = ?", (read.row.chat, chat_id)
+        ).first() if read.row is not None else None  # fmt: skip
+        same = now is not None and now[0] == read.row.user_id and bool(now[1])
+        return locked_at if same else None
 
-    def _apply(self, conn: Connection, chat_id: str, user_id: str | None, plan: _Plan[Any], text: Serialized) -> None:
+    def _apply(
+        self,
+        conn: Connection,
+        chat_id: str,
+        user_id: str | None,
+        plan: _Plan[Any],
+        text: Serialized,
+        version: Any = None,
+    ) -> bool:
         """The writes of a plan, under the lock: the chat row (``text``: the plan's chat, serialised), then its
-        ``chat_message`` mirror."""
-        self._save(conn, chat_id, text, plan.now, current_id=plan.current_id)
-        for message in plan.mirror:
-            self._mirror(conn, chat_id, user_id, message, plan.now)
+        ``chat_message`` mirror. ``version`` (PostgreSQL): write only the row version read (``_save``); False, having
+        written nothing, when the row changed since."""
+        if not self._save(conn, chat_id, text, plan.now, current_id=plan.current_id, version=version):
+            return False
+        self._mirror_many(conn, chat_id, user_id, plan.mirror, plan.now)
         for other in plan.reparent:
             conn.execute(
                 update(msg_t)
@@ -527,6 +540,7 @@ class ChatStore:
             )
         for message_id in plan.remove:
             conn.execute(delete(msg_t).where(msg_t.c.id == message_row_id(chat_id, message_id)))
+        return True
 
     def _same_file(self, conn: Connection) -> None:
         """Under the write lock: the file this connection has open is still the one at the database's path
@@ -568,50 +582,71 @@ class ChatStore:
         chat: dict[str, Any] | Serialized,
         now: int,
         current_id: str | None = None,
-    ) -> None:
+        version: Any = None,
+    ) -> bool:
+        """Write the chat row. ``version`` (PostgreSQL; None: unconditional): only while the row's ``xmin`` is still
+        the one read outside the lock. Every update makes a row version whose ``xmin`` is its own transaction's id,
+        and an ``UPDATE`` that finds the row locked by another writer waits, then evaluates its ``WHERE`` again on the
+        version that writer committed (PostgreSQL's READ COMMITTED rule): so one statement takes the row lock, checks
+        and writes (no ``SELECT ... FOR UPDATE`` round trip inside the hold). False: the row changed, nothing
+        written."""
         values: dict[str, Any] = {"chat": chat, "updated_at": now}
         if current_id is not None:
             values["current_message_id"] = current_id
-        conn.execute(update(chat_t).where(chat_t.c.id == chat_id).values(**values))
+        query = update(chat_t).where(chat_t.c.id == chat_id)
+        if version is not None:
+            query = query.where(literal_column("xmin::text") == version)
+        return conn.execute(query.values(**values)).rowcount == 1
 
-    @staticmethod
-    def _mirror(conn: Connection, chat_id: str, user_id: str | None, message: dict[str, Any], now: int) -> None:
+    @classmethod
+    def _mirror(cls, conn: Connection, chat_id: str, user_id: str | None, message: dict[str, Any], now: int) -> None:
         """Keep ``chat_message`` in step, as ``ChatMessages.upsert_message`` would (it drives the unfinished
         indicators and is what Open WebUI reads first)."""
-        row_id = message_row_id(chat_id, message["id"])
-        changed = {
-            "content": message.get("content"),
-            "output": message.get("output"),
-            "done": message.get("done", True),
-            "error": message.get("error"),
-            "meta": message.get("meta"),
-            "updated_at": now,
-        }
-        if "statusHistory" in message:
-            # Open WebUI reads a message's status lines from this column first (``DB_TO_JSON_KEY_MAP``).
-            changed["status_history"] = message.get("statusHistory")
+        cls._mirror_many(conn, chat_id, user_id, (message,), now)
+
+    @staticmethod
+    def _mirror_many(
+        conn: Connection, chat_id: str, user_id: str | None, messages: Sequence[dict[str, Any]], now: int
+    ) -> None:
+        """``_mirror`` for several messages: one upsert statement executed for all rows (psycopg sends them without
+        a round trip each), so writes made together (``write_many``) add no round trip per message to the hold."""
         # One upsert, so a row Open WebUI inserts meanwhile (its chat_message backfill, its own
         # upsert_message) cannot make owc's insert fail on the primary key.
         upsert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-        conn.execute(
-            upsert(msg_t)
-            .values(
-                id=row_id,
-                chat_id=chat_id,
-                user_id=message.get("user_id") or user_id,
-                role=message.get("role", "assistant"),
-                parent_id=message.get("parentId"),
-                model_id=message.get("model"),
-                files=message.get("files"),
-                sources=message.get("sources"),
-                embeds=message.get("embeds"),
-                usage=message.get("usage"),
-                context_summary=message.get("contextSummary"),
-                created_at=message.get("timestamp") or now,
-                **changed,
-            )
-            .on_conflict_do_update(index_elements=[msg_t.c.id], set_=changed)
-        )
+        with_status: list[dict[str, Any]] = []
+        without: list[dict[str, Any]] = []
+        for message in messages:
+            row = {
+                "id": message_row_id(chat_id, message["id"]),
+                "chat_id": chat_id,
+                "user_id": message.get("user_id") or user_id,
+                "role": message.get("role", "assistant"),
+                "parent_id": message.get("parentId"),
+                "model_id": message.get("model"),
+                "files": message.get("files"),
+                "sources": message.get("sources"),
+                "embeds": message.get("embeds"),
+                "usage": message.get("usage"),
+                "context_summary": message.get("contextSummary"),
+                "created_at": message.get("timestamp") or now,
+                "content": message.get("content"),
+                "output": message.get("output"),
+                "done": message.get("done", True),
+                "error": message.get("error"),
+                "meta": message.get("meta"),
+                "updated_at": now,
+            }
+            if "statusHistory" in message:
+                # Open WebUI reads a message's status lines from this column first (``DB_TO_JSON_KEY_MAP``).
+                row["status_history"] = message.get("statusHistory")
+                with_status.append(row)
+            else:
+                without.append(row)
+        for rows, changed in ((with_status, _MIRRORED + ("status_history",)), (without, _MIRRORED)):
+            if rows:
+                query = upsert(msg_t)
+                set_ = {column: query.excluded[column] for column in changed}
+                conn.execute(query.on_conflict_do_update(index_elements=[msg_t.c.id], set_=set_), rows)
 
     # ------------------------------------------------------------------ claim
 
