@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from owc.protocol.events import AgentEvent, ChatEvent, Event, SessionsChanged
+from owc.protocol.events import CHAT_TERMINAL_STATES, AgentEvent, ChatEvent, Event, SessionsChanged
 from owc.protocol.results import SessionRow
 
 RunKey = tuple[str, str]  # (session_key, run_id)
@@ -52,6 +52,14 @@ class ActiveRuns:
     def observe(self, event: Event, position: int = 0) -> None:
         """Track the start signal (``sessions.changed`` phase start, the Gateway's own) and terminals. A run's
         other events make it known as well (at their position), so a list that no longer shows it ends it."""
+        kind = type(event)
+        if kind is AgentEvent or (kind is ChatEvent and event.state not in CHAT_TERMINAL_STATES):
+            # A run's ordinary event, nearly every frame (tested apart from the rest: ``type``, not ``isinstance``).
+            if event.session_key and event.run_id:
+                key = (event.session_key, event.run_id)
+                if key not in self.known and key not in self.finished:
+                    self.heard.setdefault(key, position)
+            return
         if isinstance(event, SessionsChanged) and event.session_key and event.run_id:
             key = (event.session_key, event.effective_run_id or event.run_id)
             if event.phase == "start":

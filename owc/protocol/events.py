@@ -323,7 +323,77 @@ def parse_sessions_changed(p: f.JSONObject) -> SessionsChanged:
     )
 
 
+_MAX_ID = f.MAX_ID_CHARS
+
+
+def _good_id(value: object) -> bool:
+    """What ``fields.req_id`` accepts, the common way only (a ``str``, not empty, not too long, printable): the fast
+    parsers' test (written out inline for the run id and the session key, the ids of every frame); anything else
+    goes to the checked parse, which accepts or names what is wrong."""
+    return type(value) is str and 0 < len(value) <= _MAX_ID and value.isprintable()
+
+
 def parse_chat(p: f.JSONObject, epoch: object | None = None) -> ChatEvent:
+    """A ``chat`` payload. The fast way (issue 32: a typed event per frame was most of the reader's cost) reads
+    each field once and tests its exact type; a payload it does not vouch for (a field of another type, a number
+    where a float is allowed, an id with a character ``isprintable`` refuses) takes ``_parse_chat_checked``, which
+    gives the same event or names the field. ``tests/test_protocol_fast_parse.py`` holds the two to each other."""
+    run_id = p.get("runId")
+    session_key = p.get("sessionKey")
+    state = p.get("state")
+    seq = p.get("seq")
+    delta_text = p.get("deltaText")
+    replace = p.get("replace")
+    message = p.get("message")
+    yielded = p.get("yielded")
+    stop_reason = p.get("stopReason")
+    error_message = p.get("errorMessage")
+    error_kind = p.get("errorKind")
+    phase = p.get("phase")
+    agent_id = p.get("agentId")
+    spawned_by = p.get("spawnedBy")
+    if (
+        type(run_id) is str
+        and 0 < len(run_id) <= _MAX_ID
+        and run_id.isprintable()
+        and type(session_key) is str
+        and 0 < len(session_key) <= _MAX_ID
+        and session_key.isprintable()
+        and type(state) is str
+        and (seq is None or type(seq) is int)
+        and (delta_text is None or type(delta_text) is str)
+        and (replace is None or type(replace) is bool)
+        and (message is None or type(message) is dict or type(message) is Deferred)
+        and (yielded is None or type(yielded) is bool)
+        and (stop_reason is None or type(stop_reason) is str)
+        and (error_message is None or type(error_message) is str)
+        and (error_kind is None or type(error_kind) is str)
+        and (phase is None or type(phase) is str)
+        and (agent_id is None or type(agent_id) is str)
+        and (spawned_by is None or type(spawned_by) is str)
+    ):
+        return ChatEvent(
+            run_id,
+            session_key,
+            state,
+            seq,
+            delta_text,
+            replace is True,
+            message,
+            yielded is True,
+            stop_reason,
+            error_message,
+            error_kind,
+            phase,
+            agent_id,
+            spawned_by,
+            epoch,
+            p,
+        )
+    return _parse_chat_checked(p, epoch)
+
+
+def _parse_chat_checked(p: f.JSONObject, epoch: object | None = None) -> ChatEvent:
     w = "chat"
     state = f.req_str(p, "state", w)
     message = p.get("message")
@@ -394,6 +464,76 @@ def _item(d: f.JSONObject) -> ItemData:
 
 
 def parse_agent(p: f.JSONObject, via: str = "agent") -> AgentEvent:
+    """An ``agent`` (or ``session.tool``) payload, the fast way as ``parse_chat``: exact types, else
+    ``_parse_agent_checked``. An ``assistant`` stream's data (every other frame of a streaming run) is typed here
+    too; the other streams' data through their checked readers."""
+    run_id = p.get("runId")
+    stream = p.get("stream")
+    data = p.get("data")
+    session_key = p.get("sessionKey")
+    seq = p.get("seq")
+    ts = p.get("ts")
+    is_heartbeat = p.get("isHeartbeat")
+    agent_id = p.get("agentId")
+    spawned_by = p.get("spawnedBy")
+    lifecycle_flag = p.get("projectSessionLifecycle")
+    visible = p.get("controlUiVisible")
+    if not (
+        type(run_id) is str
+        and 0 < len(run_id) <= _MAX_ID
+        and run_id.isprintable()
+        and type(stream) is str
+        and type(data) is dict
+        and (session_key is None or _good_id(session_key))
+        and (seq is None or type(seq) is int)
+        and (ts is None or type(ts) is int)
+        and (is_heartbeat is None or type(is_heartbeat) is bool)
+        and (agent_id is None or type(agent_id) is str)
+        and (spawned_by is None or type(spawned_by) is str)
+        and (lifecycle_flag is None or type(lifecycle_flag) is bool)
+        and (visible is None or type(visible) is bool)
+    ):
+        return _parse_agent_checked(p, via)
+    lifecycle = assistant = tool = item = None
+    if stream == "assistant":
+        text = data.get("text")
+        delta = data.get("delta")
+        item_id = data.get("itemId")
+        if not (
+            (text is None or type(text) is str or type(text) is Deferred)
+            and (delta is None or type(delta) is str)
+            and (item_id is None or type(item_id) is str)
+        ):
+            return _parse_agent_checked(p, via)
+        assistant = AssistantData(text, delta, item_id)
+    elif stream == "lifecycle":
+        lifecycle = _lifecycle(data)
+    elif stream == "tool":
+        tool = _tool(data)
+    elif stream == "item":
+        item = _item(data)
+    return AgentEvent(
+        run_id,
+        stream,
+        data,
+        via,
+        session_key,
+        seq,
+        ts,
+        is_heartbeat,
+        agent_id,
+        spawned_by,
+        lifecycle_flag,
+        visible,
+        lifecycle,
+        assistant,
+        tool,
+        item,
+        p,
+    )
+
+
+def _parse_agent_checked(p: f.JSONObject, via: str = "agent") -> AgentEvent:
     w = via
     stream = f.req_str(p, "stream", w)
     data = f.opt_obj(p, "data", w) or {}
@@ -471,6 +611,12 @@ class EventDecoder:
         return self.epoch
 
     def decode(self, frame: EventFrame) -> Event:
+        name = frame.event
+        if name == "agent" or name == "chat":  # nearly every frame: one call less than ``parse_event``'s way
+            try:
+                return parse_agent(frame.payload) if name == "agent" else parse_chat(frame.payload, self.epoch)
+            except ProtocolError as exc:
+                raise ProtocolError(f"{name} event: {exc}") from None
         event = parse_event(frame, self.epoch)
         if isinstance(event, OtherEvent) and event.kind not in self.seen_other:
             self.seen_other.add(event.kind)

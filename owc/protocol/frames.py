@@ -215,6 +215,18 @@ def decode_frame(data: str | bytes, *, max_payload: int | None = DEFAULT_MAX_PAY
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         value = _loads_repaired(data, exc)
+    if type(value) is dict and value.get("type") == "event":
+        # The common frame, checked as ``frame_from_json`` checks it, with nothing to look at twice: a name, an
+        # object payload, a seq that is a non-negative int, no ``stateVersion``, no key owc does not know.
+        event, payload, seq = value.get("event"), value.get("payload"), value.get("seq")
+        if (
+            type(event) is str
+            and type(payload) is dict
+            and (seq is None or (type(seq) is int and seq >= 0))
+            and "stateVersion" not in value
+            and value.keys() <= _EVENT_KEYS
+        ):
+            return EventFrame(event, payload, seq, None, {})
     return frame_from_json(value)
 
 

@@ -29,7 +29,7 @@ import attrs
 
 from owc.protocol.active import ActiveRuns, Resync
 from owc.protocol.errors import FrameTooLarge, ProtocolError
-from owc.protocol.events import ChatEvent, Event, EventDecoder, Shutdown, Tick
+from owc.protocol.events import AgentEvent, ChatEvent, Event, EventDecoder, Shutdown, Tick
 from owc.protocol.frames import (
     EventFrame,
     Request,
@@ -150,7 +150,12 @@ class ConnectionMachine:
         ts = getattr(event, "ts", None)
         if type(ts) is int and ts > self.last_ts:
             self.last_ts = ts  # the Gateway's clock, from ticks too: how far this connection's view reaches
-        result = self.seq.feed(frame.seq)
+        seq = frame.seq
+        tracker = self.seq
+        if seq is not None and seq == tracker.last + 1:  # in order: the tracker's own rule, without its result
+            tracker.last = seq
+            return self._deliverable(event, frame.event)
+        result = tracker.feed(seq)
         if not result.is_gap:
             return self._deliverable(event, frame.event)
         self.gaps += 1
@@ -175,6 +180,10 @@ class ConnectionMachine:
         return Lost(deliver.event, deliver.name, resync)
 
     def _deliverable(self, event: Event, name: str) -> Deliver | None:
+        kind = type(event)
+        if kind is AgentEvent or kind is ChatEvent:  # nearly every frame: straight to the tracker and the handler
+            self.active.observe(event, self.frames)
+            return Deliver(event, name)
         if isinstance(event, ConnectChallenge):
             return None
         if isinstance(event, Tick):
