@@ -94,29 +94,6 @@ def history_reads(max_buffered_bytes: int) -> int:
     return max(1, max_buffered_bytes // (2 * HISTORY_MAX_BYTES))
 
 
-#: At most this many scheduler turns a streaming writer waits for more of its run before a flush (``coalesce``):
-#: bounds what one flush holds back in a flood (each turn lets the reader take one more read of the socket).
-COALESCE_TURNS = 8
-
-
-async def coalesce(version: Callable[[], int], turns: int = COALESCE_TURNS) -> int:
-    """Before a flush, let the reader feed what the socket already holds: one scheduler turn at a time, while each
-    turn changed ``version`` (the run's rendering), at most ``turns``. Returns the turns taken.
-
-    Why: a flush costs per flush, and the reader wakes a run's writer once per read of the socket. A long run's
-    frames grow (each ``chat`` delta carries the whole reply so far), fewer fit one read, and a flush per read made
-    the cost per event grow with the run (issue 32, goal 2: flushes per event 0.01 in the first tenth of a 10,000
-    delta run, 0.26 in the last). A paced stream (what a person watches) has nothing waiting: the first turn brings
-    nothing and the flush follows in the same instant. Counted in turns, never in time: no clock is read or waited
-    on (a timer here would show in every turn's virtual seconds)."""
-    for turn in range(1, turns + 1):
-        seen = version()
-        await trio.lowlevel.checkpoint()
-        if version() == seen:
-            return turn
-    return turns
-
-
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
@@ -698,7 +675,6 @@ class _Writer:
             while True:
                 await self._flush()
                 await r.wait_changed()
-                await coalesce(lambda: r.renderer.version)
 
     async def _flush(self) -> None:
         """Whatever changed since the last flush (coalesced: however many events arrived meanwhile), to the tabs
