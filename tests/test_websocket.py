@@ -335,6 +335,63 @@ async def test_pump_batches_a_burst_and_bounds_it_in_bytes() -> None:
         await ws.aclose()
 
 
+def test_wanted_is_what_completes_the_frame_begun() -> None:
+    client, _ = accepted(max_message_size=1 << 20)
+    big = text(b"B" * 300_000)
+    assert client.wanted == 0
+    client.receive_data(big[:1])  # not even a header yet: nothing known to want
+    assert client.wanted == 1  # the rest of the two-byte header
+    client.receive_data(big[1:65536])
+    assert client.wanted == len(big) - 65536
+    client.receive_data(big[65536:200_000])
+    assert client.wanted == len(big) - 200_000 and not client.messages
+    client.receive_data(big[200_000:] + text(b"x")[:1])
+    assert client.take_messages() == [b"B" * 300_000] and client.wanted == 1
+
+
+class _Reads:
+    """A client stream that records how much each read asked for."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream, self.asked = stream, []
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        self.asked.append(max_bytes)
+        return await self.stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+async def test_pump_reads_a_large_frame_begun_in_one_read_not_64_kib_at_a_time() -> None:
+    """Each read is a scheduler turn: a 600 KB frame read 64 KiB at a time let every writer run ten times for one
+    event. Once its header is in, the pump asks for the rest at once."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    reads = _Reads(client_end)
+    big = text(b"B" * 600_000)
+
+    async def serve() -> None:
+        server = WSConnection(ConnectionType.SERVER)
+        while True:
+            server.receive_data(await server_end.receive_some(65536))
+            if any(isinstance(e, Request) for e in server.events()):
+                break
+        await server_end.send_all(server.send(AcceptConnection()))
+        await server_end.send_all(big)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve)
+        ws = await connect_websocket(reads, "h", "/", max_message_size=1 << 20)  # type: ignore[arg-type]
+        asked_before = len(reads.asked)
+        assert await ws.get_messages() == [b"B" * 600_000]
+        during = reads.asked[asked_before:]
+        assert during[0] == RECEIVE_SIZE and during[1] == len(big) - RECEIVE_SIZE, during
+        assert len(during) == 2  # the memory stream hands over all it holds: two reads, not ten
+
+
 async def test_pump_answers_pings_and_surfaces_the_close_after_the_messages() -> None:
     seen: list = []
 

@@ -1,9 +1,10 @@
 """The Trio pump around owc's client WebSocket machine (``owc.protocol.websocket``): owc's side of the Gateway link.
 
-No background task: the connection's reader is the only receiver, and it reads the stream (64 KiB at a time) only
-when every message already received has been taken, so one wake-up delivers a whole batch of messages (owc
-dispatches them all before it reads again) and what is buffered stays bounded in bytes (one read, plus the one
-message it completed). Sends (requests, and the pongs and close answers the protocol owes) go through one lock.
+No background task: the connection's reader is the only receiver, and it reads the stream (64 KiB at a time, or
+what completes a large frame begun) only when every message already received has been taken, so one wake-up
+delivers a whole batch of messages (owc dispatches them all before it reads again) and what is buffered stays
+bounded in bytes (one read, plus the one message it completed). Sends (requests, and the pongs and close answers
+the protocol owes) go through one lock.
 
 Errors are trio-websocket's own types, so everything above (the reconnect loop, ``owc doctor``) reads them as
 before: ``ConnectionClosed`` (its ``CloseReason`` code and reason; 1006 when the stream ended without a close
@@ -69,7 +70,10 @@ class WebSocket:
                 await self._finish()
                 raise ConnectionClosed(CloseReason(protocol.closed.code, protocol.closed.reason))
             try:
-                data = await self.stream.receive_some(RECEIVE_SIZE)
+                # A large frame begun: what completes it, in one read if the socket holds it (bounded by the
+                # message size limit the header was checked against). Each read is a scheduler turn, so a frame
+                # read 64 KiB at a time let every writer run once per 64 KiB of one event.
+                data = await self.stream.receive_some(max(RECEIVE_SIZE, protocol.wanted))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             protocol.receive_data(data)

@@ -412,6 +412,12 @@ class ClientWebSocket:
         self.closed = Closed(code, reason)
         self.state = State.CLOSED
 
+    @property
+    def wanted(self) -> int:
+        """How many more bytes complete the frame begun (0: none begun, or its header not yet read whole): the
+        pump asks for them in one read, so a large frame costs one or two reads, not one per 64 KiB."""
+        return self._need - self._chunked if self._chunks else 0
+
     def take_messages(self) -> list[bytes]:
         """Every complete message received so far, oldest first; the buffer is empty afterwards."""
         messages = self.messages
