@@ -25,8 +25,13 @@ How:
   (a writer's flush renders everything fed before it; nothing runs between its render and its emits here).
 * **Figures.** Per run count: p50, p99 and max (by rank) of the events that came once the run's message existed
   (``streaming``: the goal's figure) and of all events (``with starts``: a run's first events also wait for its
-  claim, one database transaction per run, which the runs starting together queue for); events per second; the
-  load average before and after; PASS/FAIL against p99 < 10 ms at 100 runs (printed, never asserted).
+  claim, one database transaction per run, which the runs starting together queue for); the load average before
+  and after; PASS/FAIL against p99 < 10 ms at 100 runs (printed, never asserted).
+* **Where the tail's time went.** The main thread's ``/proc/.../schedstat`` (time on a CPU, time runnable but
+  waiting for one) is read at each receipt and each tab told, so the slowest 1 % of events' waits split into owc's
+  main thread running, waiting for a CPU (the machine's load: nothing owc does can shorten it) and neither (not
+  runnable: the GIL held by a store thread, or idle). Full garbage collections during the round are counted and
+  timed (each stops the main thread).
 
 What it does not count: time a frame spent in the kernel before owc read it (owc busy elsewhere): the reader's
 receipt is the earliest clock owc has. ``--rounds`` repeats every size and prints each round's figures plus the
@@ -35,12 +40,14 @@ median of the rounds' p99 (the load of a shared 2-core machine moves a single ro
     PYTHONPATH=. python3 bench/paced.py                         # 1, 100, 1,000 runs; a few minutes
     PYTHONPATH=. python3 bench/paced.py --runs 100 --rounds 3 --deltas 60
     PYTHONPATH=. python3 bench/paced.py --switch-interval 0.0005 # sys.setswitchinterval for owc's process
+    PYTHONPATH=. python3 bench/paced.py --gc-freeze              # gc.freeze() before each round
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import logging
 import math
 import multiprocessing
@@ -259,11 +266,35 @@ class Clocks:
 
     def __init__(self) -> None:
         self.batch_at = 0.0
-        #: chat id -> (receipt, whether the chat's message existed then) of events not told yet.
-        self.owed: dict[str, list[tuple[float, bool]]] = collections.defaultdict(list)
+        self.batch_sched = (0, 0)
+        #: chat id -> (receipt, the main thread's schedstat then, whether the chat's message existed) of events not
+        #: told yet.
+        self.owed: dict[str, list[tuple[float, tuple[int, int], bool]]] = collections.defaultdict(list)
         self.introduced: set[str] = set()
         self.streaming: list[float] = []
         self.starting: list[float] = []
+        #: Per streaming event, where its wait went on owc's main thread: (ran, waited for a CPU) in seconds.
+        self.split: list[tuple[float, float]] = []
+        self._stat: int | None = None
+
+    def open_sched(self) -> None:
+        """Read the calling thread's ``schedstat`` from now on (Linux; elsewhere the split is left out)."""
+        try:
+            self._stat = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+        except OSError:
+            self._stat = None
+
+    def close_sched(self) -> None:
+        if self._stat is not None:
+            os.close(self._stat)
+            self._stat = None
+
+    def sched(self) -> tuple[int, int]:
+        """The main thread's time on a CPU and time runnable but waiting for one (the machine's load), ns."""
+        if self._stat is None:
+            return (0, 0)
+        ran, waited, _ = os.pread(self._stat, 128, 0).split()
+        return int(ran), int(waited)
 
 
 def chat_of(session_key: str | None) -> str | None:
@@ -284,6 +315,7 @@ def hooks(clocks: Clocks) -> Any:
     async def stamped(self: WebSocket) -> list[bytes]:
         messages = await get_messages(self)
         clocks.batch_at = time.perf_counter()
+        clocks.batch_sched = clocks.sched()
         return messages
 
     def noted(self: TurnRenderer, event: Any) -> bool:
@@ -299,7 +331,7 @@ def hooks(clocks: Clocks) -> Any:
             if chat is None:
                 chat = session_of[self.run_id] = chat_of(event.session_key)
             if chat is not None:
-                clocks.owed[chat].append((clocks.batch_at, chat in clocks.introduced))
+                clocks.owed[chat].append((clocks.batch_at, clocks.batch_sched, chat in clocks.introduced))
         return changed
 
     WebSocket.get_messages = stamped  # type: ignore[method-assign]
@@ -332,9 +364,13 @@ class LatencyEmitter:
         if kind in self.TOLD:
             owed = clocks.owed.get(chat_id)
             if owed:
-                now = time.perf_counter()
-                for at, streaming in owed:
-                    (clocks.streaming if streaming else clocks.starting).append(now - at)
+                now, (ran, waited) = time.perf_counter(), clocks.sched()
+                for at, (ran0, waited0), streaming in owed:
+                    if streaming:
+                        clocks.streaming.append(now - at)
+                        clocks.split.append(((ran - ran0) / 1e9, (waited - waited0) / 1e9))
+                    else:
+                        clocks.starting.append(now - at)
                 owed.clear()
             if kind == "chat:completion" and (event.get("data") or {}).get("done") is True:
                 self.finished.add(chat_id)
@@ -359,6 +395,47 @@ class LatencyEmitter:
 async def measure(url: str, chats: list[str], db_url: str) -> dict[str, Any]:
     """owc end to end on the paced stream until every run's message is finished."""
     clocks = Clocks()
+    clocks.open_sched()
+    collections_ = _GcPasses()
+    gc.callbacks.append(collections_)
+    try:
+        return await _measure(url, chats, db_url, clocks, collections_)
+    finally:
+        gc.callbacks.remove(collections_)
+        clocks.close_sched()
+
+
+class _GcPasses:
+    """Full collections (generation 2) while installed in ``gc.callbacks``: each one stops owc's main thread."""
+
+    def __init__(self) -> None:
+        self.full: list[float] = []
+        self._at = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._at = time.perf_counter()
+        else:
+            self.full.append(time.perf_counter() - self._at)
+
+
+def _tail_split(clocks: Clocks) -> dict[str, float]:
+    """Where the slowest 1 % of streaming events' waits went on owc's main thread, as shares of their total:
+    running (owc's own work, or anyone's on that thread), waiting for a CPU (runnable, the machine busy: the load)
+    and the rest (not runnable: the GIL held by a store thread, or nothing to do)."""
+    if not clocks.split or len(clocks.split) != len(clocks.streaming):
+        return {}
+    cut = rank(clocks.streaming, 0.99)
+    tail = [(lat, split) for lat, split in zip(clocks.streaming, clocks.split) if lat >= cut]
+    total = sum(lat for lat, _ in tail)
+    ran = sum(min(lat, r) for lat, (r, _) in tail)
+    waited = sum(min(lat - min(lat, r), w) for lat, (r, w) in tail)
+    return {"ran": ran / total, "cpu_wait": waited / total, "other": 1 - (ran + waited) / total} if total else {}
+
+
+async def _measure(url: str, chats: list[str], db_url: str, clocks: Clocks, passes: _GcPasses) -> dict[str, Any]:
     async with open_store(db_url, create=True) as store:
         for chat in chats:
             await store.create_chat(chat, USER)
@@ -377,6 +454,8 @@ async def measure(url: str, chats: list[str], db_url: str) -> dict[str, Any]:
         "finished": len(emitter.finished),
         "seconds": seconds,
         "cpu": cpu,
+        "tail_split": _tail_split(clocks),
+        "gc_full_ms": [x * 1e3 for x in passes.full],
     }
     if stalled.cancelled_caught:
         out["error"] = f"stalled: {len(emitter.finished)}/{len(chats)} finished"
@@ -416,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-spread-s", type=float, default=1.0, help="the runs start over this long (default 1 s)")
     p.add_argument("--rounds", type=int, default=1, help="rounds of each size (default 1)")
     p.add_argument("--switch-interval", type=float, help="sys.setswitchinterval for owc's process (default: Python's)")
+    p.add_argument(
+        "--gc-freeze", action="store_true", help="gc.freeze() before each round: what is alive then is never scanned"
+    )
     p.add_argument("--json", help="also write every figure as JSON")
     args = p.parse_args(argv)
     logging.disable(logging.WARNING)  # as throughput.py: owc's info lines would be part of the figure
@@ -426,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"uptime before: {uptime()}")
     print(
         f"{args.deltas} deltas and {args.tools} tool calls per run, one delta per run every {args.pace_ms:g} ms;"
-        f" switch interval {sys.getswitchinterval() * 1e3:g} ms"
+        f" switch interval {sys.getswitchinterval() * 1e3:g} ms" + ("; gc.freeze() before each round" * args.gc_freeze)
     )
     results: dict[str, Any] = {"args": vars(args), "uptime_before": uptime(), "sizes": {}}
     with tempfile.TemporaryDirectory(prefix="owc-paced-") as tmp:
@@ -439,7 +521,11 @@ def main(argv: list[str] | None = None) -> int:
                 for k in range(args.rounds):
                     before = loadavg()
                     log(f"{runs} runs: round {k + 1}/{args.rounds}, load {before}")
+                    gc.collect()  # the capture's garbage is not owc's: a full collection of it must not land in a round
+                    if args.gc_freeze:
+                        gc.freeze()
                     got = trio.run(measure, url, chats, f"sqlite:///{tmp}/paced-{runs}-{k}.db")
+                    gc.unfreeze()
                     got.update(load_before=before, load_after=loadavg(), frames=frames)
                     rounds.append(got)
             results["sizes"][runs] = rounds
@@ -452,6 +538,15 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 print(_row("streaming (ms)", got["streaming_ms"]))
                 print(_row("with starts (ms)", got["streaming_ms"] + got["starting_ms"]))
+                split, full = got["tail_split"], got["gc_full_ms"]
+                if split:
+                    print(
+                        f"   the slowest 1 %: owc's main thread ran {split['ran']:.0%} of their wait, was runnable but"
+                        f" waited for a CPU {split['cpu_wait']:.0%}, neither {split['other']:.0%} (the GIL, or idle)"
+                    )
+                print(
+                    f"   full garbage collections: {len(full)}" + (f", {max(full):.1f} ms the longest" if full else "")
+                )
             if len(rounds) > 1:
                 p99s = [rank(g["streaming_ms"], 0.99) for g in rounds]
                 each = ", ".join(f"{x:.2f}" for x in p99s)
