@@ -27,6 +27,8 @@ No clock decides anything here: every wait ends on a Gateway input (a hello, a r
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -168,6 +170,10 @@ def resumes_message(run_id: str | None, message_id: str, chain: tuple[str, ...])
     return resume is not None and resume.kind == "resume" and resume.message_id == message_id and run_id not in chain
 
 
+#: The ``raw`` of a row kept in ``Cuts.rows``: what is read of a row is its parsed fields.
+_NO_RAW: Mapping[str, Any] = MappingProxyType({})
+
+
 def _row(source: SessionRow | SessionsChanged) -> Row:
     return Row(
         status=source.status,
@@ -184,6 +190,8 @@ class Cuts:
         self.keeper = keeper
         self.by_key: dict[str, Cut] = {}
         #: The newest row seen per session key (a push with the row, or a list): busy or not, aborted last run.
+        #: Kept without its ``raw`` payload (``on_row``): a row is kept per session for good, and the whole push
+        #: was about 3 KB of it (issue 32, goal 5: 29 MB held after 10,000 runs on 10,000 chats).
         self.rows: dict[str, SessionRow | SessionsChanged] = {}
         #: Resumes sent, for tests and the CLI's summary.
         self.resumes_sent: list[str] = []
@@ -366,7 +374,7 @@ class Cuts:
         key = source.session_key if isinstance(source, SessionsChanged) else source.key
         if key is None or source.has_active_run is None:
             return
-        self.rows[key] = source
+        self.rows[key] = attrs.evolve(source, raw=_NO_RAW) if source.raw else source
         cut = self.by_key.get(key)
         if cut is None:
             return

@@ -81,6 +81,8 @@ class Standing:
 
     #: (the Gateway time it was first known to have run, the ledger's count when it was opened).
     order: tuple[int, int] = (0, 0)
+    #: The ledger's count when it was opened, kept (a pass may replace ``order``'s with a transcript index).
+    number: int = 0
     #: ``order`` holds a Gateway time of the run's own (else a stand-in: the newest time seen when it was
     #: first known, replaced by the first time of its own that arrives).
     timed: bool = False

@@ -319,8 +319,9 @@ class RunTable:
 
     def retry_unsaved(self, why: str) -> None:
         """The database may take writes again: every run whose message it would not take tries once more
-        (one writer each; a run whose retry is under way is left to it)."""
-        for run in self.ledger.unsettled():
+        (one writer each; a run whose retry is under way is left to it). The ledger keeps them apart: this is
+        asked at every terminal and every write that went through."""
+        for run in self.ledger.unsaved():
             if run.life.state is State.UNSAVED and not run.writer_live:
                 log.info("runs.retry_unsaved run=%s chat=%s (%s)", run.run_id, run.ref.chat_id, why)
                 self.apply(run, Retry())
