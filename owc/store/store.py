@@ -8,9 +8,10 @@ one run therefore serialize, and the second finds the message the first made.
 Open WebUI's own writers wait at most 5 s for that lock and then silently give up (``except Exception:
 return None``), so a long hold by owc would lose a user's data elsewhere, and even a short one delays them. A
 write therefore reads the chat and builds its new JSON (the tree edit, the serialisation) *outside* the lock, then
-takes the lock and checks, cheaply, that the row is still the one it read (``ChatStore._unchanged``: PostgreSQL's
-``xmin``; SQLite's ``PRAGMA data_version`` on the same connection, else the stored text compared whole); only then
-does it write, and under the lock it does nothing else. A row that changed in between (an Open WebUI save) is
+takes the lock and checks, cheaply, that the row is still the one it read (SQLite, ``ChatStore._lock``: ``PRAGMA
+data_version`` on the same connection, else the stored text compared whole; PostgreSQL, ``ChatStore._save``: the
+writing ``UPDATE`` itself, which takes the row lock, holds to the row's ``xmin`` as read); only then does it write,
+and under the lock it does nothing else. A row that changed in between (an Open WebUI save) is
 read again; the last try does the whole read-modify-write under the lock, as Open WebUI does, so a write always
 makes progress. Either way the write is decided from the row as it is when the lock is taken: a claim lands at
 the chat's true tail, and nothing written in between is lost.
