@@ -528,7 +528,7 @@ def main(argv: list[str] | None = None) -> int:
                     gc.unfreeze()
                     got.update(load_before=before, load_after=loadavg(), frames=frames)
                     rounds.append(got)
-            results["sizes"][runs] = rounds
+            results["sizes"][str(runs)] = rounds
             print(f"\n{runs} run(s) at once, {frames:,} frames:")
             for k, got in enumerate(rounds):
                 print(
@@ -553,8 +553,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   streaming p99 by round: {each}; median {statistics.median(p99s):.2f} ms")
     results["uptime_after"] = uptime()
     print(f"\nuptime after: {results['uptime_after']}")
-    if GOAL_RUNS in results["sizes"]:
-        p99s = [rank(g["streaming_ms"], 0.99) for g in results["sizes"][GOAL_RUNS]]
+    if str(GOAL_RUNS) in results["sizes"]:
+        p99s = [rank(g["streaming_ms"], 0.99) for g in results["sizes"][str(GOAL_RUNS)]]
         value = statistics.median(p99s)
         verdict = "PASS" if value < GOAL_P99_MS else "FAIL"
         print(f"Goal: event -> tab p99 < {GOAL_P99_MS:g} ms at {GOAL_RUNS} runs, streaming: {value:.2f} ms  {verdict}")
