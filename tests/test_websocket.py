@@ -19,7 +19,13 @@ from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Pong
 from wsproto.utilities import generate_accept_token
 
 from owc.gateway import open_gateway_connection
-from owc.gateway.websocket import RECEIVE_SIZE, WebSocket, connect_websocket
+from owc.gateway.websocket import (
+    FRAMES_PER_READ,
+    MAX_RECEIVE_SIZE,
+    RECEIVE_SIZE,
+    WebSocket,
+    connect_websocket,
+)
 from owc.protocol import Tick
 from owc.protocol import websocket as protocol_websocket
 from owc.protocol.websocket import (
@@ -325,10 +331,12 @@ async def test_pump_batches_a_burst_and_bounds_it_in_bytes() -> None:
         ws = await client_to(port)
         got: list[bytes] = []
         batches = []
+        room = RECEIVE_SIZE  # what a read asks for: room for 16 messages of the last batch's largest size
         while len(got) < len(frames) + 1:
             batch = await ws.get_messages()
             batches.append(len(batch))
-            assert sum(map(len, batch)) <= RECEIVE_SIZE + len(big), "more than one read plus one message buffered"
+            assert sum(map(len, batch)) <= room + len(big), "more than one read plus one message buffered"
+            room = min(max(RECEIVE_SIZE, FRAMES_PER_READ * max(map(len, batch))), MAX_RECEIVE_SIZE)
             got += batch
         assert got[2500] == b"B" * 300_000 and [orjson.loads(m)["seq"] for m in got[:3]] == [0, 1, 2]
         assert len(batches) < len(got) / 20  # tens of messages per wake-up, not one
@@ -390,6 +398,47 @@ async def test_pump_reads_a_large_frame_begun_in_one_read_not_64_kib_at_a_time()
         during = reads.asked[asked_before:]
         assert during[0] == RECEIVE_SIZE and during[1] == len(big) - RECEIVE_SIZE, during
         assert len(during) == 2  # the memory stream hands over all it holds: two reads, not ten
+
+
+async def test_pump_reads_room_for_several_messages_of_the_size_it_last_saw() -> None:
+    """A long reply's frames grow: a read asks for room for 16 of the last batch's largest (within 4 MiB), so a run's
+    last events come as many to a read as its first, and a small one brings it back to 64 KiB."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    reads = _Reads(client_end)
+    small, large = text(b"s" * 100), text(b"L" * 100_000)
+    read_all, read_again = trio.Event(), trio.Event()
+
+    async def serve() -> None:
+        server = WSConnection(ConnectionType.SERVER)
+        while True:
+            server.receive_data(await server_end.receive_some(65536))
+            if any(isinstance(e, Request) for e in server.events()):
+                break
+        await server_end.send_all(server.send(AcceptConnection()))
+        await server_end.send_all(small + large)
+        await server_end.send_all(large * 12)
+        await server_end.send_all(small)
+        await read_all.wait()
+        await server_end.send_all(small)  # a batch of one small message...
+        await read_again.wait()
+        await server_end.send_all(small)  # ...so this one is asked for with 64 KiB again
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve)
+        ws = await connect_websocket(reads, "h", "/", max_message_size=1 << 20)  # type: ignore[arg-type]
+        asked = len(reads.asked)
+        got: list[bytes] = []
+        while len(got) < 15:
+            got += await ws.get_messages()
+        read_all.set()
+        got += await ws.get_messages()
+        read_again.set()
+        got += await ws.get_messages()
+        after = reads.asked[asked:]
+        assert RECEIVE_SIZE in after and FRAMES_PER_READ * 100_000 in after, after  # grew with the frames
+        assert len([n for n in after if n == FRAMES_PER_READ * 100_000]) <= 2  # 12 large frames: a read or two, not 20
+        assert reads.asked[-1] == RECEIVE_SIZE  # a small frame's batch: back to 64 KiB
+        assert got[0] == b"s" * 100 and got[-1] == b"s" * 100
 
 
 async def test_pump_answers_pings_and_surfaces_the_close_after_the_messages() -> None:

@@ -1,10 +1,10 @@
 """The Trio pump around owc's client WebSocket machine (``owc.protocol.websocket``): owc's side of the Gateway link.
 
-No background task: the connection's reader is the only receiver, and it reads the stream (64 KiB at a time, or
-what completes a large frame begun) only when every message already received has been taken, so one wake-up
-delivers a whole batch of messages (owc dispatches them all before it reads again) and what is buffered stays
-bounded in bytes (one read, plus the one message it completed). Sends (requests, and the pongs and close answers
-the protocol owes) go through one lock.
+No background task: the connection's reader is the only receiver, and it reads the stream only when every message
+already received has been taken (64 KiB a read, more when the frames are large: room for 16 of them, or what
+completes a large frame begun), so one wake-up delivers a whole batch of messages (owc dispatches them all before it
+reads again) and what is buffered stays bounded in bytes (one read, plus the one message it completed). Sends
+(requests, and the pongs and close answers the protocol owes) go through one lock.
 
 Errors are trio-websocket's own types, so everything above (the reconnect loop, ``owc doctor``) reads them as
 before: ``ConnectionClosed`` (its ``CloseReason`` code and reason; 1006 when the stream ended without a close
@@ -32,8 +32,12 @@ from owc.protocol.websocket import (
 
 log = logging.getLogger("owc.gateway")
 
-#: How much one read asks for (trio-websocket's 4 KiB made a frame cost several reads and wake-ups).
+#: How much one read asks for at least (trio-websocket's 4 KiB made a frame cost several reads and wake-ups).
 RECEIVE_SIZE = 64 * 1024
+#: A read asks for room for this many messages of the last batch's largest size (issue 32, goal 2), up to
+#: ``MAX_RECEIVE_SIZE``: what is buffered stays one read plus the message it completed, at most 4 MiB + 1 message.
+FRAMES_PER_READ = 16
+MAX_RECEIVE_SIZE = 4 * 1024 * 1024
 
 Stream = trio.SocketStream | trio.SSLStream[trio.SocketStream]
 
@@ -47,6 +51,8 @@ class WebSocket:
         self._send_lock = trio.StrictFIFOLock()
         #: Messages ``get_message`` took in a batch and has not returned yet (newest first).
         self._held: list[bytes] = []
+        #: What the next read asks for (``get_messages``).
+        self._room = RECEIVE_SIZE
 
     @property
     def closed(self) -> CloseReason | None:
@@ -73,14 +79,19 @@ class WebSocket:
                 # A large frame begun: what completes it, in one read if the socket holds it (bounded by the
                 # message size limit the header was checked against). Each read is a scheduler turn, so a frame
                 # read 64 KiB at a time let every writer run once per 64 KiB of one event.
-                data = await self.stream.receive_some(max(RECEIVE_SIZE, protocol.wanted))
+                # And a read asks for room for ``FRAMES_PER_READ`` messages of the size the last batch had: as a
+                # long reply's frames grow, a read still brings several, so what each read (and each writer
+                # wake-up it causes) costs is shared by as many events at the end of a run as at its start.
+                data = await self.stream.receive_some(max(self._room, protocol.wanted))
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             protocol.receive_data(data)
             owed = protocol.data_to_send()
             if owed:
                 await self._send(owed, final=protocol.closed is not None)
-        return protocol.take_messages()
+        batch = protocol.take_messages()
+        self._room = min(max(RECEIVE_SIZE, FRAMES_PER_READ * max(map(len, batch))), MAX_RECEIVE_SIZE)
+        return batch
 
     async def get_message(self) -> bytes:
         """One message (the handshake's way: it wants the next frame, not a batch)."""
