@@ -64,6 +64,21 @@ class RuntimeConfig:
 
 log = logging.getLogger("owc.runs")
 
+
+class RuntimeEnded(RuntimeError):
+    """The runtime's block was ended under it, with no error to show: a ``trio.Cancelled`` reached the runtime's
+    nursery from code that was not inside the cancel scope that had been cancelled (the block itself, or one of the
+    runtime's tasks). The nursery then cancels itself, so the block is cancelled, and takes every ``Cancelled`` in
+    it: left alone, ``async with open_runtime(...)`` would end as if the block had finished (``owc run`` exiting 0
+    mid-service, the Open WebUI guest's runtime gone quiet). Trio's rule leaves a nursery no way to tell that
+    ``Cancelled`` from its own, so the runtime says it: the block's ``Cancelled`` is the cause, and its text (Trio
+    0.31 and later) names the task whose exception cancelled the nursery."""
+
+    def __init__(self, cancelled: BaseException) -> None:
+        why = str(cancelled) or type(cancelled).__name__
+        super().__init__(f"owc's runtime ended before its block did, with no error to show ({why})")
+
+
 #: ``Runtime.user_turn(model=...)``: leave the session's model as it is.
 KEEP_MODEL = object()
 
@@ -479,7 +494,10 @@ async def open_runtime(
     files: FileSink | None = None,
 ) -> AsyncIterator[Runtime]:
     """``asker``: where the Gateway's questions are shown (``owc.owui.questions`` in Open WebUI; none: nowhere).
-    ``files``: where the files agents make are kept (``owc.owui.files`` in Open WebUI; none: named as not kept)."""
+    ``files``: where the files agents make are kept (``owc.owui.files`` in Open WebUI; none: named as not kept).
+
+    Raises ``RuntimeEnded`` when the runtime's own nursery ended the block under it (see there): never a silent end."""
+    ended: BaseException | None = None  # what the block ended with, if it did not finish
     async with trio.open_nursery() as nursery:
         questions = QuestionDesk(asker if asker is not None else NoAsker())
         media = MediaDesk(store=store, emitter=emitter, files=files if files is not None else NoFiles())
@@ -509,5 +527,14 @@ async def open_runtime(
             await nursery.start(client.run)
             try:
                 yield Runtime(client, keeper, errors=ring)
+            except BaseException as exc:
+                ended = exc
+                raise
             finally:
                 nursery.cancel_scope.cancel()
+    if ended is not None:
+        # The block raised and the nursery let it go. A nursery ends only a Cancelled, and only when its own scope
+        # was cancelled while no cancelled scope outside it shows; before the block ends, nothing here cancels that
+        # scope but an error reaching the nursery (a task's, or the block's own). So this was no cancel from outside
+        # the runtime: a Cancelled that no cancelled scope owned reached the nursery (``RuntimeEnded``).
+        raise RuntimeEnded(ended) from ended
