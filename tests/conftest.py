@@ -15,8 +15,15 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property tests judge what owc does, never how fast: no per-example deadline (Hypothesis's 200 ms default failed
+# a fast-path test at load 9, a timed test in disguise). In CI the examples are derandomized, so a run's result
+# is the same every time; locally they are drawn afresh, which is how new cases are found.
+settings.register_profile("owc", deadline=None, derandomize=bool(os.environ.get("CI")))
+settings.load_profile("owc")
 
 #: ``background``: a long, mostly idle test in a pytest process of its own beside the session (tests/background.py).
 pytest_plugins = ["background", "pytester"]
