@@ -98,8 +98,15 @@ class CountingEmitter:
     async def clear_stream(self, chat_id: str, message_id: str) -> None:
         return None
 
-    async def open_task(self, chat_id: str, message_id: str, user_id: str, on_cancel: Callable[[], object]) -> None:
-        return None
+    async def open_task(
+        self,
+        chat_id: str,
+        message_id: str,
+        user_id: str,
+        on_cancel: Callable[[], object],
+        on_task_id: Callable[[str], Awaitable[object]] | None = None,
+    ) -> None:
+        return None  # as owc's ``Emitter.open_task`` (its ``on_task_id`` too: without it every writer logged a failure)
 
     async def close_task(self, chat_id: str, message_id: str) -> None:
         return None
