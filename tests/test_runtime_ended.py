@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import Any
 
 import orjson
 import pytest
@@ -31,8 +32,9 @@ from owc.sim import open_simulator
 from owc.sim.script import ASK_QUESTIONS
 from owc.store import open_store
 
+from bounds import bounded
 from conftest import TOKEN
-from harness import USER
+from harness import USER, open_env
 from rawclient import raw_client
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
@@ -56,6 +58,18 @@ class _LeakingAsker(RecordingAsker):
     async def show(self, chat_id: str, user_id: str, record: QuestionRecord, *, session: str | None = None) -> int:
         await super().show(chat_id, user_id, record, session=session)
         raise await _stray_cancelled()
+
+
+class _LeakingEmitter(RecordingEmitter):
+    """Its first event lets a stray ``Cancelled`` out of the writer that emits it (a task of the run table's)."""
+
+    leaked = 0
+
+    async def emit(self, chat_id: str, message_id: str, user_id: str, event: dict[str, Any]) -> None:
+        if not self.leaked:
+            self.leaked += 1
+            raise await _stray_cancelled()
+        await super().emit(chat_id, message_id, user_id, event)
 
 
 def _config(url: str) -> RuntimeConfig:
@@ -210,3 +224,26 @@ async def test_the_ci_failures_cause_a_ping_crossing_trio_websockets_close(tmp_p
             ran_on = True
         assert ran_on
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.virtual_seconds(1)  # the reconnect's backoff, the transport's own timer
+async def test_a_stray_cancel_out_of_a_writer_closes_the_connection_and_the_next_takes_the_run(
+    tmp_path, clock, caplog
+) -> None:
+    """One level down, the same shape: a run writer (a task of the run table's nursery, inside the connection's) lets a
+    ``Cancelled`` out. The table's nursery took every ``Cancelled`` in it, the connection's own wait too, and the
+    connection served on with no table: the run detached, every later run left unclaimed, nothing written, no word,
+    until the socket closed. Now the connection closes on it, says so, and the next connection finishes the run."""
+    async with open_env(tmp_path) as env:
+        chat_id, key = await env.chat()
+        emitter = _LeakingEmitter()
+        await env.connect(emitter=emitter)
+        env.sim.start_run(key, "r1").text("Hello there.").end()
+        with bounded(60, "the connection's close"):  # before: it never closed (the Gateway's ticks kept it alive)
+            await env.clients["A"].wait_backing_off()
+        clock.jump(1)
+        await env.settled()
+        assert emitter.leaked == 1 and env.clients["A"].connections_opened == 2
+        message = (await env.messages(chat_id))[ids.message_id(key, "r1")]
+        assert message["done"] and message["content"] == "Hello there."
+    assert any("gateway.handler_ended" in r.getMessage() for r in caplog.records)

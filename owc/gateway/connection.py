@@ -676,6 +676,18 @@ class GatewayClient:
                     )
                     await self._call(runs.on_hello(info, resync), "on_hello")
                     await conn.wait_closed()  # until the reader ends it (a close, silence) or a cancel from outside
+                if not conn.closed:
+                    # The handler's view ended the block above with no error while the connection is open: only a
+                    # nursery of the handler's does that, when one of its tasks let out a Cancelled no cancelled scope
+                    # owned (the nursery then takes every Cancelled in it, the block's too). The view is gone (its
+                    # runs carried, their writers ended): serving on would read events for nobody, so the connection
+                    # closes and the next one's hello takes the runs up (``owc.runtime.RuntimeEnded``: the same shape).
+                    log.error(
+                        "gateway.handler_ended url=%s conn=%s (the connection closes; the next takes its runs)",
+                        url,
+                        conn.id,
+                    )
+                    conn.close(None, "owc's view of the connection ended under it")
         finally:
             if self._serving is conn:
                 self._serving = None
