@@ -301,6 +301,39 @@ async def test_a_write_taken_into_a_batch_gets_its_result_when_cancelled(tmp_pat
         assert (await store.read_chat(a))["history"]["messages"]["m1"]["done"] is True
 
 
+async def test_a_batch_whose_leader_is_cancelled_before_its_thread_starts_is_made_for_all(tmp_path: Path) -> None:
+    """The write that took the batch (its leader) is cancelled while the batch waits for a thread (a connection drop
+    cancels one run's write while another run's finalize of the same chat waits in it). The writes it took belong to
+    their callers: the transaction is made for all of them, and each gets its result. Before, every write of the
+    batch failed with "the write was interrupted", the other callers' though nobody cancelled them (helper-39)."""
+    async with open_store(f"sqlite:///{tmp_path / 'lane.db'}", create=True) as store:
+        a, _ = await two_chats(store)
+        store.limiter.total_tokens = 1
+        await store.limiter.acquire()  # no thread free: the batch waits for one
+        results: dict[str, Any] = {}
+        scopes = {"m0": trio.CancelScope(), "m1": trio.CancelScope()}
+
+        async def finalize(message_id: str) -> None:
+            with scopes[message_id]:
+                try:
+                    results[message_id] = await store.write(a, message_id, content="final", output=FINAL, done=True)
+                except RuntimeError as exc:
+                    results[message_id] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(finalize, "m0")
+            nursery.start_soon(finalize, "m1")  # in the same turn: whichever leads takes both
+            await trio.testing.wait_all_tasks_blocked()
+            assert store.lane.locked() and not results
+            for scope in scopes.values():
+                scope.cancel()  # the leader's cancel reaches it waiting for the thread; the other's, taken, waits
+            await trio.testing.wait_all_tasks_blocked()
+            store.limiter.release()
+        assert all(isinstance(results[m], Written) for m in ("m0", "m1")), results
+        chat = await store.read_chat(a)
+        assert all(chat["history"]["messages"][m]["done"] is True for m in ("m0", "m1"))
+
+
 async def test_a_batch_that_fails_for_one_write_is_made_apart(tmp_path: Path) -> None:
     """A fault of owc's in one write of a batch (here an argument ``write`` does not take: a ``TypeError``, not a
     refusal) fails that write's caller only: the batch is made again one write at a time."""

@@ -1644,19 +1644,25 @@ class TrioChatStore:
         write at a time, so that only the write at fault fails."""
         results: list[Any] = []
         try:
-            try:
-                results = await self._run(self.sync.write_many, chat_id, [entry.request for entry in batch])
-            except Exception as exc:
-                if len(batch) == 1:
-                    results = [exc]
-                else:
-                    log.error("store.writes_apart chat=%s writes=%d error=%r", chat_id, len(batch), exc)
-                    results = []
-                    for entry in batch:
-                        try:
-                            results.extend(await self._run(self.sync.write_many, chat_id, [entry.request]))
-                        except Exception as alone:
-                            results.append(alone)
+            # Shielded: the writes taken belong to their callers, not to the one that leads the batch. Cancelled while
+            # the batch waits for a thread, the leader failed them all ("the write was interrupted"), though their
+            # callers were not cancelled (a connection drop cancelling one run's write in another run's finalize).
+            # Once a thread runs, the transaction completes anyway (``to_thread`` waits): the shield only covers the
+            # wait for one, and each transaction is bounded by the database's busy wait.
+            with trio.CancelScope(shield=True):
+                try:
+                    results = await self._run(self.sync.write_many, chat_id, [entry.request for entry in batch])
+                except Exception as exc:
+                    if len(batch) == 1:
+                        results = [exc]
+                    else:
+                        log.error("store.writes_apart chat=%s writes=%d error=%r", chat_id, len(batch), exc)
+                        results = []
+                        for entry in batch:
+                            try:
+                                results.extend(await self._run(self.sync.write_many, chat_id, [entry.request]))
+                            except Exception as alone:
+                                results.append(alone)
         finally:
             for index, entry in enumerate(batch):
                 entry.result = results[index] if index < len(results) else RuntimeError("the write was interrupted")
