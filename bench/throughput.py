@@ -1195,7 +1195,9 @@ def goals(r: dict) -> list[tuple[str, str, str]]:
     else:
         line("concurrent runs: nothing lost", None, None)
     tx = (r.get("reader") or {}).get("tx_per_run") or []
-    line("2 DB transactions per run", max(tx) if tx else None, bool(tx) and all(abs(t - 2) < 0.005 for t in tx),
+    # At most the design's 2 (claim + finalize): writes of one chat waiting for the lane are made in one
+    # transaction (``TrioChatStore.write``), so runs of one chat ending together share theirs.
+    line("at most 2 DB transactions per run", max(tx) if tx else None, bool(tx) and all(t < 2.005 for t in tx),
          f"{min(tx):.2f}-{max(tx):.2f}" if tx else None)  # fmt: skip
     v = r.get("virtual")
     line("0 virtual seconds per turn", v and v["mean"], v and v["mean"] == 0, v and f"{v['mean']:.3f} s")
