@@ -68,8 +68,8 @@ async def _send(chat_id: str, user_id: str, code: str, session: str | None) -> i
         return 0
     chat = await Chats.get_chat_by_id(chat_id)
     history = ((getattr(chat, "chat", None) or {}).get("history") or {}) if chat else {}
-    message_id = history.get("currentId")
-    if not isinstance(message_id, str):
+    message_id = held_message(history)
+    if message_id is None:
         return 0
     sent = 0
     for sid in sessions:
@@ -80,6 +80,25 @@ async def _send(chat_id: str, user_id: str, code: str, session: str | None) -> i
         await sio.emit("events", event, to=sid)
         sent += 1
     return sent
+
+
+def held_message(history: dict[str, Any]) -> str | None:
+    """The message an ``execute`` about the chat is addressed to: one every tab on the chat holds. A page runs an
+    ``execute`` only about a message its history holds (measured, NOTES "Stop vs Send now"), and the chat's current
+    message is often one the tab has not been told of yet: owc's own reply, claimed in the database just before the
+    question came, whose ``chat:messages`` is still on its way (the dialog was lost so in CI, at load). The user turn
+    under it was sent by the tab itself or loaded with the chat, so an assistant message's parent is taken when the
+    history has it; the current message otherwise. None when the history names no current message."""
+    current = history.get("currentId")
+    if not isinstance(current, str):
+        return None
+    messages = history.get("messages")
+    message = messages.get(current) if isinstance(messages, dict) else None
+    if isinstance(message, dict) and message.get("role") == "assistant":
+        parent = message.get("parentId")
+        if isinstance(parent, str) and isinstance(messages.get(parent), dict):  # type: ignore[union-attr]
+            return parent
+    return current
 
 
 # ---------------------------------------------------------------------------------------------- a tab opens a chat
