@@ -54,13 +54,17 @@ class ActiveRuns:
         other events make it known as well (at their position), so a list that no longer shows it ends it."""
         kind = type(event)
         if kind is AgentEvent or (kind is ChatEvent and event.state not in CHAT_TERMINAL_STATES):
-            # A run's ordinary event, nearly every frame (tested apart from the rest: ``type``, not ``isinstance``).
+            # A run's ordinary event (nearly every frame: tested first, by ``type``). A run heard of by its events
+            # only (its start push lost, or a run the Gateway never listed): a later list that does not show it ends
+            # it (before, such a run stayed open for good). A run whose end was seen is not heard again by its late
+            # events (a lifecycle end after the chat final).
             if event.session_key and event.run_id:
                 key = (event.session_key, event.run_id)
                 if key not in self.known and key not in self.finished:
                     self.heard.setdefault(key, position)
-            return
-        if isinstance(event, SessionsChanged) and event.session_key and event.run_id:
+        elif kind is ChatEvent:  # a terminal
+            self._finish((event.session_key, event.run_id), position)
+        elif isinstance(event, SessionsChanged) and event.session_key and event.run_id:
             key = (event.session_key, event.effective_run_id or event.run_id)
             if event.phase == "start":
                 self.known.setdefault(key, position)
@@ -68,15 +72,6 @@ class ActiveRuns:
                 self.finished.pop(key, None)  # the Gateway's own start signal outweighs what was seen before
             elif event.phase in ("end", "error"):
                 self._finish(key, position)
-        elif isinstance(event, ChatEvent) and event.is_terminal:
-            self._finish((event.session_key, event.run_id), position)
-        elif isinstance(event, (ChatEvent, AgentEvent)) and event.session_key and event.run_id:
-            # A run heard of by its events only (its start push lost, or a run the Gateway never listed): a later
-            # list that does not show it ends it (before, such a run stayed open for good). A run whose end was
-            # seen is not heard again by its late events (a lifecycle end after the chat final).
-            key = (event.session_key, event.run_id)
-            if key not in self.known and key not in self.finished:
-                self.heard.setdefault(key, position)
 
     def _finish(self, key: RunKey, position: int) -> None:
         self.known.pop(key, None)

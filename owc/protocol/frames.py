@@ -302,7 +302,8 @@ _AGENT_KEYS = frozenset(
     }
 )  # fmt: skip
 _ASSISTANT_DATA_KEYS = frozenset({"text", "delta", "itemId", "mediaUrls"})
-_ENVELOPE_KEYS = frozenset({"type", "event", "payload", "seq"})
+#: An event envelope with nothing but what a real ``agent`` event carries (no ``stateVersion``, nothing unknown).
+_ENVELOPE_KEYS = _EVENT_KEYS - {"stateVersion"}
 
 
 def _assistant_text(data: bytes) -> EventFrame | None:
