@@ -7,26 +7,15 @@ the autojump clock moves to the next deadline as soon as every task waits.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections.abc import Awaitable, Callable
 
-import orjson
 import pytest
 import trio
 from trio_websocket import open_websocket_url
 
 from bounds import BoundExpired, bounded
 from rawclient import raw_client
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
-#: What the Gateway says first on a new connection (no seq), as a text frame.
-CHALLENGE = orjson.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}})
-
-
-def _text_frame(payload: bytes) -> bytes:
-    assert len(payload) < 126
-    return bytes([0x81, len(payload)]) + payload
+from rawserver import CHALLENGE, accept_with_challenge
 
 
 async def _silent(stream: trio.SocketStream) -> None:
@@ -36,15 +25,7 @@ async def _silent(stream: trio.SocketStream) -> None:
 
 async def _mute_after_challenge(stream: trio.SocketStream) -> None:
     """Accepts the upgrade, sends the challenge, then never reads again: a close frame is never answered."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += await stream.receive_some(4096)
-    key = next(
-        line.split(b":", 1)[1].strip() for line in data.split(b"\r\n") if line.lower().startswith(b"sec-websocket-key:")
-    )
-    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-    head = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
-    await stream.send_all(head + accept + b"\r\n\r\n" + _text_frame(CHALLENGE))
+    await accept_with_challenge(stream)
     await trio.sleep_forever()
 
 

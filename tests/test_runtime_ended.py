@@ -12,11 +12,8 @@ ends the runtime as a cancel.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from typing import Any
 
-import orjson
 import pytest
 import trio
 from trio_websocket import open_websocket_url
@@ -36,9 +33,7 @@ from bounds import bounded
 from conftest import TOKEN
 from harness import USER, open_env
 from rawclient import raw_client
-
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's
-CHALLENGE = orjson.dumps({"type": "event", "event": "connect.challenge", "payload": {"nonce": "n", "ts": 1}})
+from rawserver import CHALLENGE, accept_with_challenge
 
 
 async def _stray_cancelled() -> trio.Cancelled:
@@ -169,15 +164,7 @@ async def _read_frame(stream: trio.SocketStream, buffer: bytearray) -> int:
 async def _pings_while_the_client_closes(stream: trio.SocketStream) -> None:
     """A Gateway whose keepalive Ping (the real one pings every connection every 25 s) crosses the client's close
     frame: the Ping is sent after the client's close arrived, the close's answer a second later."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += await stream.receive_some(4096)
-    key = next(
-        line.split(b":", 1)[1].strip() for line in data.split(b"\r\n") if line.lower().startswith(b"sec-websocket-key:")
-    )
-    accept = base64.b64encode(hashlib.sha1(key + GUID).digest())
-    head = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: "
-    await stream.send_all(head + accept + b"\r\n\r\n" + bytes([0x81, len(CHALLENGE)]) + CHALLENGE)
+    await accept_with_challenge(stream)
     buffer = bytearray()
     while await _read_frame(stream, buffer) != 0x8:  # until the client's close frame
         pass
