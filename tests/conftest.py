@@ -230,11 +230,20 @@ def real_gateway(real_gateway_install):
         gateway.stop()
 
 
-#: The tiers run by one pytest-xdist worker each (the README's ``-n``, ``--dist loadgroup`` in pyproject): each holds
-#: a session-wide process of its own (the real Gateway, whose cut tests also record what the simulator's must
-#: equal; the Open WebUI server and Chromium), so it is started once, and the tiers run beside each other and
-#: beside the fast tests on the other workers.
+#: The tiers run by one pytest-xdist worker each (the README's ``-n``, ``--dist loadgroup`` in pyproject): the real
+#: Gateway is a session-wide process (started once; its cut tests also record what the simulator's must equal), so
+#: its tier runs whole in one worker. The Open WebUI server tier starts a server and Chromium per module, so it is
+#: two groups (``OWUISERVER_SECOND``): whole in one worker it took 15 min 54 s alone (2 cores 43 % busy: it mostly
+#: waits on a browser or a server), the suite's longest path, and the suite 20-25 min. With three groups on the
+#: README's three workers (xdist hands out the largest units first), the three run side by side and the fast tests
+#: fill the workers as the groups end: 17 min 24 s, all passed (load 7-9 while the groups ran).
 XDIST_GROUPS = {"realgateway": "realgw", "owuiserver": "owuiserver"}
+#: The Open WebUI server modules of the second group, chosen by their measured times alone (``--durations``,
+#: quiet machine): ``test_owui_w`` 312 s, ``_status`` 78 s, ``_status_view`` 42 s, ``_settings`` 38 s (470 s),
+#: against the rest's 475 s.
+OWUISERVER_SECOND = frozenset(
+    {"test_owui_w.py", "test_owui_w_status.py", "test_owui_w_status_view.py", "test_owui_w_settings.py"}
+)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
@@ -248,6 +257,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(1800))
         for tier, group in XDIST_GROUPS.items():
             if item.get_closest_marker(tier):
+                if tier == "owuiserver" and item.path.name in OWUISERVER_SECOND:
+                    group += "-2"
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
     # A module holding a ``background`` test (tests/background.py) runs last, so the rest of its tier runs while the
