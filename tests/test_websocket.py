@@ -11,6 +11,8 @@ from contextlib import asynccontextmanager
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import trio
 import trio.testing
 from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError
@@ -186,6 +188,48 @@ def test_frames_split_at_every_byte_give_the_same_messages() -> None:
             split.receive_data(stream[i : i + step])
         assert split.take_messages() == expected, step
         assert split.closed is None
+
+
+#: One message as the server may send it: a whole text or binary frame (7/16/64-bit lengths), or fragmented
+#: (continuations), with a ping between fragments; what the client must deliver for it, and the pongs it owes.
+_payloads = st.one_of(st.binary(max_size=40), st.binary(min_size=126, max_size=300), st.just(b"z" * 70_000))
+
+
+@st.composite
+def _server_messages(draw) -> tuple[bytes, bytes, list[bytes]]:
+    payload = draw(_payloads)
+    opcode = draw(st.sampled_from([0x1, 0x2]))
+    pings: list[bytes] = []
+    if len(payload) < 2 or not draw(st.booleans()):
+        return server_frame(opcode, payload), payload, pings
+    cut = draw(st.integers(1, len(payload) - 1))
+    ping = draw(st.binary(max_size=10))
+    pings.append(ping)
+    wire = server_frame(opcode, payload[:cut], fin=False) + server_frame(0x9, ping) + server_frame(0x0, payload[cut:])
+    return wire, payload, pings
+
+
+@given(st.lists(_server_messages(), min_size=1, max_size=8), st.lists(st.integers(0, 80_000), max_size=12))
+def test_any_stream_cut_anywhere_gives_its_messages_once_whole_and_as_bytes(messages, cuts) -> None:
+    """Issue 32: only what completes a frame begun in an earlier read is joined, and the rest of the read is parsed
+    where it lies (views, not copies). Whatever the reads' boundaries, each message comes out once, whole, in order,
+    as ``bytes`` (a decoder searches and slices it), with the byte count, and every ping is answered."""
+    stream = b"".join(wire for wire, _, _ in messages)
+    expected = [payload for _, payload, _ in messages]
+    client, server = accepted()
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    got: list[bytes] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        client.receive_data(stream[a:b])
+        if cuts and cuts[0] % 2:  # sometimes taken read by read, sometimes all at the end
+            got += client.take_messages()
+    assert client.buffered == sum(map(len, expected)) - sum(map(len, got))
+    got += client.take_messages()
+    assert got == expected and all(type(m) is bytes for m in got)
+    assert client.closed is None and client.wanted == 0
+    answered = server_reads(server, client.data_to_send())
+    assert [e.payload for e in answered] == [p for _, _, pings in messages for p in pings]
+    assert all(isinstance(e, Pong) for e in answered)
 
 
 def test_wsproto_reads_what_owc_sends_and_owc_reads_what_wsproto_sends() -> None:

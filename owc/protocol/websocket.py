@@ -160,9 +160,10 @@ class ClientWebSocket:
         self._reject_size = 0
         self._outbox: list[bytes] = []
         # A frame not complete yet: its chunks, their size, and how many bytes complete it (or its header).
-        self._chunks: list[bytes] = []
+        self._chunks: list[bytes | memoryview] = []  # the start of a frame begun, and what came after it
         self._chunked = 0
         self._need = 0
+        self._header = 0  # the begun frame's header size when it is a whole message (``_frames``' common case)
         # A fragmented message: its parts and size so far (None: no fragmented message open).
         self._fragments: list[bytes] | None = None
         self._fragmented = 0
@@ -278,24 +279,41 @@ class ClientWebSocket:
         if self.closed is not None:
             return
         if not data:
-            self._chunks, self._chunked = [], 0
+            self._chunks, self._chunked, self._header = [], 0, 0
             self.closed = Closed(ABNORMAL_CLOSURE, None)
             self.state = State.CLOSED
             return
-        if self._chunks:
-            self._chunks.append(data)
-            self._chunked += len(data)
-            if self._chunked < self._need:
-                return
-            data = b"".join(self._chunks)
-            self._chunks, self._chunked = [], 0
-        self._frames(data)
-
-    def _frames(self, buf: bytes) -> None:
-        """Parse every complete frame in ``buf``; keep the rest as the start of the next. The loop is the reader's
-        innermost (issue 32): what it reads of ``self`` is read once, and a whole text or binary message (nearly
-        every frame) costs a header test, a slice and an append."""
+        if type(data) is not bytes:
+            data = bytes(data)  # the chunks keep views of it: it must not change under them
         pos = 0
+        while self._chunks:
+            # A frame begun in an earlier read: only what completes it is joined (one copy of it; a whole
+            # message's header is left out of the join, so the join is the message). The rest of this read is
+            # parsed where it lies: a read of many frames is not copied again for the one that straddled it.
+            short = self._need - self._chunked
+            if len(data) - pos < short:
+                self._chunks.append(memoryview(data)[pos:] if pos else data)
+                self._chunked += len(data) - pos
+                return
+            chunks, header = self._chunks, self._header
+            chunks.append(memoryview(data)[pos : pos + short])
+            pos += short
+            self._chunks, self._chunked, self._header = [], 0, 0
+            if header:
+                chunks[0] = memoryview(chunks[0])[header:]
+                message = b"".join(chunks)
+                self.messages.append(message)
+                self.buffered += len(message)
+            else:
+                self._frames(b"".join(chunks))  # a header completed (or a frame of another kind)
+                if self.closed is not None:
+                    return
+        self._frames(data, pos)
+
+    def _frames(self, buf: bytes, pos: int = 0) -> None:
+        """Parse every complete frame in ``buf`` from ``pos``; keep the rest (a view, no copy) as the start of the
+        next. The loop is the reader's innermost (issue 32): what it reads of ``self`` is read once, and a whole text
+        or binary message (nearly every frame) costs a header test, a slice and an append."""
         end = len(buf)
         messages = self.messages
         limit = self.max_message_size
@@ -325,6 +343,7 @@ class ClientWebSocket:
                 # The common case: a whole text or binary message in one unmasked frame, within the limit.
                 if stop > end:
                     self._need = stop - pos
+                    self._header = start - pos
                     break
                 messages.append(buf[start:stop])
                 buffered += size
@@ -354,9 +373,8 @@ class ClientWebSocket:
                 break
         self.buffered = buffered
         if pos < end and self.closed is None:
-            rest = buf[pos:]
-            self._chunks = [rest]
-            self._chunked = len(rest)
+            self._chunks = [memoryview(buf)[pos:] if pos else buf]
+            self._chunked = end - pos
 
     def _other_frame(self, fin: int, opcode: int, payload: bytes) -> None:
         if opcode >= _OP_CLOSE:
@@ -408,7 +426,7 @@ class ClientWebSocket:
         """A violation by the server: tell it why and stop reading (what trio-websocket and wsproto do)."""
         if self.state is State.OPEN:
             self._outbox.append(client_frame(_OP_CLOSE, close_payload(code, reason)))
-        self._chunks, self._chunked, self._fragments = [], 0, None
+        self._chunks, self._chunked, self._header, self._fragments = [], 0, 0, None
         self.closed = Closed(code, reason)
         self.state = State.CLOSED
 
