@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 from trio_websocket import ConnectionClosed, ConnectionRejected, HandshakeError
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Pong, Request, TextMessage
