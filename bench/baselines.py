@@ -320,3 +320,64 @@ def websockets_blocking(url: str, n: int, loop: str = "asyncio", max_queue: int 
 async def websockets_reader(url: str, n: int, loop: str, max_queue: int) -> dict[str, Any]:
     """(w) from the bench's Trio loop: the asyncio client runs in a worker thread; this loop only waits for it."""
     return await trio.to_thread.run_sync(websockets_blocking, url, n, loop, max_queue)
+
+
+#: How a reply frame starts (the replay server's compact JSON): what the floor tells from an event without parsing.
+_REPLY_HEAD = b'{"type":"res"'
+
+
+async def receive_floor_paused(
+    url: str, n: int, pauses: list[int], clocks: Any, recv_size: int = 262144, stall: float = 120.0
+) -> dict[str, Any]:
+    """The receive floor of issue 32's goal 2: the bytes of a paused capture arriving and cut into frames, nothing
+    parsed (a reply is told from an event by its first bytes). What any reader pays before it looks at a message:
+    the kernel's copy into a fresh ``bytes`` per recv, the frame cut, one view per message; its growth over a long
+    run is the input's own (each ``chat`` delta carries the whole message so far). At each pause point (a count of
+    event frames) it notes ``clocks()`` and asks the replay server to go on (``bench.continue``), as the bench's
+    paused readers do; ``clocks()`` once more after the n-th event."""
+    host, port, _ = _host_port_path(url)
+    marks: list[Any] = []
+    pending = list(pauses)
+    count = 0
+    try:
+        with trio.fail_after(stall):
+            sock = trio.socket.socket()
+            with sock:
+                await sock.connect((host, port))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await _send_all(sock, upgrade_request(url))
+                data = b""
+                while (split := split_upgrade(data)) is None:
+                    chunk = await sock.recv(4096)
+                    if not chunk:
+                        raise ProtocolError("closed during the upgrade")
+                    data += chunk
+                reader, shake = FrameReader(), _Handshake()
+                data = split[1]
+                while count < n:
+                    for opcode, payload in reader.feed(data):
+                        if opcode == TEXT or opcode == BINARY:
+                            if not shake.done:
+                                if (reply := shake.on_message(orjson.loads(payload))) is not None:
+                                    await _send_all(sock, reply)
+                            elif payload[: len(_REPLY_HEAD)] != _REPLY_HEAD:
+                                count += 1
+                        elif opcode == PING:
+                            await _send_all(sock, client_frame(bytes(payload), PONG))
+                        elif opcode == CLOSE:
+                            raise ProtocolError("the server closed")
+                    if pending and count >= pending[0]:
+                        # A pause point: the server sent nothing past it, so the batch ended exactly there.
+                        marks.append(clocks())
+                        pending.pop(0)
+                        resume = {"type": "req", "id": f"p{count}", "method": "bench.continue", "params": {}}
+                        await _send_all(sock, client_frame(orjson.dumps(resume)))
+                    if count >= n:
+                        break
+                    data = await sock.recv(recv_size)
+                    if not data:
+                        raise ProtocolError("the server closed")
+                marks.append(clocks())
+    except (OSError, ProtocolError, trio.TooSlowError) as exc:
+        return {"error": f"floor: {type(exc).__name__} at {count}/{n}: {exc}"}
+    return {"marks": marks}

@@ -53,7 +53,7 @@ import orjson
 import trio
 import trio.lowlevel
 import trio.testing
-from baselines import loops_available, naive, websockets_available, websockets_reader
+from baselines import loops_available, naive, receive_floor_paused, websockets_available, websockets_reader
 from competing_writer import Save, competing_writer
 from dbprobe import LockProbe, pct
 from replay import Capture, cpu_count, encoded_size, replay_server, sink
@@ -514,7 +514,9 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
         return {"error": "the long run needs at least 11 tool calls"}
     # Tenth k: frames bounds[k] .. bounds[k + 1]. The end (the last tool result to the end of the stream: the final
     # and what follows it) is apart: finalizing is a cost per run, not per event, and would swell the last tenth.
-    rows: dict[str, list[list[float]]] = {"e2e_cpu": [], "e2e_main": [], "e2e_wall": [], "bare_cpu": []}
+    rows: dict[str, list[list[float]]] = {
+        "e2e_cpu": [], "e2e_main": [], "e2e_wall": [], "bare_cpu": [], "floor_cpu": []
+    }  # fmt: skip
     e2e_rates, bare_rates, notes = [], [], []
     finalize_ms: list[float] = []  # owc's CPU from the last tool result to the run settled
     gc_full: list[list[tuple[int, float]]] = []  # per round: the full collections in the tenths, (tenth, ms)
@@ -527,6 +529,11 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
             rows["bare_cpu"].append(_per_event(bare["marks"], bounds, 0))
         else:
             notes.append(bare.get("error", "bare: marks missing"))
+        floor = await receive_floor_paused(url, n, bounds, _clocks)
+        if len(floor.get("marks", [])) == 12:
+            rows["floor_cpu"].append(_per_event(floor["marks"], bounds, 0))
+        else:
+            notes.append(floor.get("error", "floor: marks missing"))
         e2e = await run_tenths(url, meta, f"sqlite:///{tmp}/long-{repeat}.db", counts)
         e2e_rates.append(e2e["rate"])
         if len(e2e.get("marks", [])) == 12:
@@ -574,6 +581,16 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
             "round_ratio_median": med(round_ratios),
         }
     beyond = [e - d for e, d in zip(out["e2e_cpu"]["median"], decode)] if decode else []
+    # What owc costs beyond the bytes' arrival, round by round (each round's floor ran just before its owc).
+    paired = [[e - f for e, f in zip(er, fr)] for er, fr in zip(rows["e2e_cpu"], rows["floor_cpu"], strict=False)]
+    above = [med([r[k] for r in paired]) for k in range(10)] if paired else []
+    out["above_floor"] = {
+        "median": above,
+        "ratio": _ratio(above),
+        "round_ratios": [_ratio(r) for r in paired],
+        "round_ratio_min": low([_ratio(r) for r in paired]),
+        "round_ratio_median": med([_ratio(r) for r in paired]),
+    }
     for key, row in (("decode", decode), ("beyond", beyond), ("kb", kb)):
         out[key] = {"median": row, "ratio": _ratio(row)}
     return out
@@ -1037,6 +1054,8 @@ def render(r: dict) -> str:
                 ("owc main thread CPU, median", "e2e_main", "median", None),
                 ("owc end to end, wall, median", "e2e_wall", "median", None),
                 ("bare loop (a), CPU, median", "bare_cpu", "median", "bare_rate"),
+                ("receive floor, CPU, median", "floor_cpu", "median", None),
+                ("owc above the floor, median", "above_floor", "median", None),
                 ("JSON parse alone", "decode", "median", None),
                 ("owc CPU beyond the parse", "beyond", "median", None),
                 ("KB per event (not us)", "kb", "median", None),
