@@ -1011,6 +1011,50 @@ async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp
             assert message["done"] is True and message["content"] == f"Answer {n}."
 
 
+async def test_finalizes_in_flight_are_bounded_in_the_process(tmp_path, mock_clock, monkeypatch) -> None:
+    """Issue 32, goal 5: runs that end together finalize a bounded number at a time (``FINALIZES_AT_ONCE``), each
+    from its transcript read to its write, so what a finalize holds is held by that many, not by every run that
+    ended (10,000 in a burst kept ~110 MB that CPython's allocator then kept). Here the bound is 2 and the
+    connection's own bound on transcript reads 6: exactly 2 reads go out while all 7 runs wait to finalize, and
+    every message is finished with its text once the reads are answered. Nothing times out: Trio's clock does not
+    move."""
+    monkeypatch.setattr("owc.runs.table.FINALIZES_AT_ONCE", 2)
+    mock_clock.autojump_threshold = float("inf")
+    async with open_env(tmp_path) as env:
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
+        keys = [(await env.chat())[1] for _ in range(7)]
+        held: list[tuple[object, object]] = []
+        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
+        env.sim.stall_requests("chat.history")
+        for n, key in enumerate(keys):
+            env.sim.start_run(key, f"r{n}").text(f"Answer {n}.").end()
+
+        def finalizing() -> int:
+            return sum(
+                1
+                for n, key in enumerate(keys)
+                if (run := keeper.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
+            )
+
+        await keeper.until(lambda: finalizing() == len(keys))
+        await env.sim.wait_for(lambda: len(held) >= 2)
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+        assert len(held) == 2, f"{len(held)} finalizes read their transcripts at once, past the bound of 2"
+        assert keeper.finalizing.borrowed_tokens == 2
+        env.sim.rpc.hold = env.sim.rpc.answer
+        env.sim.fail_requests()  # heals: the held requests are answered; the queued ones go
+        for conn, frame in held:
+            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        await env.settled()
+        assert keeper.finalizing.borrowed_tokens == 0
+        for n, key in enumerate(keys):
+            ref = ids.parse_session_key(key)
+            assert ref is not None
+            message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
+            assert message["done"] is True and message["content"] == f"Answer {n}."
+
+
 async def test_the_gateways_internal_runs_never_get_a_message(tmp_path) -> None:
     """Issue 24, item 8: the Gateway's internal runs (a progress card refresh on the chat's own key, measured:
     ``progress-card-refresh:<sha256>``; a memory flush or a skill workshop review, flagged

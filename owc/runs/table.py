@@ -64,7 +64,7 @@ from owc.runs.reconcile import reconcile
 from owc.runs.run import HandoverState, Run, RunKey
 from owc.runs.status import StatusDesk
 from owc.runs.wakes import Wakes
-from owc.runs.writer import Stats, WriterContext, abort_run, history_reads, write_run
+from owc.runs.writer import FINALIZES_AT_ONCE, Stats, WriterContext, abort_run, history_reads, write_run
 from owc.store import TrioChatStore
 
 if TYPE_CHECKING:
@@ -120,6 +120,7 @@ class RunTable:
             wake=keeper.wake,
             usage_line=lambda: keeper.usage_line,
             delivered=keeper.media.finished,
+            finalizing=keeper.finalizing,
         )
         #: Sessions a list showed active without run ids: a run first seen on one may have started earlier.
         self._unknown: set[str] = set()
@@ -776,6 +777,8 @@ class RunKeeper:
         self.registry = registry
         self.ledger = ledger if ledger is not None else Ledger(strict=strict)
         self.stats = Stats()
+        #: Finalizes in flight at once, across connections (``owc.runs.writer.FINALIZES_AT_ONCE``).
+        self.finalizing = trio.CapacityLimiter(FINALIZES_AT_ONCE)
         #: Messages finished from a stream with gaps while the transcript could not be read (``correct.py``).
         self.corrections = Corrections()
         #: Cut runs whose continuation is owed (the owner rule, link rule E), across connections.

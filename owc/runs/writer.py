@@ -94,6 +94,12 @@ def history_reads(max_buffered_bytes: int) -> int:
     return max(1, max_buffered_bytes // (2 * HISTORY_MAX_BYTES))
 
 
+#: Finalizes in flight in one process at once, from the transcript read to the finished message's write (issue 32,
+#: goal 5). Runs that end together (10,000 in a burst) each held their transcript, their finished output and its
+#: serialised chat while they queued for the store's one write lane: ~110 MB above the open runs' own, which CPython's
+#: allocator then kept (a few survivors pin each 1 MiB arena). Writes go one at a time anyway, and 32 keep the lane
+#: fed and a chat's writes made together (``TrioChatStore.write``: at most 16 a transaction).
+FINALIZES_AT_ONCE = 32
 #: A claim that keeps meeting a locked database after the run has ended (no more events to wait for)
 #: tries this many times, each paced by the busy wait, like a finalize.
 CLAIM_ATTEMPTS_AFTER_END = 6
@@ -155,6 +161,8 @@ class WriterContext:
     #: The message is finished, with the transcript its finalize read: its files are owed from now on
     #: (``MediaDesk.finished``: the files arrive in the transcript after the run's final).
     delivered: Callable[[Run, ChatHistory | None], None] = lambda run, history: None
+    #: Finalizes in flight at once in this process (``FINALIZES_AT_ONCE``; ``RunKeeper.finalizing``).
+    finalizing: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(FINALIZES_AT_ONCE))
 
 
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
@@ -309,7 +317,10 @@ class _Writer:
             elif state is State.STREAMING:
                 await self._stream()
             elif state in (State.FINALIZING, State.FINISHING):
-                await self._finalize(unless_done=state is State.FINISHING)
+                # A turn among the process's finalizes: what one holds (its transcript, its output, the chat it
+                # writes) is held by a bounded number at once, however many runs end together.
+                async with self.ctx.finalizing:
+                    await self._finalize(unless_done=state is State.FINISHING)
             else:
                 return  # OPEN, STANDBY, DETACHED, INLINE, DONE, ABANDONED: nothing for a writer to do now
 
