@@ -304,6 +304,27 @@ def test_a_message_too_big_closes_1009_from_its_header_alone() -> None:
     assert fragments.closed.code == 1009 and fragments.take_messages() == []
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"\x89\x7f" + (2**62).to_bytes(8, "big"),  # a ping announcing 2**62 bytes
+        b"\x8a\x7e\x01\x00",  # a pong announcing 256
+        b"\x09\x05",  # a ping that is not the last fragment
+        b"\x8b\x7f" + (2**40).to_bytes(8, "big"),  # an unknown control opcode
+        b"\x83\x7f" + (2**40).to_bytes(8, "big"),  # an unknown data opcode
+    ],
+)
+def test_a_control_frame_too_long_or_an_unknown_opcode_closes_1002_from_its_header_alone(header: bytes) -> None:
+    """Its payload is never waited for: the pump asks for what ``wanted`` says, and a header announcing 2**62
+    bytes had it ask the socket for them (a ``MemoryError`` out of the reader instead of a 1002 close)."""
+    client, server = accepted()
+    client.receive_data(text("before") + header)
+    assert client.take_messages() == [b"before"] and client.wanted == 0
+    assert client.closed is not None and client.closed.code == 1002
+    (answer,) = server_reads(server, client.data_to_send())
+    assert isinstance(answer, CloseConnection) and answer.code == 1002
+
+
 def test_the_end_of_the_stream_is_1006() -> None:
     client, _ = accepted()
     client.receive_data(text("a") + text("partial")[:4])

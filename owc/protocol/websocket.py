@@ -14,12 +14,14 @@ machine does only what owc's connection needs, in as few Python steps per frame 
   text or binary alike: owc's frame decoder reads bytes (orjson), and **invalid UTF-8 in a text frame is not a
   protocol error here**: the decoder repairs it (decoded with replacement) and logs it, as it does every hostile
   frame, instead of the connection closing with 1007 as trio-websocket's does;
-* a message over ``max_message_size`` closes with 1009, known from its frame header (never buffered first);
+* a message over ``max_message_size`` closes with 1009, known from its frame header (never buffered first), and so
+  does a control frame over 125 bytes or fragmented, or an unknown opcode, with 1002;
 * pings answered, pongs ignored, a close answered and its code and reason kept; a protocol violation (a masked or
   reserved-bit frame, a bad opcode, an interleaved fragment) closes with 1002, as wsproto would.
 
-Memory: ``receive_data`` keeps a partial frame as a list of chunks (joined once complete, so a large message costs
-linear time) and complete messages in ``messages`` until taken, with ``buffered`` their size in bytes. The Trio pump
+Memory: ``receive_data`` keeps a partial frame as a list of chunks (views: the first may keep the whole read it
+ended, up to the pump's largest read, until the frame is complete; joined once, so a large message costs linear
+time) and complete messages in ``messages`` until taken, with ``buffered`` their size in bytes. The Trio pump
 (``owc.gateway.websocket``) reads only when ``messages`` is empty, so what is buffered is bounded in bytes by one
 read plus the one message that read completed, whatever the rate or count of frames.
 """
@@ -42,6 +44,7 @@ ABNORMAL_CLOSURE = 1006
 MESSAGE_TOO_BIG = 1009
 
 _OP_CONT, _OP_TEXT, _OP_BINARY, _OP_CLOSE, _OP_PING, _OP_PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+_KNOWN_OPCODES = frozenset({_OP_CONT, _OP_TEXT, _OP_BINARY, _OP_CLOSE, _OP_PING, _OP_PONG})
 _U16 = struct.Struct("!H")
 _U64 = struct.Struct("!Q")
 
@@ -314,6 +317,7 @@ class ClientWebSocket:
         """Parse every complete frame in ``buf`` from ``pos``; keep the rest (a view, no copy) as the start of the
         next. The loop is the reader's innermost (issue 32): what it reads of ``self`` is read once, and a whole text
         or binary message (nearly every frame) costs a header test, a slice and an append."""
+        self._header = 0  # only a whole message's header, found below, is left out of a later join
         end = len(buf)
         messages = self.messages
         limit = self.max_message_size
@@ -356,6 +360,15 @@ class ClientWebSocket:
                 self._fail(PROTOCOL_ERROR, "reserved bits set (no extension was negotiated)")
                 break
             opcode = b0 & 0x0F
+            # Refused from the header alone, like a message too big: an unknown opcode has no meaning, and a control
+            # frame is at most 125 bytes and never fragmented. Waiting for their payload first would have the pump
+            # ask for whatever length they announce (a ping claiming 2**62 bytes).
+            if opcode not in _KNOWN_OPCODES:
+                self._fail(PROTOCOL_ERROR, f"unknown opcode {opcode}")
+                break
+            if opcode >= _OP_CLOSE and (not b0 & 0x80 or size > 125):
+                self._fail(PROTOCOL_ERROR, "a fragmented or oversized control frame")
+                break
             if opcode < _OP_CLOSE and size + self._fragmented > limit:
                 self._fail(MESSAGE_TOO_BIG, "Exceeded maximum message size")
                 break
@@ -377,25 +390,20 @@ class ClientWebSocket:
             self._chunked = end - pos
 
     def _other_frame(self, fin: int, opcode: int, payload: bytes) -> None:
+        """A frame other than a whole message: its header was checked already (a known opcode; a control frame
+        whole and at most 125 bytes; within the size limit)."""
         if opcode >= _OP_CLOSE:
-            if not fin or len(payload) > 125:
-                self._fail(PROTOCOL_ERROR, "a fragmented or oversized control frame")
-            elif opcode == _OP_PING:
+            if opcode == _OP_PING:
                 self._outbox.append(client_frame(_OP_PONG, payload))
             elif opcode == _OP_CLOSE:
                 self._remote_close(payload)
-            elif opcode != _OP_PONG:
-                self._fail(PROTOCOL_ERROR, f"unknown opcode {opcode}")
-            return
-        if opcode in (_OP_TEXT, _OP_BINARY):
+            return  # a pong: nothing owed
+        if opcode != _OP_CONT:  # text or binary, the first fragment of a message
             if self._fragments is not None:
                 self._fail(PROTOCOL_ERROR, "a new message inside a fragmented one")
                 return
             self._fragments = [payload]
             self._fragmented = len(payload)
-            return
-        if opcode != _OP_CONT:
-            self._fail(PROTOCOL_ERROR, f"unknown opcode {opcode}")
             return
         if self._fragments is None:
             self._fail(PROTOCOL_ERROR, "a continuation frame outside a message")
@@ -432,8 +440,10 @@ class ClientWebSocket:
 
     @property
     def wanted(self) -> int:
-        """How many more bytes complete the frame begun (0: none begun, or its header not yet read whole): the
-        pump asks for them in one read, so a large frame costs one or two reads, not one per 64 KiB."""
+        """How many more bytes complete the frame begun, or its header while that is not read whole (0: none
+        begun): the pump asks for them in one read, so a large frame costs one or two reads, not one per 64 KiB.
+        Only a frame its header allowed is waited for (a message within the size limit, a control frame of at
+        most 125 bytes)."""
         return self._need - self._chunked if self._chunks else 0
 
     def take_messages(self) -> list[bytes]:
