@@ -1055,6 +1055,83 @@ async def test_finalizes_in_flight_are_bounded_in_the_process(tmp_path, mock_clo
             assert message["done"] is True and message["content"] == f"Answer {n}."
 
 
+async def test_a_stop_reaches_the_gateway_while_other_finalizes_hold_every_turn(
+    tmp_path, mock_clock, monkeypatch
+) -> None:
+    """The bound on finalizes never delays a Stop: the run is aborted at the Gateway at once (the agent stops acting
+    now), and only its finalize waits for a turn. Here the one turn is held by another run's finalize whose
+    transcript read goes unanswered."""
+    monkeypatch.setattr("owc.runs.table.FINALIZES_AT_ONCE", 1)
+    mock_clock.autojump_threshold = float("inf")
+    async with open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
+        env.sim.start_run(key_b, "b", steps=[Text("Partial answer"), Hold()])
+        await keeper.until(lambda: keeper.totals()[0] == 1)  # b claimed and streaming
+        held: list[tuple[object, object]] = []
+        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
+        env.sim.stall_requests("chat.history")
+        env.sim.start_run(key_a, "a").text("A.").end()
+        await env.sim.wait_for(lambda: len(held) == 1)  # a's finalize holds the one turn, its read unanswered
+        assert keeper.table.stop(chat_b) == 1
+        await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+        assert env.sim.requests["chat.abort"] == 1, "the Stop waited for a finalize's turn"
+        assert keeper.finalizing.borrowed_tokens == 1
+        env.sim.rpc.hold = env.sim.rpc.answer
+        env.sim.fail_requests()
+        for conn, frame in held:
+            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        await env.settled()
+        b = (await env.messages(chat_b))[ids.message_id(key_b, "b")]
+        a = (await env.messages(chat_a))[ids.message_id(key_a, "a")]
+        assert b["done"] and b["content"] == "Partial answer" and a["done"] and a["content"] == "A."
+
+
+async def test_a_finalize_waiting_for_the_next_tick_lets_the_others_go_first(tmp_path, mock_clock, monkeypatch) -> None:
+    """A finalize whose transcript read timed out waits for the Gateway's next tick to read again (issue 24, item
+    9): that wait is the Gateway's, so it lets go of its turn meanwhile. With one turn, the run that ended after it
+    is finished first, at once, instead of after the tick."""
+    from fuzzing import PLAY_BOUND_S, virtual_time
+
+    monkeypatch.setattr("owc.runs.table.FINALIZES_AT_ONCE", 1)
+    async with virtual_time(mock_clock), open_env(tmp_path) as env:
+        chat_a, key_a = await env.chat()
+        chat_b, key_b = await env.chat()
+        keeper = await env.connect()
+        await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
+        held: list[object] = []
+        answer = env.sim.rpc.answer
+
+        def hold_the_first(conn, frame) -> None:  # type: ignore[no-untyped-def]
+            if not held:
+                held.append(frame)  # never answered: the client's RPC bound runs out
+            else:
+                answer(conn, frame)
+
+        env.sim.rpc.hold = hold_the_first
+        env.sim.stall_requests("chat.history")
+        done: list[str] = []
+        write = env.store.write
+
+        async def spy(chat: str, message: str, **kwargs):  # type: ignore[no-untyped-def]
+            result = await write(chat, message, **kwargs)
+            if kwargs["done"]:
+                done.append(chat)
+            return result
+
+        env.store.write = spy  # type: ignore[method-assign]
+        env.sim.start_run(key_a, "a").text("A.").end()
+        await env.sim.wait_for(lambda: held)  # a's read went out first: a holds the one turn
+        env.sim.start_run(key_b, "b").text("B.").end()
+        with trio.fail_after(PLAY_BOUND_S):
+            await env.settled()
+        assert done == [chat_b, chat_a], "the run that waited for a tick kept its turn"
+        assert (await env.messages(chat_a))[ids.message_id(key_a, "a")]["content"] == "A."
+        assert (await env.messages(chat_b))[ids.message_id(key_b, "b")]["content"] == "B."
+
+
 async def test_the_gateways_internal_runs_never_get_a_message(tmp_path) -> None:
     """Issue 24, item 8: the Gateway's internal runs (a progress card refresh on the chat's own key, measured:
     ``progress-card-refresh:<sha256>``; a memory flush or a skill workshop review, flagged

@@ -165,6 +165,27 @@ class WriterContext:
     finalizing: trio.CapacityLimiter = attrs.field(factory=lambda: trio.CapacityLimiter(FINALIZES_AT_ONCE))
 
 
+@attrs.define
+class Turn:
+    """A writer's turn among the process's finalizes (``FINALIZES_AT_ONCE``): taken for a finalize, let go when it
+    ends and while it waits for the Gateway's next tick to read a transcript again (a wait that is the Gateway's:
+    finalizes parked there must not stall the ones that can go on), taken again after. ``held`` says whether this
+    writer holds one, so a cancel at any point leaves the count right."""
+
+    limiter: trio.CapacityLimiter
+    held: bool = False
+
+    async def take(self) -> None:
+        if not self.held:
+            await self.limiter.acquire()  # a cancel here takes nothing
+            self.held = True
+
+    def let_go(self) -> None:
+        if self.held:
+            self.limiter.release()
+            self.held = False
+
+
 async def abort_run(request: Callable[..., Awaitable[Any]], run: Run) -> None:
     """Ask the Gateway to abort the run (a Stop). A failure is logged: the run's own terminal still ends it."""
     try:
@@ -288,6 +309,8 @@ class _Writer:
         #: This writer made M (a claim that inserted it): its final event carries M's place (seed 003, ELI-230).
         self.inserted = False
         self.aborted = False
+        #: Its turn among the process's finalizes (``Turn``), held only while it finalizes.
+        self.turn = Turn(ctx.finalizing)
         #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
         self.history_failed = False
         #: The finalize's transcript was read before the claim, and reading it again failed: the line's order is
@@ -317,10 +340,15 @@ class _Writer:
             elif state is State.STREAMING:
                 await self._stream()
             elif state in (State.FINALIZING, State.FINISHING):
+                # A Stop reaches the Gateway at once, not after a turn: the agent stops acting now.
+                await self._abort_if_stopped()
                 # A turn among the process's finalizes: what one holds (its transcript, its output, the chat it
                 # writes) is held by a bounded number at once, however many runs end together.
-                async with self.ctx.finalizing:
+                await self.turn.take()
+                try:
                     await self._finalize(unless_done=state is State.FINISHING)
+                finally:
+                    self.turn.let_go()
             else:
                 return  # OPEN, STANDBY, DETACHED, INLINE, DONE, ABANDONED: nothing for a writer to do now
 
@@ -747,7 +775,11 @@ class _Writer:
                 # clock must not pick the message's content (issue 24, item 9: the stream's copy, before). Read
                 # again at its next tick: the connection's liveness ends a Gateway that has stopped answering.
                 log.warning("runs.history_timed_out run=%s error=%s (read again at the next tick)", r.run_id, exc)
+                had_turn = self.turn.held
+                self.turn.let_go()  # the wait is the Gateway's: the other finalizes go on meanwhile
                 await self.ctx.next_tick()
+                if had_turn:
+                    await self.turn.take()
             except (GatewayError, ProtocolError) as exc:
                 log.warning("runs.history_failed run=%s error=%s", r.run_id, exc)
                 if usable:
@@ -856,10 +888,14 @@ class _Writer:
             nursery.start_soon(read, "status", "usage.status", {})
         return usage.lines(usage.usage_of(got.get("describe"), got.get("status"), r.run_id))
 
-    async def _finalize(self, *, unless_done: bool) -> None:
-        r, ctx = self.run_, self.ctx
+    async def _abort_if_stopped(self) -> None:
+        """A run a Stop ended, whose terminal has not come: aborted at the Gateway, once."""
+        r = self.run_
         if (r.life.stop or isinstance(self.handle.ended_by, Stop)) and r.life.terminal is None and not self.aborted:
             await self._abort()
+
+    async def _finalize(self, *, unless_done: bool) -> None:
+        r, ctx = self.run_, self.ctx
         history = await self._history()
         terminal = r.life.terminal
         # The session row's ``lastRunError`` for a run whose error terminal owc did not see (``Terminal.from_row``):
