@@ -520,6 +520,7 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
     e2e_rates, bare_rates, notes = [], [], []
     finalize_ms: list[float] = []  # owc's CPU from the last tool result to the run settled
     gc_full: list[list[tuple[int, float]]] = []  # per round: the full collections in the tenths, (tenth, ms)
+    paired: list[list[float]] = []  # per round with both: owc's CPU less the floor's, per tenth
     for repeat in range(args.long_repeats):
         log(f"long: repeat {repeat + 1}/{args.long_repeats} (bare loop, then owc end to end), load {loadavg()}")
         gc.collect()
@@ -530,8 +531,10 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
         else:
             notes.append(bare.get("error", "bare: marks missing"))
         floor = await receive_floor_paused(url, n, bounds, _clocks)
+        floor_row = None
         if len(floor.get("marks", [])) == 12:
-            rows["floor_cpu"].append(_per_event(floor["marks"], bounds, 0))
+            floor_row = _per_event(floor["marks"], bounds, 0)
+            rows["floor_cpu"].append(floor_row)
         else:
             notes.append(floor.get("error", "floor: marks missing"))
         e2e = await run_tenths(url, meta, f"sqlite:///{tmp}/long-{repeat}.db", counts)
@@ -539,6 +542,8 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
         if len(e2e.get("marks", [])) == 12:
             for key, clock in (("e2e_cpu", 0), ("e2e_main", 1), ("e2e_wall", 2)):
                 rows[key].append(_per_event(e2e["marks"], bounds, clock))
+            if floor_row is not None:  # a round's owc less the same round's floor: only rounds with both
+                paired.append([e - f for e, f in zip(rows["e2e_cpu"][-1], floor_row, strict=True)])
             finalize_ms.append((e2e["marks"][11][0] - e2e["marks"][10][0]) * 1e3)
             gc_full.append(e2e["gc_full"])
         notes.extend(x for x in (e2e.get("error"), e2e.get("note")) if x)
@@ -582,7 +587,6 @@ async def section_long(base: str, meta: dict, probe: LockProbe, tmp: str, args: 
         }
     beyond = [e - d for e, d in zip(out["e2e_cpu"]["median"], decode)] if decode else []
     # What owc costs beyond the bytes' arrival, round by round (each round's floor ran just before its owc).
-    paired = [[e - f for e, f in zip(er, fr)] for er, fr in zip(rows["e2e_cpu"], rows["floor_cpu"], strict=False)]
     above = [med([r[k] for r in paired]) for k in range(10)] if paired else []
     out["above_floor"] = {
         "median": above,
