@@ -18,6 +18,7 @@ writer id, and how to report an input to the run's lifecycle), never the run tab
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -309,8 +310,6 @@ class _Writer:
         #: This writer made M (a claim that inserted it): its final event carries M's place (seed 003, ELI-230).
         self.inserted = False
         self.aborted = False
-        #: Its turn among the process's finalizes (``Turn``), held only while it finalizes.
-        self.turn = Turn(ctx.finalizing)
         #: The last transcript read failed (the Gateway did not answer), as opposed to not holding the run.
         self.history_failed = False
         #: The finalize's transcript was read before the claim, and reading it again failed: the line's order is
@@ -328,6 +327,12 @@ class _Writer:
             return
         r.writer.told_unsaved = True
         await self._emit({"type": "chat:message:error", "data": {"error": {"content": NOT_SAVED.format(why=why)}}})
+
+    @functools.cached_property
+    def turn(self) -> Turn:
+        """Its turn among the process's finalizes (``Turn``), held only while it finalizes (made on first use: a
+        writer built without a context, as a unit test builds one, never needs it)."""
+        return Turn(self.ctx.finalizing)
 
     async def run(self) -> None:
         life = self.run_.life
