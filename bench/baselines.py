@@ -216,26 +216,32 @@ async def _send_all(sock: trio.socket.SocketType, data: bytes) -> None:
         view = view[sent:]
 
 
+async def _upgrade_trio(sock: trio.socket.SocketType, url: str) -> bytes:
+    """Connect ``sock`` to ``url``'s host and port and upgrade it to a WebSocket: the bytes after the 101 (the first
+    frames, if the server sent them with it)."""
+    host, port, _ = _host_port_path(url)
+    await sock.connect((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    await _send_all(sock, upgrade_request(url))
+    data = b""
+    while (split := split_upgrade(data)) is None:
+        chunk = await sock.recv(4096)
+        if not chunk:
+            raise ProtocolError("closed during the upgrade")
+        data += chunk
+    return split[1]
+
+
 async def naive_trio(url: str, n: int, recv_size: int = 262144, stall: float = 60.0) -> dict[str, Any]:
     """(n) on a Trio socket: the same loop as ``naive_blocking``, each recv an ``await`` on the running loop."""
-    host, port, _ = _host_port_path(url)
     start = time.perf_counter()
     count = 0
     try:
         with trio.fail_after(stall):
             sock = trio.socket.socket()
             with sock:
-                await sock.connect((host, port))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await _send_all(sock, upgrade_request(url))
-                data = b""
-                while (split := split_upgrade(data)) is None:
-                    chunk = await sock.recv(4096)
-                    if not chunk:
-                        raise ProtocolError("closed during the upgrade")
-                    data += chunk
+                data = await _upgrade_trio(sock, url)
                 reader, shake = FrameReader(), _Handshake()
-                data = split[1]
                 while True:
                     for opcode, payload in reader.feed(data):
                         if opcode == TEXT or opcode == BINARY:
@@ -335,7 +341,6 @@ async def receive_floor_paused(
     run is the input's own (each ``chat`` delta carries the whole message so far). At each pause point (a count of
     event frames) it notes ``clocks()`` and asks the replay server to go on (``bench.continue``), as the bench's
     paused readers do; ``clocks()`` once more after the n-th event."""
-    host, port, _ = _host_port_path(url)
     marks: list[Any] = []
     pending = list(pauses)
     count = 0
@@ -343,17 +348,8 @@ async def receive_floor_paused(
         with trio.fail_after(stall):
             sock = trio.socket.socket()
             with sock:
-                await sock.connect((host, port))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await _send_all(sock, upgrade_request(url))
-                data = b""
-                while (split := split_upgrade(data)) is None:
-                    chunk = await sock.recv(4096)
-                    if not chunk:
-                        raise ProtocolError("closed during the upgrade")
-                    data += chunk
+                data = await _upgrade_trio(sock, url)
                 reader, shake = FrameReader(), _Handshake()
-                data = split[1]
                 while count < n:
                     for opcode, payload in reader.feed(data):
                         if opcode == TEXT or opcode == BINARY:

@@ -968,6 +968,39 @@ async def test_a_transcript_read_that_times_out_is_read_again_and_the_transcript
         assert (await env.messages(chat_id))[ids.message_id(key, "slow-read")]["content"] == "Before owc came. After."
 
 
+def _hold_transcript_reads(env: Any) -> list[tuple[object, object]]:
+    """Every ``chat.history`` request from now on is held unanswered, in the list returned."""
+    held: list[tuple[object, object]] = []
+    env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
+    env.sim.stall_requests("chat.history")
+    return held
+
+
+def _answer_held(env: Any, held: list[tuple[object, object]]) -> None:
+    """The held requests answered, and the next ones answered at once."""
+    env.sim.rpc.hold = env.sim.rpc.answer
+    env.sim.fail_requests()  # heals: the queued requests go
+    for conn, frame in held:
+        env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+
+
+def _all_finalizing(keeper: Any, keys: list[str]) -> bool:
+    """Run ``r<n>`` of each ``keys[n]`` is finalizing."""
+    return all(
+        (run := keeper.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
+        for n, key in enumerate(keys)
+    )
+
+
+async def _each_answered(env: Any, keys: list[str]) -> None:
+    """Run ``r<n>`` of each ``keys[n]`` has its finished message saying ``Answer <n>.``."""
+    for n, key in enumerate(keys):
+        ref = ids.parse_session_key(key)
+        assert ref is not None
+        message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
+        assert message["done"] is True and message["content"] == f"Answer {n}."
+
+
 async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp_path, mock_clock) -> None:
     """Issue 24, item 9: runs ending together read their transcripts a few at a time (the replies in flight stay
     within half the Gateway's per-client buffer, ``policy.maxBufferedBytes``: 6 on 2026.9.6), not all at once (10,000
@@ -982,33 +1015,16 @@ async def test_transcript_reads_in_flight_are_bounded_by_the_gateways_buffer(tmp
         keeper = await env.connect()
         await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
         keys = [(await env.chat())[1] for _ in range(limit + 4)]
-        held: list[tuple[object, object]] = []
-        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
-        env.sim.stall_requests("chat.history")
+        held = _hold_transcript_reads(env)
         for n, key in enumerate(keys):
             env.sim.start_run(key, f"r{n}").text(f"Answer {n}.").end()
-
-        def finalizing() -> int:
-            return sum(
-                1
-                for n, key in enumerate(keys)
-                if (run := keeper.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
-            )
-
-        await keeper.until(lambda: finalizing() == len(keys))
+        await keeper.until(lambda: _all_finalizing(keeper, keys))
         await env.sim.wait_for(lambda: len(held) >= limit)
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert len(held) == limit, "more transcript reads in flight than the bound"
-        env.sim.rpc.hold = env.sim.rpc.answer
-        env.sim.fail_requests()  # heals: the held requests are answered; the queued ones go
-        for conn, frame in held:
-            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        _answer_held(env, held)
         await env.settled()
-        for n, key in enumerate(keys):
-            ref = ids.parse_session_key(key)
-            assert ref is not None
-            message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
-            assert message["done"] is True and message["content"] == f"Answer {n}."
+        await _each_answered(env, keys)
 
 
 async def test_finalizes_in_flight_are_bounded_in_the_process(tmp_path, mock_clock, monkeypatch) -> None:
@@ -1024,35 +1040,18 @@ async def test_finalizes_in_flight_are_bounded_in_the_process(tmp_path, mock_clo
         keeper = await env.connect()
         await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
         keys = [(await env.chat())[1] for _ in range(7)]
-        held: list[tuple[object, object]] = []
-        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
-        env.sim.stall_requests("chat.history")
+        held = _hold_transcript_reads(env)
         for n, key in enumerate(keys):
             env.sim.start_run(key, f"r{n}").text(f"Answer {n}.").end()
-
-        def finalizing() -> int:
-            return sum(
-                1
-                for n, key in enumerate(keys)
-                if (run := keeper.ledger.get(key, f"r{n}")) is not None and run.life.state is State.FINALIZING
-            )
-
-        await keeper.until(lambda: finalizing() == len(keys))
+        await keeper.until(lambda: _all_finalizing(keeper, keys))
         await env.sim.wait_for(lambda: len(held) >= 2)
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert len(held) == 2, f"{len(held)} finalizes read their transcripts at once, past the bound of 2"
         assert keeper.finalizing.borrowed_tokens == 2
-        env.sim.rpc.hold = env.sim.rpc.answer
-        env.sim.fail_requests()  # heals: the held requests are answered; the queued ones go
-        for conn, frame in held:
-            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        _answer_held(env, held)
         await env.settled()
         assert keeper.finalizing.borrowed_tokens == 0
-        for n, key in enumerate(keys):
-            ref = ids.parse_session_key(key)
-            assert ref is not None
-            message = (await env.messages(ref.chat_id))[ids.message_id(key, f"r{n}")]
-            assert message["done"] is True and message["content"] == f"Answer {n}."
+        await _each_answered(env, keys)
 
 
 async def test_a_stop_reaches_the_gateway_while_other_finalizes_hold_every_turn(
@@ -1070,19 +1069,14 @@ async def test_a_stop_reaches_the_gateway_while_other_finalizes_hold_every_turn(
         await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
         env.sim.start_run(key_b, "b", steps=[Text("Partial answer"), Hold()])
         await keeper.until(lambda: keeper.totals()[0] == 1)  # b claimed and streaming
-        held: list[tuple[object, object]] = []
-        env.sim.rpc.hold = lambda conn, frame: held.append((conn, frame))
-        env.sim.stall_requests("chat.history")
+        held = _hold_transcript_reads(env)
         env.sim.start_run(key_a, "a").text("A.").end()
         await env.sim.wait_for(lambda: len(held) == 1)  # a's finalize holds the one turn, its read unanswered
         assert keeper.table.stop(chat_b) == 1
         await trio.testing.wait_all_tasks_blocked(cushion=0.05)
         assert env.sim.requests["chat.abort"] == 1, "the Stop waited for a finalize's turn"
         assert keeper.finalizing.borrowed_tokens == 1
-        env.sim.rpc.hold = env.sim.rpc.answer
-        env.sim.fail_requests()
-        for conn, frame in held:
-            env.sim.rpc.answer(conn, frame)  # type: ignore[arg-type]
+        _answer_held(env, held)
         await env.settled()
         b = (await env.messages(chat_b))[ids.message_id(key_b, "b")]
         a = (await env.messages(chat_a))[ids.message_id(key_a, "a")]
