@@ -37,11 +37,17 @@ class Hold:
 
 def _locks(backend: str, statement: str) -> bool:
     """The statement that takes the lock: SQLite's ``BEGIN IMMEDIATE``; on PostgreSQL ``SELECT ... FOR UPDATE`` or
-    an ``UPDATE`` of the ``chat`` row (owc's short-hold write takes the row lock in its conditional ``UPDATE``)."""
+    an ``UPDATE`` of the ``chat`` row (owc's short-hold write takes the row lock in its conditional ``UPDATE``, alone
+    or as the ``WITH saved AS (UPDATE chat ...)`` of the statement that also writes the message's row)."""
     if backend == "sqlite":
         return statement.lstrip()[:15].upper() == "BEGIN IMMEDIATE"
     text = statement.upper()
-    return "FOR UPDATE" in text or text.lstrip().startswith("UPDATE CHAT SET")
+    start = text.lstrip()
+    return (
+        "FOR UPDATE" in text
+        or start.startswith("UPDATE CHAT SET")
+        or (start.startswith("WITH") and "UPDATE CHAT SET" in text)
+    )
 
 
 class LockProbe:
