@@ -68,7 +68,7 @@ class Response:
         return out
 
 
-@attrs.frozen
+@attrs.define  # built per frame: not frozen, for the cost (owc.protocol.events, above ChatEvent)
 class EventFrame:
     """An event envelope. ``seq`` is the per-connection envelope sequence (absent on ``connect.challenge``);
     it is not ``payload.seq``, which is the agent run's own sequence."""

@@ -82,7 +82,7 @@ class Lost:
     resync: bool
 
 
-@attrs.frozen
+@attrs.define  # built per frame: not frozen, for the cost (owc.protocol.events, above ChatEvent)
 class Deliver:
     """An event to hand to the handler; ``name`` for the log if the handler fails on it."""
 
