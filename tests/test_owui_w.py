@@ -439,9 +439,22 @@ def _reply_of(admin: Any, chat_id: str, after_text: str) -> tuple[str, dict[str,
     return None
 
 
+def owc_finished(message: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``message`` once owc has finished it: ``done`` and no longer owed its finish (``meta.openclaw_open``).
+
+    A user turn's reply is also saved ``done: true`` by Open WebUI itself, with the output its request had, when the
+    request ends (its end-of-stream save) or is cancelled ("Send now", Stop: ``save_cancelled_state``); owc's writer
+    then takes it back and finishes it from the transcript. A read between the two sees the request's partial copy
+    marked done; only owc's finishing write removes the open mark (NOTES: "a message is finished only when owc wrote
+    it so")."""
+    if message is None or message.get("done") is not True:
+        return None
+    return None if (message.get("meta") or {}).get("openclaw_open") else message
+
+
 def _finished_reply(admin: Any, chat_id: str, after_text: str) -> dict[str, Any] | None:
     found = _reply_of(admin, chat_id, after_text)
-    return found[1] if found is not None and found[1].get("done") is True else None
+    return owc_finished(found[1]) if found is not None else None
 
 
 def test_a_typed_message_gets_the_agents_reply_live_with_tool_cards(deployment, browser) -> None:

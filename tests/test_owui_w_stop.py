@@ -43,6 +43,7 @@ from test_owui_w import (
     new_chat,
     open_page,
     owc_env,
+    owc_finished,
     subscribed,
     unfinished_replies,
     wait_connected,
@@ -148,8 +149,10 @@ def reply_to(admin: Any, chat_id: str, text: str) -> tuple[str, dict[str, Any]] 
 
 
 def finished_reply(admin: Any, chat_id: str, text: str) -> dict[str, Any] | None:
+    """The reply once owc has finished it (not Open WebUI's own ``done`` save of the request's copy:
+    ``test_owui_w.owc_finished``)."""
     found = reply_to(admin, chat_id, text)
-    return found[1] if found is not None and found[1].get("done") is True else None
+    return owc_finished(found[1]) if found is not None else None
 
 
 def user_turn(page: Any, sim: Any, token: Any, admin: Any, text: str) -> tuple[str, Any]:
