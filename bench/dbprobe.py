@@ -97,6 +97,10 @@ class LockProbe:
         if backend == "sqlite":
             now = time.monotonic()
             self._open[key] = (now, now - sent, backend)
+        elif getattr(conn.connection.dbapi_connection, "autocommit", False):
+            # A statement that is its own transaction (owc's one-statement write): its lock is released by the
+            # time its reply is read, so the hold ends here (an upper bound: the reply also waited for the GIL).
+            self.holds.append(Hold(sent, time.monotonic() - sent, 0.0, True, backend))
         else:
             self._open[key] = (sent, 0.0, backend)
 

@@ -409,3 +409,43 @@ def test_owcs_postgres_sessions_compress_with_lz4(postgres_url: str) -> None:
         assert method == "lz4" and orjson.loads(raw)["history"]["messages"]["m"]["content"] == "x" * 100_000
     finally:
         store.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_postgres_write_of_one_message_is_one_statement_in_its_own_transaction(postgres_url: str) -> None:
+    """PostgreSQL: a claim or a finalize of one message takes the row lock and lets it go in one round trip: the
+    chat's version-checked ``UPDATE`` and the message's ``chat_message`` row in one statement, run as its own
+    transaction (autocommit), so no second round trip (a ``COMMIT``) waits on this process inside the hold. What it
+    wrote is all there: the chat's message and its mirror row, status lines included."""
+    from sqlalchemy import event
+
+    store = ChatStore(make_engine(postgres_url, busy_timeout_ms=2000))
+    store.create_tables()
+    sent: list[tuple[str, bool]] = []
+
+    def before(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        sent.append((statement.split(None, 1)[0].upper(), bool(conn.connection.dbapi_connection.autocommit)))
+
+    event.listen(store.engine, "before_cursor_execute", before)
+    try:
+        chat_id = new_chat(store, user_turn_chat)
+        for write in (
+            lambda: store.claim(chat_id, "m", run_id="r", writer="w", alive=DEAD, user_id=USER),
+            lambda: store.write(
+                chat_id, "m", content="final", output=[], done=True, status=[{"description": "x", "done": True}]
+            ),
+        ):
+            sent.clear()
+            write()
+            # The unlocked read (a SELECT in a transaction of its own), then the write alone, in autocommit.
+            assert sent == [("SELECT", False), ("WITH", True)]
+        chat = store.read_chat(chat_id)
+        assert chat["history"]["messages"]["m"]["content"] == "final"
+        with store.engine.connect() as conn:
+            content, done, status = conn.exec_driver_sql(
+                f"SELECT content, done, status_history FROM chat_message WHERE id = '{chat_id}-m'"
+            ).one()
+        assert (content, done) == ("final", True) and status and status[0]["description"] == "x"
+    finally:
+        event.remove(store.engine, "before_cursor_execute", before)
+        store.engine.dispose()

@@ -623,6 +623,13 @@ class ChatStore:
                 binds["current"] = plan.current_id
             binds.update((f"m_{name}", value) for name, value in row.items())
             query = _SAVES_AND_MIRRORS["status_history" in row, plan.current_id is not None]
+            if not plan.reparent and not plan.remove and not conn.in_transaction():
+                # The whole write is this one statement: run as its own transaction (autocommit), the row lock is
+                # taken and released inside the server, in one round trip. In a transaction the commit is a second
+                # round trip, and its reply waits for this process's GIL: with runs streaming on the Trio thread,
+                # up to a switch interval (5 ms) inside the hold, per round trip (holds_contended.py's streaming
+                # case). ``_commit`` then commits nothing; the pool resets the level when the connection goes back.
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             if conn.execute(query, binds).first() is None:
                 return False
         elif self._save(conn, chat_id, text, plan.now, current_id=plan.current_id, version=version):
