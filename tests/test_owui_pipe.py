@@ -59,6 +59,26 @@ def test_what_cannot_be_sent_is_one_line(meta: Any, user: Any, body: Any, says: 
     assert isinstance(said, str) and says in said and "\n" not in said
 
 
+def test_a_request_whose_reloaded_history_lost_the_message_reads_it_from_the_request() -> None:
+    """Open WebUI 0.12.4 rebuilds a saved chat's messages from its database; a stale read there (a pooled SQLite
+    connection left on an old snapshot by a task cancelled mid-read: a "Send now" landing as the previous reply
+    ended) finds none and sends the Pipe no messages. The request still names its message (``__metadata__
+    ["user_message"]``): the agent gets its text, not a refusal."""
+    meta = {"chat_id": CHAT, "message_id": M, "user_message_id": "u-2"}
+    sent = {**meta, "user_message": {"id": "u-2", "role": "user", "content": "then this", "parentId": "a-1"}}
+    for body in ({"model": "openclaw.main", "messages": []}, {"model": "openclaw.main"}):
+        turn = _turn_from(VALVES, body, {"id": USER}, sent)
+        assert isinstance(turn, Turn) and turn.text == "then this"
+        refused = _turn_from(VALVES, body, {"id": USER}, meta)  # nothing named: still one line
+        assert isinstance(refused, str) and "no text" in refused
+    system_only = {"model": "openclaw.main", "messages": [{"role": "system", "content": "Be brief."}]}
+    turn = _turn_from(VALVES, system_only, {"id": USER}, sent)
+    assert isinstance(turn, Turn) and turn.text == "then this"
+    # A history that has the user's message is read as before (the server's own reading of it wins).
+    turn = _turn_from(VALVES, _body(text="as reloaded"), {"id": USER}, sent)
+    assert isinstance(turn, Turn) and turn.text == "as reloaded"
+
+
 def test_the_users_text_is_read_from_strings_and_text_parts() -> None:
     parts = [
         {"type": "text", "text": "look at"},

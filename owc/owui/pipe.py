@@ -296,8 +296,15 @@ def _turn_from(
     if chat_id.startswith("local:") or not chat_id:
         return TEMPORARY_CHAT
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
-    text = last_user_text(body.get("messages"))
-    content = last_user_content(body.get("messages"))
+    messages = request_messages(body.get("messages"), metadata)
+    if messages is not body.get("messages"):
+        log.info(
+            "owui.user_message_from_request chat=%s message=%s (the reloaded history had none)",
+            chat_id,
+            message_id,
+        )
+    text = last_user_text(messages)
+    content = last_user_content(messages)
     files = tuple(attachments.message_files(metadata))
     if not text and not files and not (isinstance(content, list) and content):
         return "There is no text in your message for the agent."
@@ -344,6 +351,24 @@ def thinking_of(body: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value.strip():
             return value.strip()[:64]
     return None
+
+
+def request_messages(messages: Any, metadata: Mapping[str, Any]) -> Any:
+    """The messages to read the user's message from: the body's, unless they hold no user message while the request
+    names one (``__metadata__["user_message"]``, the message as the page sent it: ``main.py:1277,1325``); then that
+    message alone. Open WebUI 0.12.4 rebuilds a saved chat's messages from its database (``utils/middleware.py:
+    2087-2089``; the page sends none) and, when that read does not find the request's own message, goes on with none
+    (``:2186-2187``). A cause seen in the browser tier (a "Send now" landing as the reply before it ended): a task
+    cancelled mid-read leaves its pooled SQLite connection on an old snapshot (``internal/db.py:481-485`` keeps it;
+    measured with that engine's settings), and a later read on it finds the chat as it was before the message was
+    inserted. A raster image of the message is not in that fallback (it arrives as a content part of the reloaded
+    history only); its text and other files are."""
+    if isinstance(messages, list) and any(isinstance(m, Mapping) and m.get("role") == "user" for m in messages):
+        return messages
+    sent = metadata.get("user_message")
+    if not isinstance(sent, Mapping) or sent.get("content") is None:
+        return messages
+    return [{"role": "user", "content": sent.get("content")}]
 
 
 def last_user_content(messages: Any) -> Any:
