@@ -39,7 +39,13 @@ def owui_db(request, tmp_path: Path, owui) -> str:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'webui.db'}"
     else:
-        url = request.getfixturevalue("postgres_url")
+        from conftest import _postgres_database
+
+        request.getfixturevalue("postgres_url")  # skipped without PostgreSQL (failed in CI)
+        # A database of its own: Open WebUI's migrations make its tables, and the session's default database may
+        # already hold the ones owc's store tests create (``chat_message`` without Open WebUI's history: "column
+        # meta already exists" when a worker ran those first).
+        url = _postgres_database("owc_owui_compat")
     migrated = owui.run_owui(["migrate"], url)
     assert migrated["current"] == migrated["head"] == "0bd252b206fb"
     if request.param == "postgres":
