@@ -721,3 +721,25 @@ def test_owui_reader_admin_and_a_bad_user(monkeypatch, tmp_path: Path) -> None:
     assert attachments_from([], [item], read=read)[0][0]["content"] == base64.b64encode(b"A").decode()
     read = asyncio.run(owui_file_reader([item], None))
     assert attachments_from([], [item], read=read)[0] == []
+
+
+def test_a_message_without_its_image_parts_sends_its_images_from_its_files() -> None:
+    """The message as the request named it (``pipe.request_messages``: Open WebUI's rebuilt history lost it) has
+    no ``image_url`` parts: its images are taken from its files, an inline one from its ``data:`` URL with its name,
+    an uploaded one read like any upload (an image by its bytes). With the parts expected, the same files give the
+    names only, as before."""
+    inline = {"type": "image", "url": data_url(PNG), "name": "cat.png"}
+    uploaded = upload("dog.png", "image/png")
+    calls: list[str] = []
+    got, problems = attachments_from(
+        "look", [inline, uploaded], read=reader({uploaded["id"]: PNG}, calls), images_in_content=False
+    )
+    assert problems == []
+    assert [(a["type"], a["mimeType"], a["fileName"]) for a in got] == [
+        ("image", "image/png", "cat.png"),
+        ("image", "image/png", "dog.png"),
+    ]
+    assert calls == [uploaded["id"]]
+    assert_gateway_accepts(got)
+    got, problems = attachments_from("look", [inline, uploaded], read=reader({uploaded["id"]: PNG}))
+    assert got == [] and problems == []

@@ -74,9 +74,31 @@ def test_a_request_whose_reloaded_history_lost_the_message_reads_it_from_the_req
     system_only = {"model": "openclaw.main", "messages": [{"role": "system", "content": "Be brief."}]}
     turn = _turn_from(VALVES, system_only, {"id": USER}, sent)
     assert isinstance(turn, Turn) and turn.text == "then this"
+    assert turn.images_in_content is False  # its images come from its files (test_owui_attachments)
     # A history that has the user's message is read as before (the server's own reading of it wins).
     turn = _turn_from(VALVES, _body(text="as reloaded"), {"id": USER}, sent)
-    assert isinstance(turn, Turn) and turn.text == "as reloaded"
+    assert isinstance(turn, Turn) and turn.text == "as reloaded" and turn.images_in_content is True
+
+
+def test_a_regenerate_of_an_agents_turn_is_never_sent_the_agents_words_as_the_users() -> None:
+    """A Regenerate or a Continue of an agent's turn (a reply to no person's message) names that turn's parent as
+    the request's message, and in a chat of agent turns that parent is the agent's own earlier reply; the rebuilt
+    history then holds assistant messages only. Neither is a person's message: refused as before."""
+    earlier = "Deploy finished. Shall I delete the old cluster?"
+    meta = {"chat_id": CHAT, "message_id": M, "user_message_id": "a-1"}
+    named = {**meta, "user_message": {"id": "a-1", "role": "assistant", "content": earlier}}
+    for body in (
+        {"model": "openclaw.main", "messages": [{"role": "assistant", "content": earlier}]},
+        {"model": "openclaw.main", "messages": []},  # the named message is the agent's, whatever the history
+    ):
+        refused = _turn_from(VALVES, body, {"id": USER}, named)
+        assert isinstance(refused, str) and "no text" in refused
+    # A person's message named while the history holds the agent's turns only: the history is Open WebUI's own
+    # reading (not the stale one, which leaves the system prompt alone), so it is not replaced either.
+    person = {**meta, "user_message": {"id": "u-9", "role": "user", "content": "then this"}}
+    body = {"model": "openclaw.main", "messages": [{"role": "assistant", "content": earlier}]}
+    refused = _turn_from(VALVES, body, {"id": USER}, person)
+    assert isinstance(refused, str) and "no text" in refused
 
 
 def test_the_users_text_is_read_from_strings_and_text_parts() -> None:

@@ -131,7 +131,7 @@ def message_files(metadata: Any) -> list[Mapping[str, Any]]:
 
 def file_refs(files: Any) -> list[FileRef]:
     """The message's uploads that go as files (the raster images arrive as ``image_url`` parts of the content)."""
-    refs, _ = _sort_files(files)
+    refs, _, _ = _sort_files(files)
     return refs
 
 
@@ -144,6 +144,7 @@ def attachments_from(
     max_image_bytes: int = MAX_IMAGE_BYTES,
     max_payload: int = MAX_PAYLOAD,
     reserve: int = FRAME_RESERVE,
+    images_in_content: bool = True,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The ``chat.send`` attachments for a user message and a line for the user about each part left out.
 
@@ -154,10 +155,11 @@ def attachments_from(
     are left out, with a line). The limits are the Gateway's (``hello-ok.policy``): ``max_bytes`` and
     ``max_image_bytes`` per attachment, decoded; all of them together, base64-encoded, within ``max_payload -
     reserve`` (``reserve``: the rest of the request, the message's text included). An image is what its bytes
-    say, as the Gateway decides. Never raises."""
+    say, as the Gateway decides. ``images_in_content`` False: the content has no image parts (the message as the
+    request named it, not as Open WebUI rebuilt it), so raster images are read as uploads. Never raises."""
     out = _Collector(max_bytes=max_bytes, max_image_bytes=max_image_bytes, budget=max_payload - reserve)
     try:
-        refs, image_names = _sort_files(files, out)
+        refs, image_names, inline = _sort_files(files, out, images_in_content)
         parts = message_content if isinstance(message_content, list) else []
         n_images = sum(1 for p in parts if isinstance(p, Mapping) and p.get("type") in ("image_url", "input_image"))
         names = iter(image_names if len(image_names) == n_images else [])
@@ -176,6 +178,9 @@ def attachments_from(
                 out.file_part(part, index)
             else:
                 out.problem(f"A part of your message ({_label(kind, 'unknown')}) is not sent to the agent.")
+        for part, name in inline:
+            index += 1
+            out.image_part(part, name, index)
         for ref in refs:
             out.upload(ref, read)
     except Exception:  # a defect here must not cost the user's message: send what is ready, say the rest failed
@@ -377,12 +382,18 @@ class _Collector:
         )
 
 
-def _sort_files(files: Any, out: _Collector | None = None) -> tuple[list[FileRef], list[str | None]]:
+def _sort_files(
+    files: Any, out: _Collector | None = None, images_in_content: bool = True
+) -> tuple[list[FileRef], list[str | None], list[tuple[dict[str, Any], str | None]]]:
     """The message's uploads to read, and the names of its raster images (in order: Open WebUI adds their
     ``image_url`` parts in the same order, ``utils/middleware.py:2126-2142``). References (knowledge, notes,
-    chats) get a line: Open WebUI retrieves their text itself, there is nothing to attach."""
+    chats) get a line: Open WebUI retrieves their text itself, there is nothing to attach. ``images_in_content``
+    False (the content came without the image parts Open WebUI adds, ``pipe.request_messages``): an image held in
+    its ``data:`` URL comes back as the part Open WebUI would have made, with its name; an uploaded one is an upload
+    to read like the others."""
     refs: list[FileRef] = []
     image_names: list[str | None] = []
+    inline: list[tuple[dict[str, Any], str | None]] = []
     for item in files if isinstance(files, list) else []:
         if not isinstance(item, Mapping):
             continue
@@ -390,11 +401,16 @@ def _sort_files(files: Any, out: _Collector | None = None) -> tuple[list[FileRef
         raw_name = item.get("name")
         name = raw_name if isinstance(raw_name, str) else None
         content_type = _mime(item.get("content_type"))
-        if kind == "image" or (kind == "file" and _raster(content_type)):
+        image = kind == "image" or (kind == "file" and _raster(content_type))
+        if image and images_in_content:
             if item.get("url"):  # the middleware adds a part only for a file with a url
                 image_names.append(name)
             continue
-        if kind != "file":
+        url = item.get("url")
+        if image and isinstance(url, str) and url.startswith("data:"):
+            inline.append(({"type": "image_url", "image_url": {"url": url}}, name))
+            continue
+        if kind != "file" and not image:
             if out is not None:
                 what = _label(kind, "unknown")
                 out.problem(f"{_label(name, 'An attachment')}: this kind of attachment ({what}) is not sent.")
@@ -413,7 +429,7 @@ def _sort_files(files: Any, out: _Collector | None = None) -> tuple[list[FileRef
                 size=size if isinstance(size, int) and not isinstance(size, bool) else None,
             )
         )
-    return refs, image_names
+    return refs, image_names, inline
 
 
 def _data_url(url: str, limit: int) -> tuple[str, bytes] | object | None:

@@ -281,6 +281,9 @@ class Turn:
     function_ids: frozenset[str] = frozenset()
     #: The ``AGENT_WHITELIST`` valve: the agents listed as models, so the ones a turn may go to.
     agent_whitelist: str = ""
+    #: False when the message came from the request's own copy (``request_messages``): its content then has no
+    #: image parts, and its raster images are read as uploads (``attachments.attachments_from``).
+    images_in_content: bool = True
 
     def in_chat_of(self, owner_key: str) -> Turn:
         """The same turn on the chat's own session key (its owner's: ``Runtime.chat_session_key``)."""
@@ -297,7 +300,8 @@ def _turn_from(
         return TEMPORARY_CHAT
     agent = (getattr(valves, "AGENT_ID", "") or "").strip() or DEFAULT_AGENT_ID
     messages = request_messages(body.get("messages"), metadata)
-    if messages is not body.get("messages"):
+    from_request = messages is not body.get("messages")
+    if from_request:
         log.info(
             "owui.user_message_from_request chat=%s message=%s (the reloaded history had none)",
             chat_id,
@@ -338,6 +342,7 @@ def _turn_from(
             {PIPE_ID, models.OLD_FUNCTION_ID} | {models.function_id_of_module(type(valves).__module__)} - {None}
         ),
         agent_whitelist=_valve_text(valves, "AGENT_WHITELIST"),
+        images_in_content=not from_request,
     )
 
 
@@ -354,19 +359,25 @@ def thinking_of(body: Mapping[str, Any]) -> str | None:
 
 
 def request_messages(messages: Any, metadata: Mapping[str, Any]) -> Any:
-    """The messages to read the user's message from: the body's, unless they hold no user message while the request
-    names one (``__metadata__["user_message"]``, the message as the page sent it: ``main.py:1277,1325``); then that
-    message alone. Open WebUI 0.12.4 rebuilds a saved chat's messages from its database (``utils/middleware.py:
-    2087-2089``; the page sends none) and, when that read does not find the request's own message, goes on with none
-    (``:2186-2187``). A cause seen in the browser tier (a "Send now" landing as the reply before it ended): a task
-    cancelled mid-read leaves its pooled SQLite connection on an old snapshot (``internal/db.py:481-485`` keeps it;
-    measured with that engine's settings), and a later read on it finds the chat as it was before the message was
-    inserted. A raster image of the message is not in that fallback (it arrives as a content part of the reloaded
-    history only); its text and other files are."""
-    if isinstance(messages, list) and any(isinstance(m, Mapping) and m.get("role") == "user" for m in messages):
+    """The messages to read the user's message from: the body's, unless they hold nothing but system messages while
+    the request names a user's message (``__metadata__["user_message"]``, the message as the page sent it:
+    ``main.py:1277,1325``); then that message alone. Only then: a body with other messages is Open WebUI's own
+    reading (a Regenerate or a Continue of an agent's turn names that turn's parent, which may be the agent's own
+    earlier reply, and its body holds no user message: it is refused as before, never sent as the user's words).
+
+    Why: Open WebUI 0.12.4 rebuilds a saved chat's messages from its database (``utils/middleware.py:2087-2089``;
+    the page sends none) and, when that read does not find the request's own message, goes on with none
+    (``:2186-2187``: only the system prompt is left). A cause seen in the browser tier (a "Send now" landing as the
+    reply before it ended): a task cancelled mid-read leaves its pooled SQLite connection on an old snapshot
+    (``internal/db.py:481-485`` keeps it; measured with that engine's settings), and a later read on it finds the
+    chat as it was before the message was inserted. The message's raster images, which come only as parts of the
+    rebuilt history, are read from its files instead (``Turn.images_in_content``)."""
+    if messages is not None and not (
+        isinstance(messages, list) and all(isinstance(m, Mapping) and m.get("role") == "system" for m in messages)
+    ):
         return messages
     sent = metadata.get("user_message")
-    if not isinstance(sent, Mapping) or sent.get("content") is None:
+    if not isinstance(sent, Mapping) or sent.get("role", "user") != "user" or sent.get("content") is None:
         return messages
     return [{"role": "user", "content": sent.get("content")}]
 
@@ -403,7 +414,13 @@ async def _attachments(turn: Turn) -> tuple[list[dict[str, Any]], list[str]]:
         return [], []
     try:
         read = await attachments.owui_file_reader(list(turn.files), turn.user) if turn.files else None
-        build = partial(attachments.attachments_from, turn.content, list(turn.files), read=read)
+        build = partial(
+            attachments.attachments_from,
+            turn.content,
+            list(turn.files),
+            read=read,
+            images_in_content=turn.images_in_content,
+        )
         # Off the loop; a Stop while it reads does not wait for the read (the thread finishes it, unwanted).
         return await anyio.to_thread.run_sync(build, abandon_on_cancel=True)
     except Exception:
