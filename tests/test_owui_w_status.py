@@ -183,12 +183,8 @@ def test_a_typed_reply_cut_by_a_gateway_crash_says_so_through_its_request(deploy
     down.join(WAIT_S)
     wait_connected(sim, token, before)
 
-    def owc_finished() -> dict[str, Any] | None:
-        # Open WebUI's own end-of-request save says ``done`` too: owc's finish is the one without its open mark.
-        reply = _finished_reply(admin, chat_id, "SLOW please")
-        return reply if reply is not None and not (reply.get("meta") or {}).get("openclaw_open") else None
-
-    reply = wait_until(owc_finished, "the resumed reply")
+    # ``_finished_reply`` waits for owc's finish (Open WebUI's own end-of-request save says ``done`` too).
+    reply = wait_until(lambda: _finished_reply(admin, chat_id, "SLOW please"), "the resumed reply")
     assert reply["content"] == f"Hello\n*{SEAM_ON_PAGE}*\nRecovered after the Gateway restart."
     page.wait_for_assistant_text("Recovered after the Gateway restart.", timeout_ms=WAIT_S * 1000)
     wait_status(page, status.RESUMED_RECOVERY)

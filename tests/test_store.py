@@ -891,3 +891,17 @@ def test_a_message_made_below_its_recoverys_takes_the_recoverys_place(case: str)
         assert messages["c"]["parentId"] == "L"
     assert {m["id"] for m in changed} == {"u", "M", "L", *tail}
     assert chat["history"]["currentId"] == (tail[0] if tail else "L")
+
+
+def test_a_mirror_row_fills_every_chat_message_column() -> None:
+    """The ``chat_message`` row owc writes for a message names every column of the table (``status_history`` only
+    when the message has status lines): PostgreSQL's one-statement write binds each as ``m_<column>``, so a column
+    added to the schema without its value would fail every write there, and only there."""
+    from owc.store.schema import chat_message
+    from owc.store.store import _MIRROR_ROW, _mirror_row
+
+    columns = set(chat_message.columns.keys())
+    plain = _mirror_row("c", "u", {"id": "m", "role": "assistant"}, 1)
+    with_status = _mirror_row("c", "u", {"id": "m", "statusHistory": [{"description": "x"}]}, 1)
+    assert set(plain) == set(_MIRROR_ROW) == columns - {"status_history"}
+    assert set(with_status) == columns
