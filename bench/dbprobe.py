@@ -100,7 +100,9 @@ class LockProbe:
         elif getattr(conn.connection.dbapi_connection, "autocommit", False):
             # A statement that is its own transaction (owc's one-statement write): its lock is released by the
             # time its reply is read, so the hold ends here (an upper bound: the reply also waited for the GIL).
-            self.holds.append(Hold(sent, time.monotonic() - sent, 0.0, True, backend))
+            # Committed only if it wrote: owc's version-checked statement writes nothing when the row changed.
+            wrote = getattr(cursor, "rowcount", -1)
+            self.holds.append(Hold(sent, time.monotonic() - sent, 0.0, wrote is None or wrote != 0, backend))
         else:
             self._open[key] = (sent, 0.0, backend)
 

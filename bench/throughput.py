@@ -68,6 +68,7 @@ from owc.runs.ledger import SETTLED_MEMORY
 from owc.runtime import RuntimeConfig, open_runtime
 from owc.sim import open_simulator
 from owc.store import make_engine, open_store
+from owc.store.store import CHECKPOINT_BYTES
 
 BENCH = Path(__file__).resolve().parent
 #: No progress for this long (real seconds) and a measurement is reported failed instead of hanging the bench.
@@ -709,6 +710,7 @@ async def holds_on(url: str, sizes: list[int], reps: int, probe: LockProbe) -> l
             chat_id = f"hold-{size}-{uuid.uuid4().hex[:8]}"
             await store.create_chat(chat_id, "u", chat=chat_of(size, chat_id))
             for op in ("claim", "finalize"):
+                before = await trio.to_thread.run_sync(chat_text, url, chat_id)
                 since = time.monotonic()
                 for r in range(reps):
                     mid = f"owc-{r}"
@@ -719,7 +721,8 @@ async def holds_on(url: str, sizes: list[int], reps: int, probe: LockProbe) -> l
                     else:
                         await store.write(chat_id, mid, content="final text " * 50, output=FINAL_OUTPUT, done=True)
                 ms = [h.seconds * 1e3 for h in probe.since(since)]
-                floor = await trio.to_thread.run_sync(bare_rewrites, url, chat_id, reps)
+                after = await trio.to_thread.run_sync(chat_text, url, chat_id)
+                floor = await trio.to_thread.run_sync(bare_rewrites, url, chat_id, (before, after), reps)
                 rows.append(
                     {
                         "messages": size, "op": op, "n": len(ms), "p50": med(ms), "p99": pct(ms, 0.99), "max": max(ms),
@@ -733,38 +736,76 @@ async def holds_on(url: str, sizes: list[int], reps: int, probe: LockProbe) -> l
     return rows
 
 
-def bare_rewrites(url: str, chat_id: str, reps: int) -> list[float]:
-    """The floor under any hold on this chat: ``reps`` times, the chat's JSON as it stands written back whole by
-    one bare statement and committed, on a driver connection with owc's session settings (``make_engine``: lz4 on
-    PostgreSQL, the pragmas on SQLite) and nothing else in the transaction: no read, no mirror, no Python between
-    lock and commit. Open WebUI's schema keeps a chat in one JSON value, so every write of a message rewrites all
-    of it; this is what that costs the server. Timed like the probe's holds (ms): from the locking statement
-    (``BEGIN IMMEDIATE`` on SQLite, the ``UPDATE`` on PostgreSQL) to the end of the commit."""
+def chat_text(url: str, chat_id: str) -> str:
+    """The chat's JSON as stored, read on a driver connection of its own."""
+    engine = make_engine(url)
+    try:
+        raw = engine.raw_connection()
+        try:
+            cur = raw.cursor()
+            sqlite = engine.dialect.name == "sqlite"
+            cur.execute(("SELECT CAST(chat AS TEXT) FROM chat WHERE id = ?" if sqlite else
+                         "SELECT chat::text FROM chat WHERE id = %s"), (chat_id,))  # fmt: skip
+            text = cur.fetchone()[0]
+            raw.commit()
+            return text
+        finally:
+            raw.close()
+    finally:
+        engine.dispose()
+
+
+def bare_rewrites(url: str, chat_id: str, texts: tuple[str, str], reps: int) -> list[float]:
+    """The floor under any hold on this chat: ``reps`` writes of a chat's whole JSON by one bare statement, on a
+    driver connection with owc's session settings (``make_engine``: lz4 on PostgreSQL, the pragmas on SQLite) and
+    nothing else: no read, no mirror, no Python between lock and commit. Open WebUI keeps a chat in one JSON value,
+    so every write of one message rewrites all of it; this is what that costs any writer.
+
+    ``texts``: the chat as it stood when owc's writes of the figure began and as they left it, written in turn (the
+    floor's chat is the size of owc's, on average, and each write differs from the stored value: SQLite does not
+    rewrite an identical one). Timed as the probe times owc's holds (ms): SQLite from ``BEGIN IMMEDIATE`` returning
+    to the end of the commit; PostgreSQL one statement in autocommit (owc's write of one message), from its sending
+    to its reply. SQLite's WAL is checkpointed every ``CHECKPOINT_BYTES`` of writes, outside the timing, as owc's
+    store does (else the floor runs through a WAL of hundreds of MB), and truncated after, so owc's next figures do
+    not read through it."""
     engine = make_engine(url)
     raw = engine.raw_connection()
     try:
         sqlite = engine.dialect.name == "sqlite"
+        if not sqlite:
+            raw.rollback()
+            raw.driver_connection.autocommit = True
         cur = raw.cursor()
-        cur.execute(("SELECT CAST(chat AS TEXT) FROM chat WHERE id = ?" if sqlite else
-                     "SELECT chat::text FROM chat WHERE id = %s"), (chat_id,))  # fmt: skip
-        text = cur.fetchone()[0]
-        raw.commit()
         write = "UPDATE chat SET chat = ?, updated_at = ? WHERE id = ?" if sqlite else (
             "UPDATE chat SET chat = %s::json, updated_at = %s WHERE id = %s"
         )  # fmt: skip
-        out = []
+        out, grown = [], 0
         for i in range(reps):
-            started = time.perf_counter()
+            text = texts[1] if (reps - i) % 2 == 1 else texts[0]  # the last write leaves the chat as owc did
             if sqlite:
                 cur.execute("BEGIN IMMEDIATE")
-            # A different value each time, as every real write is (a trailing space: the same JSON, other bytes).
-            cur.execute(write, (text if i % 2 else text + " ", int(time.time()) + i, chat_id))
-            raw.commit()
+                started = time.perf_counter()
+                cur.execute(write, (text, int(time.time()) + i, chat_id))
+                raw.commit()
+            else:
+                started = time.perf_counter()
+                cur.execute(write, (text, int(time.time()) + i, chat_id))
             out.append((time.perf_counter() - started) * 1e3)
-        if sqlite:  # the WAL these writes grew is not left for owc's next figures to read through and copy
-            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            grown += len(text)
+            if sqlite and grown >= CHECKPOINT_BYTES:
+                grown = 0
+                cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                cur.fetchall()
+                raw.commit()
+        if sqlite:
+            busy = cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            raw.commit()
+            if busy:
+                log("holds: the floor's WAL was not truncated (busy): owc's next figures read through it")
         return out
     finally:
+        if not sqlite:
+            raw.driver_connection.autocommit = False
         raw.close()
         engine.dispose()
 
@@ -1062,8 +1103,9 @@ def render(r: dict) -> str:
                     f" {f['max']:>9.1f} {f.get('floor_p50', NAN):>10.1f} {f.get('floor_p99', NAN):>10.1f}"
                 )
         w(
-            "   floor: the finalized chat's JSON written back whole by one bare UPDATE and committed, nothing else"
-            " in the transaction (bare_rewrites): what Open WebUI's one-JSON-per-chat schema costs any writer"
+            "   floor: the chat's JSON (as owc's writes found it and as they left it, in turn) written whole by one"
+            " bare UPDATE, nothing else in the transaction (bare_rewrites): what Open WebUI's one-JSON-per-chat schema"
+            " costs any writer"
         )
     if "competing" in r:
         x = r["competing"]
