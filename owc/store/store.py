@@ -38,19 +38,16 @@ from sqlalchemy import (
     Connection,
     Engine,
     Text,
-    and_,
     bindparam,
     delete,
     false,
     insert,
     literal_column,
-    or_,
     select,
     true,
     type_coerce,
     update,
 )
-from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -358,22 +355,6 @@ _SAVES_AND_MIRRORS = {
 }
 
 
-#: SQLite: the chat row is still the one read outside the lock (``_Read``), asked inside the writing ``UPDATE``.
-#: ``data_version`` unchanged (read in the same read transaction as the row) means no other connection committed
-#: anything since; changed (a save of another chat, a checkpoint's WAL reset, owc's own other connections), the
-#: stored text and owner are compared with what was read, whole: exact, and cheaper than parsing (a ``memcmp``,
-#: ~3 ms for 5 MB). One statement instead of a ``PRAGMA`` (and a ``SELECT``) before the ``UPDATE``: fewer waits for
-#: the GIL while the write lock is held. ``pragma_data_version()`` is the pragma as a table (SQLite 3.16+).
-_SQLITE_UNCHANGED = or_(
-    select(literal_column("data_version")).select_from(sql_text("pragma_data_version()")).scalar_subquery()
-    == bindparam("seen_version"),
-    and_(
-        chat_t.c.user_id.is_(bindparam("seen_owner", type_=Text)),
-        type_coerce(chat_t.c.chat, Text).is_(bindparam("seen_chat", type_=Text)),
-    ),
-)
-
-
 def _mirror_row(chat_id: str, user_id: str | None, message: dict[str, Any], now: int) -> dict[str, Any]:
     """A message's ``chat_message`` row, as ``ChatMessages.upsert_message`` would make it (with ``status_history``
     only when the message has status lines: Open WebUI reads a message's status lines from that column first,
@@ -564,8 +545,9 @@ class ChatStore:
                     self.before_lock(chat_id)
                 text = _serialized(plan.chat)
                 if self.is_sqlite:
-                    locked_at = self._lock(conn)
-                    if self._apply(conn, chat_id, read.row.user_id, plan, text, unchanged=read):
+                    locked_at = self._lock(conn, chat_id, read)
+                    if locked_at is not None:
+                        self._apply(conn, chat_id, read.row.user_id, plan, text)
                         self._commit(conn, chat_id, locked_at, wrote=len(text.text))
                         return plan.result
                 else:
@@ -604,14 +586,23 @@ class ChatStore:
         conn.rollback()
         return _Read(row, version)
 
-    def _lock(self, conn: Connection) -> float:
-        """SQLite: take the database's write lock on ``conn`` (the file checked still the one at the path); the
-        lock's time. Whether the chat is still the one read is asked by the write itself (``_save``'s
-        ``unchanged``), so the lock is held for the writes and the commit alone: each statement under it is one more
-        wait for this process's GIL while the Trio thread streams (holds_contended.py's streaming case)."""
+    def _lock(self, conn: Connection, chat_id: str, read: _Read) -> float | None:
+        """SQLite: take the database's write lock on ``conn`` and tell whether the row is still the one ``read`` saw:
+        the lock's time (held: write, then commit) or None (changed: roll back and read again). ``PRAGMA
+        data_version`` unchanged means no other connection committed anything since the read; changed (a save of
+        another chat, a checkpoint's WAL reset, owc's own other connections), the stored text and owner are compared
+        with what was read, whole: exact, and cheaper than parsing (a ``memcmp``, ~3 ms for 5 MB). PostgreSQL takes
+        its row lock in the writing ``UPDATE`` itself (``_save``'s ``version``)."""
         conn.exec_driver_sql("BEGIN IMMEDIATE")
         self._same_file(conn)
-        return time.perf_counter()
+        locked_at = time.perf_counter()
+        if conn.exec_driver_sql("PRAGMA data_version").scalar() == read.version:
+            return locked_at
+        now = conn.exec_driver_sql(
+            "SELECT user_id, chat IS ? FROM chat WHERE id = ?", (read.row.chat, chat_id)
+        ).first() if read.row is not None else None  # fmt: skip
+        same = now is not None and now[0] == read.row.user_id and bool(now[1])
+        return locked_at if same else None
 
     def _apply(
         self,
@@ -621,11 +612,10 @@ class ChatStore:
         plan: _Plan[Any],
         text: Serialized,
         version: Any = None,
-        unchanged: _Read | None = None,
     ) -> bool:
         """The writes of a plan, under the lock: the chat row (``text``: the plan's chat, serialised), then its
-        ``chat_message`` mirror. ``version`` (PostgreSQL) / ``unchanged`` (SQLite): write only if the row is still the
-        one read (``_save``); False, having written nothing, when it changed since."""
+        ``chat_message`` mirror. ``version`` (PostgreSQL): write only the row version read (``_save``); False, having
+        written nothing, when the row changed since."""
         if version is not None and len(plan.mirror) == 1:  # PostgreSQL's short-hold write of one message
             row = _mirror_row(chat_id, user_id, plan.mirror[0], plan.now)
             binds = {"chat_id": chat_id, "version": version, "chat": text, "now": plan.now}
@@ -642,9 +632,7 @@ class ChatStore:
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             if conn.execute(query, binds).first() is None:
                 return False
-        elif self._save(
-            conn, chat_id, text, plan.now, current_id=plan.current_id, version=version, unchanged=unchanged
-        ):
+        elif self._save(conn, chat_id, text, plan.now, current_id=plan.current_id, version=version):
             self._mirror_many(conn, chat_id, user_id, plan.mirror, plan.now)
         else:
             return False
@@ -699,30 +687,20 @@ class ChatStore:
         now: int,
         current_id: str | None = None,
         version: Any = None,
-        unchanged: _Read | None = None,
     ) -> bool:
         """Write the chat row. ``version`` (PostgreSQL; None: unconditional): only while the row's ``xmin`` is still
         the one read outside the lock. Every update makes a row version whose ``xmin`` is its own transaction's id,
         and an ``UPDATE`` that finds the row locked by another writer waits, then evaluates its ``WHERE`` again on the
         version that writer committed (PostgreSQL's READ COMMITTED rule): so one statement takes the row lock, checks
-        and writes (no ``SELECT ... FOR UPDATE`` round trip inside the hold). ``unchanged`` (SQLite, under
-        ``BEGIN IMMEDIATE``): only while the row is the one ``unchanged`` read (``_SQLITE_UNCHANGED``). False: the row
-        changed, nothing written."""
+        and writes (no ``SELECT ... FOR UPDATE`` round trip inside the hold). False: the row changed, nothing
+        written."""
         values: dict[str, Any] = {"chat": chat, "updated_at": now}
         if current_id is not None:
             values["current_message_id"] = current_id
         query = update(chat_t).where(chat_t.c.id == chat_id)
         if version is not None:
             query = query.where(literal_column("xmin::text") == version)
-        seen: dict[str, Any] = {}
-        if unchanged is not None:
-            query = query.where(_SQLITE_UNCHANGED)
-            seen = {
-                "seen_version": unchanged.version,
-                "seen_owner": unchanged.row.user_id,
-                "seen_chat": unchanged.row.chat,
-            }
-        return conn.execute(query.values(**values), seen).rowcount == 1
+        return conn.execute(query.values(**values)).rowcount == 1
 
     @classmethod
     def _mirror(cls, conn: Connection, chat_id: str, user_id: str | None, message: dict[str, Any], now: int) -> None:
