@@ -10,6 +10,7 @@ functions that answer as the Gateway does (``tests/test_realgw_media.py`` runs t
 from __future__ import annotations
 
 import base64
+import types
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ class _Run:
     def __init__(self, run_id: str) -> None:
         self.session_key, self.run_id, self.message_id = KEY, run_id, "m1"
         self.ref = SessionRef("main", "u1", "c1")
+        self.renderer = types.SimpleNamespace(media_announced=False)  # the stream named no file
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from owc.sim.restarts import BOOT_SECONDS
 from owc.sim.script import Step
 from owc.store import open_store
 
+from bounds import bounded
 from rawclient import raw_client
 
 TOKEN = "media-token"
@@ -330,3 +331,25 @@ async def test_over_wss_the_ticket_is_served_over_tls_on_the_same_port(clock) ->
                 key, DeliveredFile(item.artifact_id, "document", "report.pdf", "application/pdf", len(PDF))
             )
         assert got.data == PDF and got.mime == "application/pdf"
+
+
+@pytest.mark.virtual_seconds(1)
+async def test_files_delivered_while_the_finished_message_is_written_are_taken(clock, tmp_path: Path) -> None:
+    """The rewrite and its push come after the finalize read the transcript but before its write ends (a loaded
+    box): the push finds nothing watched yet; the files must still reach M (CI, tier W media, under load)."""
+
+    async def body(turn: Turn) -> None:
+        write = turn.store.write
+
+        async def slow_write(chat_id: str, message_id: str, **kwargs: Any) -> Any:
+            if kwargs.get("done"):
+                await trio.sleep(1)  # past the simulator's media delay (0.1 s): the push lands meanwhile
+            return await write(chat_id, message_id, **kwargs)
+
+        turn.store.write = slow_write
+        await turn.send([Text("Coming."), Media("chart.png", "image/png", CHART), End()])
+        with bounded(5, "the file in M (virtual seconds)"):
+            message = await turn.until(_done(1))
+        assert [e["name"] for e in message["files"]] == ["chart.png"]
+
+    await _env(tmp_path, body, delay=0.1)

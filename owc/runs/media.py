@@ -172,6 +172,12 @@ class MediaDesk:
         self.book.watch(Watch(run.session_key, run.run_id, run.ref.chat_id, run.message_id, user))
         if history is not None and run_media(history, run.run_id):
             self._owe(run.session_key, history)
+        elif run.renderer.media_announced:
+            # Its stream named files, but the transcript the finalize read holds none yet. The Gateway's rewrite may
+            # have come, with its ``phase:"message"`` push, between that read and this watch (the finished message's
+            # write in between grows with load): ``on_changed`` then found nothing watched and let it go, and no
+            # other push comes. One fresh read now sees such a rewrite; a later one finds the run watched.
+            self._owe(run.session_key, None)
 
     def on_changed(self, session_key: str) -> None:
         """The Gateway rewrote a transcript message of this session: files may have arrived."""
