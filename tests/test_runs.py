@@ -921,6 +921,23 @@ async def test_the_finished_message_reaches_the_tabs_with_its_place(tmp_path) ->
         assert (await env.store.read_chat(chat_id))["history"]["currentId"] == m
 
 
+def _hold_the_first_transcript_read(env: Any) -> list[object]:
+    """The Gateway never answers the first ``chat.history`` (the client's RPC bound runs out), answers the others:
+    the held frame is in the list returned."""
+    held: list[object] = []
+    answer = env.sim.rpc.answer
+
+    def hold_the_first(conn, frame) -> None:  # type: ignore[no-untyped-def]
+        if not held:
+            held.append(frame)
+        else:
+            answer(conn, frame)
+
+    env.sim.rpc.hold = hold_the_first
+    env.sim.stall_requests("chat.history")
+    return held
+
+
 async def test_a_transcript_read_that_times_out_is_read_again_and_the_transcript_decides(tmp_path, mock_clock) -> None:
     """Issue 24, item 9: a finalize's ``chat.history`` gets no answer within the RPC bound (a loaded Gateway). The
     timeout must not pick the message's content: the read goes again at the next tick, and the message is finished
@@ -941,17 +958,7 @@ async def test_a_transcript_read_that_times_out_is_read_again_and_the_transcript
             )
 
         await keeper.until(streaming_and_reconciled)
-        held: list[object] = []
-        answer = env.sim.rpc.answer
-
-        def hold_the_first(conn, frame) -> None:  # type: ignore[no-untyped-def]
-            if not held:
-                held.append(frame)  # never answered: the client's RPC bound runs out
-            else:
-                answer(conn, frame)
-
-        env.sim.rpc.hold = hold_the_first
-        env.sim.stall_requests("chat.history")
+        held = _hold_the_first_transcript_read(env)
         writes: list[tuple[bool, str]] = []
         write = env.store.write
 
@@ -1095,17 +1102,7 @@ async def test_a_finalize_waiting_for_the_next_tick_lets_the_others_go_first(tmp
         chat_b, key_b = await env.chat()
         keeper = await env.connect()
         await keeper.until(lambda: keeper.table is not None and not keeper.table.reconciling)
-        held: list[object] = []
-        answer = env.sim.rpc.answer
-
-        def hold_the_first(conn, frame) -> None:  # type: ignore[no-untyped-def]
-            if not held:
-                held.append(frame)  # never answered: the client's RPC bound runs out
-            else:
-                answer(conn, frame)
-
-        env.sim.rpc.hold = hold_the_first
-        env.sim.stall_requests("chat.history")
+        held = _hold_the_first_transcript_read(env)
         done: list[str] = []
         write = env.store.write
 
